@@ -1,0 +1,230 @@
+//! The fixed 61-byte header of a Kafka RecordBatch (magic v2) and the checks the log makes on
+//! it. The records after the header are never decoded or re-encoded here.
+//!
+//! ```text
+//! 0  baseOffset i64          | outside the CRC: patched by the leader on append
+//! 8  batchLength i32         | bytes after this field
+//! 12 partitionLeaderEpoch i32| outside the CRC: patched by the leader on append
+//! 16 magic i8 (= 2)
+//! 17 crc u32                 | CRC-32C of bytes [21, 12 + batchLength)
+//! 21 attributes i16
+//! 23 lastOffsetDelta i32
+//! 27 baseTimestamp i64
+//! 35 maxTimestamp i64
+//! 43 producerId i64
+//! 51 producerEpoch i16
+//! 53 baseSequence i32
+//! 57 recordsCount i32
+//! 61 records ...
+//! ```
+
+use crate::limits::{BATCH_BYTES_MAX, BATCH_HEADER_BYTES, BATCH_LOG_OVERHEAD};
+use crate::types::{LeaderEpoch, Offset, TimestampMs};
+
+const CRC_START: usize = 21;
+
+/// What is wrong with a batch; the position and offsets are added by the caller.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BatchError {
+    #[error("{available} bytes cannot hold a record batch header ({BATCH_HEADER_BYTES} bytes)")]
+    TooShort { available: usize },
+    #[error("batch length {batch_length} is out of range (header needs 49, limit {BATCH_BYTES_MAX})")]
+    BadLength { batch_length: i32 },
+    #[error("batch of {needed} bytes is truncated: only {available} bytes present")]
+    Truncated { needed: usize, available: usize },
+    #[error("record batch magic {magic} is not supported (only v2)")]
+    BadMagic { magic: i8 },
+    #[error("CRC-32C mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    BadCrc { stored: u32, computed: u32 },
+    #[error("records cannot be decoded: {reason}")]
+    Undecodable { reason: String },
+    #[error("records count {records_count} does not match lastOffsetDelta {last_offset_delta}")]
+    BadRecordCount {
+        records_count: i32,
+        last_offset_delta: i32,
+    },
+}
+
+/// The decoded fixed header of one batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub base_offset: Offset,
+    /// Size of the whole batch, `batchLength + 12`.
+    pub size_bytes: u32,
+    pub partition_leader_epoch: LeaderEpoch,
+    pub magic: i8,
+    pub crc: u32,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub base_timestamp: TimestampMs,
+    pub max_timestamp: TimestampMs,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub records_count: i32,
+}
+
+fn i16_at(b: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes([b[at], b[at + 1]])
+}
+
+fn i32_at(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn i64_at(b: &[u8], at: usize) -> i64 {
+    i64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// Reads `baseOffset` and the total batch size from the first 12 bytes, checking the length
+/// is plausible. Enough to walk from batch to batch.
+pub fn peek_size(bytes: &[u8]) -> Result<(Offset, u32), BatchError> {
+    if bytes.len() < BATCH_LOG_OVERHEAD {
+        return Err(BatchError::TooShort {
+            available: bytes.len(),
+        });
+    }
+    let batch_length = i32_at(bytes, 8);
+    let min = (BATCH_HEADER_BYTES - BATCH_LOG_OVERHEAD) as i32;
+    if batch_length < min || batch_length as usize + BATCH_LOG_OVERHEAD > BATCH_BYTES_MAX {
+        return Err(BatchError::BadLength { batch_length });
+    }
+    Ok((
+        Offset(i64_at(bytes, 0)),
+        batch_length as u32 + BATCH_LOG_OVERHEAD as u32,
+    ))
+}
+
+impl BatchHeader {
+    /// Decodes the fixed header. Checks the length field and magic, not the CRC.
+    pub fn parse(bytes: &[u8]) -> Result<BatchHeader, BatchError> {
+        if bytes.len() < BATCH_HEADER_BYTES {
+            return Err(BatchError::TooShort {
+                available: bytes.len(),
+            });
+        }
+        let (base_offset, size_bytes) = peek_size(bytes)?;
+        let magic = bytes[16] as i8;
+        if magic != 2 {
+            return Err(BatchError::BadMagic { magic });
+        }
+        Ok(BatchHeader {
+            base_offset,
+            size_bytes,
+            partition_leader_epoch: LeaderEpoch(i32_at(bytes, 12)),
+            magic,
+            crc: i32_at(bytes, 17) as u32,
+            attributes: i16_at(bytes, 21),
+            last_offset_delta: i32_at(bytes, 23),
+            base_timestamp: TimestampMs(i64_at(bytes, 27)),
+            max_timestamp: TimestampMs(i64_at(bytes, 35)),
+            producer_id: i64_at(bytes, 43),
+            producer_epoch: i16_at(bytes, 51),
+            base_sequence: i32_at(bytes, 53),
+            records_count: i32_at(bytes, 57),
+        })
+    }
+
+    /// Decodes and fully validates one batch at the start of `bytes`: length, magic, CRC-32C
+    /// over the whole batch, and the records count against `lastOffsetDelta`.
+    pub fn parse_validated(bytes: &[u8]) -> Result<BatchHeader, BatchError> {
+        let header = BatchHeader::parse(bytes)?;
+        let size = header.size_bytes as usize;
+        if bytes.len() < size {
+            return Err(BatchError::Truncated {
+                needed: size,
+                available: bytes.len(),
+            });
+        }
+        let computed = crc32c::crc32c(&bytes[CRC_START..size]);
+        if computed != header.crc {
+            return Err(BatchError::BadCrc {
+                stored: header.crc,
+                computed,
+            });
+        }
+        // Compaction may leave fewer records than the offset span, never more, and a batch
+        // holds at least one offset.
+        if header.last_offset_delta < 0
+            || header.records_count < 0
+            || header.records_count > header.last_offset_delta.saturating_add(1)
+        {
+            return Err(BatchError::BadRecordCount {
+                records_count: header.records_count,
+                last_offset_delta: header.last_offset_delta,
+            });
+        }
+        Ok(header)
+    }
+
+    pub fn last_offset(&self) -> Offset {
+        Offset(self.base_offset.0 + i64::from(self.last_offset_delta))
+    }
+
+    pub fn next_offset(&self) -> Offset {
+        self.last_offset().next()
+    }
+
+    /// Number of offsets the batch spans.
+    pub fn offset_count(&self) -> u64 {
+        self.last_offset_delta as u64 + 1
+    }
+}
+
+/// Writes `baseOffset` and `partitionLeaderEpoch` into a batch's first 16 bytes. Both lie
+/// outside the CRC, so the batch stays valid.
+pub fn patch_offset_and_epoch(prefix: &mut [u8], base_offset: Offset, epoch: LeaderEpoch) {
+    assert!(prefix.len() >= 16, "patch needs the first 16 bytes, got {}", prefix.len());
+    prefix[0..8].copy_from_slice(&base_offset.0.to_be_bytes());
+    prefix[12..16].copy_from_slice(&epoch.0.to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn minimal_batch() -> Vec<u8> {
+        let mut b = vec![0u8; BATCH_HEADER_BYTES];
+        b[8..12].copy_from_slice(&((BATCH_HEADER_BYTES - 12) as i32).to_be_bytes());
+        b[16] = 2;
+        b[57..61].copy_from_slice(&0i32.to_be_bytes());
+        let crc = crc32c::crc32c(&b[CRC_START..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn validates_and_patches_outside_crc() {
+        let mut b = minimal_batch();
+        BatchHeader::parse_validated(&b).unwrap();
+        patch_offset_and_epoch(&mut b, Offset(42), LeaderEpoch(7));
+        let h = BatchHeader::parse_validated(&b).unwrap();
+        assert_eq!(h.base_offset, Offset(42));
+        assert_eq!(h.partition_leader_epoch, LeaderEpoch(7));
+    }
+
+    #[test]
+    fn rejects_every_single_bit_flip_inside_crc() {
+        let b = minimal_batch();
+        for byte in CRC_START..b.len() {
+            let mut c = b.clone();
+            c[byte] ^= 1;
+            assert!(BatchHeader::parse_validated(&c).is_err(), "flip at {byte}");
+        }
+    }
+
+    #[test]
+    fn rejects_bad_lengths_and_magic() {
+        let mut b = minimal_batch();
+        b[8..12].copy_from_slice(&10i32.to_be_bytes());
+        assert!(matches!(BatchHeader::parse(&b), Err(BatchError::BadLength { .. })));
+        let mut b = minimal_batch();
+        b[16] = 1;
+        assert!(matches!(BatchHeader::parse(&b), Err(BatchError::BadMagic { magic: 1 })));
+        let b = minimal_batch();
+        assert!(matches!(
+            BatchHeader::parse_validated(&b[..40]),
+            Err(BatchError::TooShort { .. })
+        ));
+    }
+}

@@ -1,0 +1,115 @@
+//! Small checkpoint files written atomically: temporary file, fdatasync, rename, directory
+//! fsync. Format as Kafka's checkpoint files: a version line, a count line, one entry a line.
+
+use std::path::{Path, PathBuf};
+
+use glommio::io::{BufferedFile, Directory};
+
+use crate::error::IoError;
+
+pub const RECOVERY_POINT_FILE: &str = "recovery-point-checkpoint";
+pub const LEADER_EPOCH_FILE: &str = "leader-epoch-checkpoint";
+
+/// Writes `lines` as a version-0 checkpoint file `dir/name`, replacing it atomically.
+pub async fn write_checkpoint(dir: &Path, name: &str, lines: &[String]) -> Result<(), IoError> {
+    let mut text = format!("0\n{}\n", lines.len());
+    for l in lines {
+        text.push_str(l);
+        text.push('\n');
+    }
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    write_file_durably(&tmp, text.into_bytes()).await?;
+    glommio::io::rename(&tmp, &path)
+        .await
+        .map_err(|e| IoError::new("renaming checkpoint to", &path, e))?;
+    sync_dir(dir).await
+}
+
+/// Creates (or replaces) `path` with `bytes` and fdatasyncs it.
+pub async fn write_file_durably(path: &Path, bytes: Vec<u8>) -> Result<(), IoError> {
+    let file = BufferedFile::create(path)
+        .await
+        .map_err(|e| IoError::new("creating", path, e))?;
+    let len = bytes.len();
+    if len > 0 {
+        let n = file
+            .write_at(bytes, 0)
+            .await
+            .map_err(|e| IoError::new("writing", path, e))?;
+        if n != len {
+            let short = std::io::Error::other(format!("short write: {n} of {len} bytes"));
+            return Err(IoError::new("writing", path, short));
+        }
+    }
+    file.fdatasync()
+        .await
+        .map_err(|e| IoError::new("syncing", path, e))?;
+    file.close().await.map_err(|e| IoError::new("closing", path, e))
+}
+
+pub async fn sync_dir(dir: &Path) -> Result<(), IoError> {
+    let d = Directory::open(dir)
+        .await
+        .map_err(|e| IoError::new("opening directory", dir, e))?;
+    d.sync().await.map_err(|e| IoError::new("syncing directory", dir, e))?;
+    d.close().await.map_err(|e| IoError::new("closing directory", dir, e))
+}
+
+/// Reads a whole file; `Ok(None)` when it does not exist.
+pub async fn read_file(path: &Path) -> Result<Option<Vec<u8>>, IoError> {
+    let file = match BufferedFile::open(path).await {
+        Ok(f) => f,
+        Err(e) => {
+            let e = std::io::Error::from(e);
+            if e.kind() == std::io::ErrorKind::NotFound {
+                return Ok(None);
+            }
+            return Err(IoError::new("opening", path, e));
+        }
+    };
+    let size = file
+        .file_size()
+        .await
+        .map_err(|e| IoError::new("sizing", path, e))?;
+    let bytes = if size == 0 {
+        Vec::new()
+    } else {
+        let r = file
+            .read_at(0, size as usize)
+            .await
+            .map_err(|e| IoError::new("reading", path, e))?;
+        r.to_vec()
+    };
+    file.close().await.map_err(|e| IoError::new("closing", path, e))?;
+    Ok(Some(bytes))
+}
+
+/// Parses a checkpoint written by [`write_checkpoint`]; `None` if it is malformed.
+pub fn parse_checkpoint(bytes: &[u8]) -> Option<Vec<String>> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let mut lines = text.lines();
+    if lines.next()? != "0" {
+        return None;
+    }
+    let count: usize = lines.next()?.parse().ok()?;
+    let entries: Vec<String> = lines.map(str::to_owned).collect();
+    (entries.len() == count).then_some(entries)
+}
+
+pub fn checkpoint_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_only_complete_checkpoints() {
+        assert_eq!(parse_checkpoint(b"0\n1\n42\n"), Some(vec!["42".to_owned()]));
+        assert_eq!(parse_checkpoint(b"0\n2\n42\n"), None);
+        assert_eq!(parse_checkpoint(b"1\n1\n42\n"), None);
+        assert_eq!(parse_checkpoint(b"\xff"), None);
+    }
+}

@@ -1,0 +1,41 @@
+//! `iouring-log` owns one partition's log on disk: segments in Kafka's layout and byte format
+//! (`.log`, `.index`, `.timeindex`, `leader-epoch-checkpoint`), O_DIRECT appends through
+//! glommio/io_uring, zero-copy read descriptions, recovery, roll, flush and retention.
+//!
+//! It must not touch: Kafka requests or the network (that is `node`), replicas, ISR or high
+//! watermarks (that is `replication`; it only receives an upper bound for reads and
+//! retention). Every method runs on the glommio executor that opened the log.
+//!
+//! Layout and crash cases: `docs/format.md`.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+pub mod aligned_buf;
+pub mod appender;
+pub mod batch;
+pub mod checkpoint;
+pub mod config;
+pub mod error;
+pub mod leader_epoch_cache;
+pub mod limits;
+mod log;
+mod log_open;
+mod log_read;
+pub mod notify;
+pub mod offset_index;
+pub mod reader;
+pub mod recovery;
+pub mod retention;
+pub mod segment;
+pub mod tail;
+pub mod time_index;
+pub mod types;
+
+pub use batch::{BatchError, BatchHeader};
+pub use config::LogConfig;
+pub use error::{AppendError, FlushError, IoError, OpenError, ReadError};
+pub use log::{AppendInfo, Log};
+pub use log_read::{ReadOptions, ReadResult};
+pub use reader::ReadSlice;
+pub use types::{FilePosition, LeaderEpoch, Offset, RelativeOffset, TimestampMs};

@@ -1,0 +1,69 @@
+//! Every bound of the partition log in one place.
+//!
+//! Arithmetic behind the numbers:
+//! - Direct I/O works in blocks of [`DIRECT_IO_ALIGNMENT`] bytes: every write position, write
+//!   length and buffer address is a multiple of it.
+//! - The in-memory tail is cut into chunks of [`TAIL_CHUNK_BYTES`]; chunk `k` of a segment holds
+//!   file positions `[k * TAIL_CHUNK_BYTES, (k + 1) * TAIL_CHUNK_BYTES)`.
+//! - One write is at most [`WRITE_BYTES_MAX`] and at most [`WRITES_IN_FLIGHT_MAX`] are in
+//!   flight per active segment, so the unwritten tail that is being written at any moment is at
+//!   most 4 MiB.
+//! - Positions in a segment are `u32` (Kafka's offset index stores them in 4 bytes), so a
+//!   segment is at most [`SEGMENT_BYTES_MAX`] (2 GiB - 1 in Kafka; we keep it aligned).
+
+/// Block size of O_DIRECT I/O and the alignment of every buffer the kernel copies from.
+pub const DIRECT_IO_ALIGNMENT: usize = 4096;
+
+/// Size of one chunk of the in-memory tail of the active segment.
+pub const TAIL_CHUNK_BYTES: usize = 1 << 20;
+
+/// Largest single write to a segment file.
+pub const WRITE_BYTES_MAX: usize = 1 << 20;
+
+/// Writes in flight per active segment (the disk needs 2–4 to reach its bandwidth).
+pub const WRITES_IN_FLIGHT_MAX: usize = 4;
+
+/// Largest segment: positions must fit the offset index's `u32`.
+pub const SEGMENT_BYTES_MAX: u64 = (1 << 31) - DIRECT_IO_ALIGNMENT as u64;
+
+/// Smallest `segment.bytes` accepted (Kafka's lower bound for `log.segment.bytes` is 14 bytes;
+/// we need room for at least one batch header).
+pub const SEGMENT_BYTES_MIN: u64 = BATCH_HEADER_BYTES as u64;
+
+/// Largest record batch accepted (header included). Kafka's `message.max.bytes` is checked by
+/// the broker; this bound keeps a corrupt length field from making recovery read gigabytes.
+pub const BATCH_BYTES_MAX: usize = 64 << 20;
+
+/// Size of the fixed RecordBatch v2 header (through `recordsCount`).
+pub const BATCH_HEADER_BYTES: usize = 61;
+
+/// Bytes before the `batchLength` value starts counting (`baseOffset` + `batchLength`).
+pub const BATCH_LOG_OVERHEAD: usize = 12;
+
+/// Preallocation step of active segment files.
+pub const PREALLOCATE_BYTES: u64 = 64 << 20;
+
+/// Size of one read while recovering or scanning a segment file.
+pub const SCAN_READ_BYTES: usize = 1 << 20;
+
+/// Bytes read at once when scanning batch headers for a fetch (index interval + slack).
+pub const HEADER_SCAN_READ_BYTES: usize = 16 << 10;
+
+/// Size of one offset index entry: relative offset u32 + position u32.
+pub const OFFSET_INDEX_ENTRY_BYTES: usize = 8;
+
+/// Size of one time index entry: timestamp i64 + relative offset u32.
+pub const TIME_INDEX_ENTRY_BYTES: usize = 12;
+
+/// Entries a memory index may hold: one per 4 KiB of a maximal segment, plus one.
+pub const INDEX_ENTRIES_MAX: usize = (SEGMENT_BYTES_MAX as usize / DIRECT_IO_ALIGNMENT) + 1;
+
+const _: () = assert!(TAIL_CHUNK_BYTES % DIRECT_IO_ALIGNMENT == 0);
+const _: () = assert!(WRITE_BYTES_MAX % DIRECT_IO_ALIGNMENT == 0);
+const _: () = assert!(WRITE_BYTES_MAX <= TAIL_CHUNK_BYTES * 4);
+const _: () = assert!(SEGMENT_BYTES_MAX % DIRECT_IO_ALIGNMENT as u64 == 0);
+const _: () = assert!(SEGMENT_BYTES_MAX <= u32::MAX as u64);
+const _: () = assert!(PREALLOCATE_BYTES % DIRECT_IO_ALIGNMENT as u64 == 0);
+const _: () = assert!(BATCH_BYTES_MAX < SEGMENT_BYTES_MAX as usize);
+const _: () = assert!(WRITES_IN_FLIGHT_MAX >= 2 && WRITES_IN_FLIGHT_MAX <= 4);
+const _: () = assert!(HEADER_SCAN_READ_BYTES >= BATCH_HEADER_BYTES);

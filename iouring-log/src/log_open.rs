@@ -1,0 +1,273 @@
+//! Opening a log: listing its segments, trusting those wholly before the recovery point (after
+//! a sanity check of their indexes), re-validating the rest batch by batch, truncating a torn
+//! or corrupt tail, and re-activating the last segment for appends.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use glommio::io::OpenOptions;
+use glommio::sync::Semaphore;
+
+use crate::appender::{align_down, Appender};
+use crate::checkpoint::{parse_checkpoint, read_file, sync_dir, LEADER_EPOCH_FILE, RECOVERY_POINT_FILE};
+use crate::config::LogConfig;
+use crate::error::{IoError, OpenError};
+use crate::leader_epoch_cache::LeaderEpochCache;
+use crate::log::{Log, LogInner, LogState};
+use crate::offset_index::OffsetIndex;
+use crate::recovery::{next_offset_from_index, scan_segment};
+use crate::segment::{
+    open_read_file, segment_file, write_index_files, ActiveSegment, Segment, SegmentIndexes, SegmentState,
+    INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+};
+use crate::time_index::TimeIndex;
+use crate::types::Offset;
+
+/// Base offsets of the `.log` files in `dir`, sorted; removes leftover temporary files.
+fn list_segments(dir: &Path) -> Result<Vec<Offset>, OpenError> {
+    // Listing a directory has no io_uring operation; this runs once per log open.
+    let entries = std::fs::read_dir(dir).map_err(|e| IoError::new("listing", dir, e))?;
+    let mut bases = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| IoError::new("listing", dir, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.ends_with(".tmp") {
+            std::fs::remove_file(entry.path()).map_err(|e| IoError::new("removing", entry.path(), e))?;
+            continue;
+        }
+        let Some(stem) = name.strip_suffix(".log") else { continue };
+        if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(OpenError::Layout {
+                path: entry.path(),
+                reason: "a .log file not named by a 20-digit base offset".into(),
+            });
+        }
+        let base: i64 = stem.parse().map_err(|_| OpenError::Layout {
+            path: entry.path(),
+            reason: "base offset does not fit i64".into(),
+        })?;
+        bases.push(Offset(base));
+    }
+    bases.sort();
+    Ok(bases)
+}
+
+async fn read_recovery_point(dir: &Path) -> Result<Offset, IoError> {
+    let bytes = read_file(&dir.join(RECOVERY_POINT_FILE)).await?;
+    let rp = bytes
+        .and_then(|b| parse_checkpoint(&b))
+        .and_then(|lines| lines.first().and_then(|l| l.trim().parse::<i64>().ok()));
+    Ok(Offset(rp.unwrap_or(0)))
+}
+
+async fn read_epochs(dir: &Path) -> Result<LeaderEpochCache, IoError> {
+    let bytes = read_file(&dir.join(LEADER_EPOCH_FILE)).await?;
+    let cache = bytes.and_then(|b| parse_checkpoint(&b)).and_then(|l| LeaderEpochCache::from_lines(&l));
+    if cache.is_none() && dir.join(LEADER_EPOCH_FILE).exists() {
+        tracing::warn!(dir = %dir.display(), "leader-epoch-checkpoint unreadable; rebuilding from batches");
+    }
+    Ok(cache.unwrap_or_default())
+}
+
+/// A segment before the recovery point: load and sanity-check its index files; `None` if they
+/// cannot be trusted (then the caller scans it).
+async fn load_trusted(dir: &Path, base: Offset) -> Result<Option<Segment>, IoError> {
+    let path = segment_file(dir, base, LOG_SUFFIX);
+    let read_file_handle = open_read_file(&path).await?;
+    let size = read_file_handle.file_size().await.map_err(|e| IoError::new("sizing", &path, e))?;
+    let (Some(index_bytes), Some(time_bytes)) = (
+        read_file(&segment_file(dir, base, INDEX_SUFFIX)).await?,
+        read_file(&segment_file(dir, base, TIME_INDEX_SUFFIX)).await?,
+    ) else {
+        return Ok(None);
+    };
+    let Ok(offset_index) = OffsetIndex::from_bytes(&index_bytes, size) else { return Ok(None) };
+    let start = offset_index.entries().last().map_or(0, |e| e.position.get());
+    let Ok(next_offset) = next_offset_from_index(&read_file_handle, &path, base, size, start).await? else {
+        return Ok(None);
+    };
+    let next_rel = (next_offset.0 - base.0) as u64;
+    let Ok(time_index) = TimeIndex::from_bytes(&time_bytes, next_rel) else { return Ok(None) };
+    let max_ts = time_index.last().map(|e| (e.timestamp, e.relative_offset.absolute(base)));
+    Ok(Some(Segment {
+        base_offset: base,
+        log_path: Rc::new(path),
+        read_file: read_file_handle,
+        indexes: SegmentIndexes {
+            offset_index,
+            time_index,
+            max_timestamp_so_far: max_ts,
+            ..SegmentIndexes::default()
+        },
+        size,
+        next_offset,
+        rolling_timestamp_ms: max_ts.map_or(0, |(ts, _)| ts.0),
+        state: SegmentState::Sealed,
+    }))
+}
+
+/// A segment at or after the recovery point: validate every batch. Returns the segment and
+/// whether the scan stopped before the end of the file (damage: later segments are dropped).
+async fn load_scanned(dir: &Path, base: Offset, config: &LogConfig, epochs: &mut LeaderEpochCache) -> Result<(Segment, bool), IoError> {
+    let path = segment_file(dir, base, LOG_SUFFIX);
+    let read_file_handle = open_read_file(&path).await?;
+    let file_size = read_file_handle.file_size().await.map_err(|e| IoError::new("sizing", &path, e))?;
+    let scan = scan_segment(&read_file_handle, &path, base, file_size, config.index_interval_bytes, epochs).await?;
+    let damaged = scan.stopped.is_some();
+    if let Some((position, reason)) = &scan.stopped {
+        // Zero padding after the logical end is the normal state of an unclean shutdown.
+        tracing::warn!(segment = %path.display(), position, ?reason, file_size, "truncating log at invalid data");
+    }
+    let segment = Segment {
+        base_offset: base,
+        log_path: Rc::new(path),
+        read_file: read_file_handle,
+        indexes: scan.indexes,
+        size: scan.valid_bytes,
+        next_offset: scan.next_offset,
+        rolling_timestamp_ms: scan.first_batch_max_timestamp.unwrap_or(0),
+        state: SegmentState::Sealed,
+    };
+    Ok((segment, damaged))
+}
+
+/// Opens the last segment for O_DIRECT appends: trims the file to its logical size and keeps
+/// the last partial block in memory.
+async fn activate(segment: &mut Segment, now_ms: i64) -> Result<(), IoError> {
+    let path = segment.log_path.as_path();
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .dma_open(path)
+        .await
+        .map_err(|e| IoError::new("opening segment for appends", path, e))?;
+    file.truncate(segment.size).await.map_err(|e| IoError::new("trimming", path, e))?;
+    file.fdatasync().await.map_err(|e| IoError::new("syncing", path, e))?;
+    let block_start = align_down(segment.size);
+    let partial = if block_start < segment.size {
+        let r = segment
+            .read_file
+            .read_at(block_start, (segment.size - block_start) as usize)
+            .await
+            .map_err(|e| IoError::new("reading last block", path, e))?;
+        r.to_vec()
+    } else {
+        Vec::new()
+    };
+    let appender = Appender::new(file, path.to_path_buf(), segment.size, &partial);
+    if segment.size == 0 {
+        segment.rolling_timestamp_ms = now_ms;
+    }
+    segment.state = SegmentState::Active(ActiveSegment::start(appender));
+    Ok(())
+}
+
+/// Deletes every file of the segments in `bases` (data found after damage).
+async fn delete_segment_files(dir: &Path, bases: &[Offset]) -> Result<(), IoError> {
+    for &base in bases {
+        for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            let path = segment_file(dir, base, suffix);
+            if path.exists() {
+                glommio::io::remove(&path).await.map_err(|e| IoError::new("deleting", &path, e))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Log {
+    /// Opens (or creates) the log in `dir`, recovering it as described in the module doc.
+    /// `now_ms` dates a newly created active segment.
+    pub async fn open(dir: impl Into<PathBuf>, config: LogConfig, now_ms: i64) -> Result<Log, OpenError> {
+        config.validate()?;
+        let dir = dir.into();
+        std::fs::create_dir_all(&dir).map_err(|e| IoError::new("creating", &dir, e))?;
+        let bases = list_segments(&dir)?;
+        let recovery_point = read_recovery_point(&dir).await?;
+        let mut epochs = read_epochs(&dir).await?;
+        let mut segments = load_segments(&dir, &bases, recovery_point, &config, &mut epochs).await?;
+        if segments.is_empty() {
+            segments.push(Segment::create(&dir, Offset(0), now_ms).await?);
+            sync_dir(&dir).await?;
+        } else {
+            activate(segments.last_mut().expect("non-empty"), now_ms).await?;
+        }
+        let end = segments.last().expect("non-empty").next_offset;
+        epochs.truncate_from_end(end);
+        epochs.truncate_from_start(segments[0].base_offset);
+        let state = LogState {
+            segments,
+            epochs,
+            // Everything up to the log end was validated and the active file synced above.
+            recovery_point: end,
+            unflushed_records: 0,
+            first_unflushed_ms: None,
+            closed: false,
+        };
+        state.check();
+        let log = Log {
+            inner: Rc::new(LogInner {
+                dir,
+                config,
+                state: RefCell::new(state),
+                mutation: Semaphore::new(1),
+                sync: Semaphore::new(1),
+                failed: RefCell::new(None),
+            }),
+        };
+        log.write_recovery_point_checkpoint().await?;
+        log.write_epoch_checkpoint().await?;
+        Ok(log)
+    }
+}
+
+async fn load_segments(
+    dir: &Path,
+    bases: &[Offset],
+    recovery_point: Offset,
+    config: &LogConfig,
+    epochs: &mut LeaderEpochCache,
+) -> Result<Vec<Segment>, OpenError> {
+    let mut segments: Vec<Segment> = Vec::with_capacity(bases.len());
+    for (i, &base) in bases.iter().enumerate() {
+        if let Some(prev) = segments.last() {
+            if base < prev.next_offset {
+                return Err(OpenError::Layout {
+                    path: segment_file(dir, base, LOG_SUFFIX),
+                    reason: format!("segment overlaps the previous one, which ends at offset {}", prev.next_offset),
+                });
+            }
+        }
+        let wholly_before_recovery_point = bases.get(i + 1).is_some_and(|&next| next <= recovery_point);
+        if wholly_before_recovery_point {
+            if let Some(seg) = load_trusted(dir, base).await? {
+                segments.push(seg);
+                continue;
+            }
+            tracing::warn!(dir = %dir.display(), base_offset = base.0, "index missing or corrupt; rebuilding");
+        }
+        let (mut seg, damaged) = load_scanned(dir, base, config, epochs).await?;
+        let last = i + 1 == bases.len();
+        if !last || damaged {
+            let (index, time_index) = seg.mark_sealed();
+            write_index_files(&seg.log_path, base, index, time_index).await?;
+        }
+        if damaged && !last {
+            let later = &bases[i + 1..];
+            tracing::warn!(dir = %dir.display(), segments = later.len(), "deleting segments after damaged data");
+            let path = seg.log_path.as_path();
+            let file = OpenOptions::new().write(true).dma_open(path).await.map_err(|e| IoError::new("opening", path, e))?;
+            file.truncate(seg.size).await.map_err(|e| IoError::new("trimming", path, e))?;
+            file.fdatasync().await.map_err(|e| IoError::new("syncing", path, e))?;
+            file.close().await.map_err(|e| IoError::new("closing", path, e))?;
+            delete_segment_files(dir, later).await?;
+            sync_dir(dir).await?;
+            segments.push(seg);
+            break;
+        }
+        segments.push(seg);
+    }
+    Ok(segments)
+}

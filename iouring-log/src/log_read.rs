@@ -1,0 +1,168 @@
+//! Reads: by offset (for fetches) and by timestamp (for `ListOffsets`).
+//!
+//! A read returns bytes of exactly one segment, starting at the batch that contains the
+//! requested offset (Kafka returns whole batches; the client skips records before the offset).
+//! It may end inside a batch when `max_bytes` cuts it, as Kafka's reads do.
+
+use bytes::Bytes;
+use kafka_protocol::records::RecordBatchDecoder;
+
+use crate::error::ReadError;
+use crate::log::Log;
+use crate::reader::{ReadSlice, SegmentView};
+use crate::types::{FilePosition, Offset, TimestampMs};
+
+/// What to send for a read.
+#[derive(Debug, Clone)]
+pub struct ReadResult {
+    pub slices: Vec<ReadSlice>,
+    /// Base offset of the first batch returned (`None` when nothing is returned).
+    pub first_batch_offset: Option<Offset>,
+    pub log_start_offset: Offset,
+    pub log_end_offset: Offset,
+}
+
+impl ReadResult {
+    pub fn len(&self) -> usize {
+        self.slices.iter().map(ReadSlice::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Limits of a read.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadOptions {
+    pub max_bytes: usize,
+    /// Return nothing at or beyond this offset (the high watermark for consumers).
+    pub max_offset: Option<Offset>,
+    /// Return the whole first batch even if it is larger than `max_bytes` (KIP-74).
+    pub min_one_batch: bool,
+}
+
+impl Log {
+    /// Segment views from the one that may contain `offset` onwards, plus the index hint.
+    fn views_from(&self, offset: Offset) -> Result<(Vec<SegmentView>, u64), ReadError> {
+        if let Some(f) = self.failure().filter(|_| self.inner.failed.borrow().is_some()) {
+            return Err(ReadError::Failed(f));
+        }
+        let st = self.inner.state.borrow();
+        let (start, end) = (st.log_start_offset(), st.log_end_offset());
+        if offset < start || offset > end {
+            return Err(ReadError::OffsetOutOfRange {
+                offset,
+                log_start_offset: start,
+                log_end_offset: end,
+            });
+        }
+        let i = st.segments.partition_point(|s| s.base_offset <= offset).saturating_sub(1);
+        let seg = &st.segments[i];
+        let hint = offset
+            .relative_to(seg.base_offset)
+            .and_then(|rel| seg.indexes.offset_index.lookup(rel))
+            .map_or(0, |e| e.position.get());
+        let views = st.segments[i..].iter().map(|s| s.view()).collect();
+        Ok((views, hint))
+    }
+
+    /// Reads from `offset`: the batches of one segment that contain `offset` and follow it.
+    pub async fn read(&self, offset: Offset, opts: ReadOptions) -> Result<ReadResult, ReadError> {
+        let (views, mut hint) = self.views_from(offset)?;
+        let (log_start_offset, log_end_offset) = (self.log_start_offset(), self.log_end_offset());
+        let mut result = ReadResult {
+            slices: Vec::new(),
+            first_batch_offset: None,
+            log_start_offset,
+            log_end_offset,
+        };
+        if opts.max_offset.is_some_and(|m| offset >= m) {
+            return Ok(result);
+        }
+        for view in views {
+            let Some(found) = view.find_batch(hint, offset).await? else {
+                hint = 0;
+                continue;
+            };
+            if opts.max_offset.is_some_and(|m| found.base_offset >= m) {
+                return Ok(result);
+            }
+            let mut end = view.size.max(found.position + u64::from(found.size_bytes));
+            if let Some(m) = opts.max_offset {
+                if let Some(limit) = view.find_batch(found.position, m).await? {
+                    end = end.min(limit.position.max(found.position + u64::from(found.size_bytes)));
+                }
+            }
+            let mut len = (opts.max_bytes as u64).min(end - found.position);
+            if opts.min_one_batch {
+                len = len.max(u64::from(found.size_bytes));
+            }
+            result.slices = view.slices(found.position, found.position + len);
+            result.first_batch_offset = Some(found.base_offset);
+            return Ok(result);
+        }
+        Ok(result)
+    }
+
+    /// Kafka's `fetchOffsetByTimestamp`: the first offset whose record timestamp is `>= ts`,
+    /// with that timestamp; `None` if every record is older.
+    pub async fn offset_for_timestamp(&self, ts: TimestampMs) -> Result<Option<(Offset, TimestampMs)>, ReadError> {
+        let candidates: Vec<(SegmentView, u64)> = {
+            let st = self.inner.state.borrow();
+            let start = st.log_start_offset();
+            st.segments
+                .iter()
+                .filter(|s| s.largest_timestamp().is_some_and(|largest| largest >= ts))
+                .map(|s| {
+                    let from = s
+                        .indexes
+                        .time_index
+                        .lookup(ts)
+                        .map_or(s.base_offset, |e| e.relative_offset.absolute(s.base_offset))
+                        .max(start);
+                    let pos = from
+                        .relative_to(s.base_offset)
+                        .and_then(|rel| s.indexes.offset_index.lookup(rel))
+                        .map_or(FilePosition(0), |e| e.position);
+                    (s.view(), pos.get())
+                })
+                .collect()
+        };
+        let start = self.log_start_offset();
+        for (view, position) in candidates {
+            if let Some(found) = find_by_timestamp(&view, position, ts, start).await? {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Scans batches from `position` for the first record with timestamp `>= ts` and offset
+/// `>= start`, decoding records only of the batch whose max timestamp qualifies.
+async fn find_by_timestamp(view: &SegmentView, mut position: u64, ts: TimestampMs, start: Offset) -> Result<Option<(Offset, TimestampMs)>, ReadError> {
+    loop {
+        let Some(found) = view.find_batch(position, start).await? else { return Ok(None) };
+        let bytes = view.copy_bytes(found.position, found.position + u64::from(found.size_bytes)).await?;
+        let header = crate::batch::BatchHeader::parse_validated(&bytes).map_err(|source| ReadError::Corrupt {
+            path: view.path.as_ref().clone(),
+            position: found.position,
+            source,
+        })?;
+        if header.max_timestamp >= ts {
+            let mut buf = Bytes::from(bytes);
+            let set = RecordBatchDecoder::decode(&mut buf).map_err(|e| ReadError::Corrupt {
+                path: view.path.as_ref().clone(),
+                position: found.position,
+                source: crate::batch::BatchError::Undecodable { reason: e.to_string() },
+            })?;
+            for r in set.records {
+                if r.timestamp >= ts.0 && r.offset >= start.0 {
+                    return Ok(Some((Offset(r.offset), TimestampMs(r.timestamp))));
+                }
+            }
+        }
+        position = found.position + u64::from(found.size_bytes);
+    }
+}

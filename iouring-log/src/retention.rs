@@ -1,0 +1,215 @@
+//! Retention: deleting whole old segments by `retention.bytes` and `retention.ms`, and
+//! truncation of the log end for followers.
+
+use glommio::io::OpenOptions;
+
+use crate::appender::{align_down, Appender};
+use crate::error::{FlushError, IoError};
+use crate::leader_epoch_cache::LeaderEpochCache;
+use crate::log::Log;
+use crate::reader::SegmentView;
+use crate::recovery::scan_segment;
+use crate::segment::{seal_appender, ActiveSegment, SegmentState};
+use crate::types::{Offset, TimestampMs};
+
+/// What retention may know about one segment.
+#[derive(Debug, Clone, Copy)]
+pub struct SegmentFacts {
+    pub size: u64,
+    pub next_offset: Offset,
+    pub largest_timestamp: Option<TimestampMs>,
+    pub active: bool,
+}
+
+/// How many of the oldest segments retention deletes (Kafka's rules): a segment goes when its
+/// newest record is older than `retention.ms`, or while the log stays at least
+/// `retention.bytes` without it. Never the active segment, never a segment with offsets at or
+/// above `upper_bound` (the high watermark).
+pub fn segments_to_delete(segments: &[SegmentFacts], retention_ms: Option<i64>, retention_bytes: Option<u64>, now_ms: i64, upper_bound: Offset) -> usize {
+    let total: u64 = segments.iter().map(|s| s.size).sum();
+    let mut excess = retention_bytes.map_or(0, |limit| total.saturating_sub(limit));
+    let mut n = 0;
+    for s in segments {
+        if s.active || s.next_offset > upper_bound {
+            break;
+        }
+        let expired = retention_ms.is_some_and(|ms| s.largest_timestamp.is_some_and(|ts| now_ms - ts.0 > ms));
+        let over_size = excess >= s.size && excess > 0;
+        if !(expired || over_size) {
+            break;
+        }
+        excess = excess.saturating_sub(s.size);
+        n += 1;
+    }
+    n
+}
+
+impl Log {
+    /// Applies `retention.ms` and `retention.bytes`: deletes whole old segments and moves the
+    /// log start offset. Returns how many segments were deleted. If every record of the active
+    /// segment has expired too, it is rolled first so it can go (as Kafka does).
+    pub async fn delete_old_segments(&self, now_ms: i64, upper_bound: Offset) -> Result<usize, FlushError> {
+        let roll_first = {
+            let st = self.inner.state.borrow();
+            let a = st.active();
+            let expired = self
+                .inner
+                .config
+                .retention_ms
+                .is_some_and(|ms| a.largest_timestamp().is_some_and(|ts| now_ms - ts.0 > ms));
+            expired && a.size > 0 && a.next_offset <= upper_bound
+        };
+        if roll_first {
+            self.roll(now_ms).await?;
+        }
+        let _permit = self.inner.mutation.acquire_permit(1).await.expect("log semaphore never closes");
+        if let Some(f) = self.failure() {
+            return Err(FlushError::Failed(f));
+        }
+        let removed = {
+            let mut st = self.inner.state.borrow_mut();
+            let facts: Vec<SegmentFacts> = st
+                .segments
+                .iter()
+                .map(|s| SegmentFacts {
+                    size: s.size,
+                    next_offset: s.next_offset,
+                    largest_timestamp: s.largest_timestamp(),
+                    active: s.is_active(),
+                })
+                .collect();
+            let cfg = &self.inner.config;
+            let n = segments_to_delete(&facts, cfg.retention_ms, cfg.retention_bytes, now_ms, upper_bound);
+            let removed: Vec<_> = st.segments.drain(..n).collect();
+            let start = st.log_start_offset();
+            st.epochs.truncate_from_start(start);
+            st.recovery_point = st.recovery_point.max(start);
+            st.check();
+            removed
+        };
+        for seg in &removed {
+            tracing::info!(segment = %seg.log_path.display(), "deleting segment by retention");
+            seg.delete_files().await?;
+        }
+        if !removed.is_empty() {
+            self.write_epoch_checkpoint().await?;
+            self.write_recovery_point_checkpoint().await?;
+        }
+        Ok(removed.len())
+    }
+
+    /// Removes every batch from the one containing `offset` onwards (a follower truncating to
+    /// its leader's epoch end offset). The log end offset becomes that batch's base offset.
+    pub async fn truncate_to(&self, offset: Offset) -> Result<(), FlushError> {
+        let _permit = self.inner.mutation.acquire_permit(1).await.expect("log semaphore never closes");
+        if let Some(f) = self.failure() {
+            return Err(FlushError::Failed(f));
+        }
+        let (start, end) = (self.log_start_offset(), self.log_end_offset());
+        if offset >= end {
+            return Ok(());
+        }
+        if offset < start {
+            return Err(FlushError::TruncateBelowStart { offset, log_start_offset: start });
+        }
+        self.seal_for_truncation().await?;
+        let (view, dropped) = {
+            let mut st = self.inner.state.borrow_mut();
+            let keep = st.segments.partition_point(|s| s.base_offset <= offset).max(1);
+            let dropped: Vec<_> = st.segments.drain(keep..).collect();
+            (st.active().view(), dropped)
+        };
+        for seg in &dropped {
+            seg.delete_files().await?;
+        }
+        let cut = self.cut_position(&view, offset).await?;
+        self.reactivate_truncated(cut).await
+    }
+
+    /// Seals the active segment so truncation can work on files only (writes drained).
+    async fn seal_for_truncation(&self) -> Result<(), FlushError> {
+        let active_appender = {
+            let st = self.inner.state.borrow();
+            st.active().appender().cloned()
+        };
+        if let Some(appender) = active_appender {
+            let size = self.inner.state.borrow().active().size;
+            if let Err(e) = seal_appender(&appender, size).await {
+                self.poison(&e.to_string());
+                return Err(e.into());
+            }
+            self.inner.state.borrow_mut().active_mut().state = SegmentState::Sealed;
+        }
+        Ok(())
+    }
+
+    /// `(position, new next offset)` where the kept part of the last segment ends.
+    async fn cut_position(&self, view: &SegmentView, offset: Offset) -> Result<(u64, Offset), FlushError> {
+        let (hint, next) = {
+            let st = self.inner.state.borrow();
+            let seg = st.active();
+            let hint = offset
+                .relative_to(seg.base_offset)
+                .and_then(|rel| seg.indexes.offset_index.lookup(rel))
+                .map_or(0, |e| e.position.get());
+            (hint, seg.next_offset)
+        };
+        let found = view
+            .find_batch(hint, offset)
+            .await
+            .map_err(|e| IoError::new("scanning for truncation", view.path.as_path(), std::io::Error::other(e.to_string())))?;
+        Ok(found.map_or((view.size, next), |b| (b.position, b.base_offset)))
+    }
+
+    /// Trims the last segment's file to `position`, rebuilds its indexes from what is left and
+    /// opens it for appends again.
+    async fn reactivate_truncated(&self, (position, next_offset): (u64, Offset)) -> Result<(), FlushError> {
+        let (path, base, read_file) = {
+            let st = self.inner.state.borrow();
+            let a = st.active();
+            (a.log_path.clone(), a.base_offset, a.read_file.clone())
+        };
+        let p = path.as_path();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .dma_open(p)
+            .await
+            .map_err(|e| IoError::new("opening segment for appends", p, e))?;
+        file.truncate(position).await.map_err(|e| IoError::new("truncating", p, e))?;
+        file.fdatasync().await.map_err(|e| IoError::new("syncing", p, e))?;
+        let interval = self.inner.config.index_interval_bytes;
+        let mut scratch_epochs = LeaderEpochCache::default();
+        let scan = scan_segment(&read_file, p, base, position, interval, &mut scratch_epochs).await?;
+        if scan.stopped.is_some() || scan.next_offset != next_offset {
+            let e = IoError::new("re-reading after truncation", p, std::io::Error::other("segment changed under truncation"));
+            self.poison(&e.to_string());
+            return Err(e.into());
+        }
+        let block_start = align_down(position);
+        let partial = if block_start < position {
+            read_file
+                .read_at(block_start, (position - block_start) as usize)
+                .await
+                .map_err(|e| IoError::new("reading last block", p, e))?
+                .to_vec()
+        } else {
+            Vec::new()
+        };
+        let appender = Appender::new(file, p.to_path_buf(), position, &partial);
+        {
+            let mut st = self.inner.state.borrow_mut();
+            let seg = st.active_mut();
+            seg.indexes = scan.indexes;
+            seg.size = position;
+            seg.next_offset = next_offset;
+            seg.state = SegmentState::Active(ActiveSegment::start(appender));
+            st.epochs.truncate_from_end(next_offset);
+            st.recovery_point = st.recovery_point.min(next_offset);
+            st.check();
+        }
+        self.write_epoch_checkpoint().await?;
+        self.write_recovery_point_checkpoint().await?;
+        Ok(())
+    }
+}

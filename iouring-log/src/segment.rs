@@ -1,0 +1,236 @@
+//! One log segment: its `.log` file, its offset and time indexes, and its lifecycle. An
+//! [`SegmentState::Active`] segment owns an O_DIRECT [`Appender`] and takes appends; sealing it
+//! drains the writes, fsyncs, trims the file to its logical size and writes both index files.
+//! A [`SegmentState::Sealed`] segment is read-only.
+
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use glommio::io::{BufferedFile, OpenOptions};
+
+use crate::appender::Appender;
+use crate::batch::BatchHeader;
+use crate::checkpoint::write_file_durably;
+use crate::error::IoError;
+use crate::offset_index::OffsetIndex;
+use crate::reader::SegmentView;
+use crate::time_index::TimeIndex;
+use crate::types::{FilePosition, Offset, TimestampMs};
+
+pub const LOG_SUFFIX: &str = "log";
+pub const INDEX_SUFFIX: &str = "index";
+pub const TIME_INDEX_SUFFIX: &str = "timeindex";
+
+/// `<dir>/<20-digit base offset>.<suffix>`, Kafka's file naming.
+pub fn segment_file(dir: &Path, base_offset: Offset, suffix: &str) -> PathBuf {
+    dir.join(format!("{:020}.{suffix}", base_offset.0))
+}
+
+/// Keeps the two indexes in step with the batches of a segment, the way Kafka's
+/// `LogSegment.append` and `recover` do: an entry for a batch when more than
+/// `index.interval.bytes` were appended since the last entry.
+#[derive(Debug, Clone, Default)]
+pub struct SegmentIndexes {
+    pub offset_index: OffsetIndex,
+    pub time_index: TimeIndex,
+    pub bytes_since_last_index_entry: u64,
+    /// Largest batch max timestamp so far and the last offset of that batch.
+    pub max_timestamp_so_far: Option<(TimestampMs, Offset)>,
+}
+
+impl SegmentIndexes {
+    pub fn on_batch(&mut self, base_offset: Offset, header: &BatchHeader, position: u64, interval_bytes: u64) {
+        let last = header.last_offset();
+        if self.max_timestamp_so_far.is_none_or(|(ts, _)| header.max_timestamp > ts) {
+            self.max_timestamp_so_far = Some((header.max_timestamp, last));
+        }
+        if self.bytes_since_last_index_entry > interval_bytes {
+            let rel = last.relative_to(base_offset).expect("offset fits the segment (checked on append)");
+            self.offset_index.append(rel, FilePosition(position as u32));
+            self.maybe_append_time_entry(base_offset);
+            self.bytes_since_last_index_entry = 0;
+        }
+        self.bytes_since_last_index_entry += u64::from(header.size_bytes);
+    }
+
+    /// Appends the max timestamp so far to the time index (also done when a segment is sealed).
+    pub fn maybe_append_time_entry(&mut self, base_offset: Offset) {
+        if let Some((ts, off)) = self.max_timestamp_so_far {
+            let rel = off.relative_to(base_offset).expect("offset fits the segment");
+            self.time_index.maybe_append(ts, rel);
+        }
+    }
+}
+
+pub struct ActiveSegment {
+    pub appender: Appender,
+}
+
+pub enum SegmentState {
+    Active(ActiveSegment),
+    Sealed,
+}
+
+pub struct Segment {
+    pub base_offset: Offset,
+    pub log_path: Rc<PathBuf>,
+    pub read_file: Rc<BufferedFile>,
+    pub indexes: SegmentIndexes,
+    /// Logical size: bytes of valid batches.
+    pub size: u64,
+    /// The offset after the last batch (`base_offset` when empty).
+    pub next_offset: Offset,
+    /// When the segment counts as created for `segment.ms`: creation time, or the first batch's
+    /// max timestamp for a reopened segment (Kafka's rolling-based timestamp).
+    pub rolling_timestamp_ms: i64,
+    pub state: SegmentState,
+}
+
+impl Segment {
+    /// Creates the files of a new, empty active segment.
+    pub async fn create(dir: &Path, base_offset: Offset, now_ms: i64) -> Result<Segment, IoError> {
+        let path = segment_file(dir, base_offset, LOG_SUFFIX);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .dma_open(&path)
+            .await
+            .map_err(|e| IoError::new("creating segment", &path, e))?;
+        let read_file = open_read_file(&path).await?;
+        let appender = Appender::new(file, path.clone(), 0, &[]);
+        Ok(Segment {
+            base_offset,
+            log_path: Rc::new(path),
+            read_file,
+            indexes: SegmentIndexes::default(),
+            size: 0,
+            next_offset: base_offset,
+            rolling_timestamp_ms: now_ms,
+            state: SegmentState::Active(ActiveSegment::start(appender)),
+        })
+    }
+
+    pub fn is_active(&self) -> bool {
+        matches!(self.state, SegmentState::Active(_))
+    }
+
+    pub fn appender(&self) -> Option<&Appender> {
+        match &self.state {
+            SegmentState::Active(a) => Some(&a.appender),
+            SegmentState::Sealed => None,
+        }
+    }
+
+    pub fn view(&self) -> SegmentView {
+        SegmentView {
+            base_offset: self.base_offset,
+            path: self.log_path.clone(),
+            file: self.read_file.clone(),
+            size: self.size,
+            io: self.appender().map(|a| a.io.clone()),
+        }
+    }
+
+    /// The largest timestamp in the segment (Kafka's `largestTimestamp`), if it has batches.
+    pub fn largest_timestamp(&self) -> Option<TimestampMs> {
+        self.indexes.max_timestamp_so_far.map(|(ts, _)| ts)
+    }
+
+    /// Appends a batch whose header is already validated and patched. `prefix` holds the
+    /// patched first bytes of the batch and `rest` the remainder. The appender is woken; the
+    /// bytes reach the disk asynchronously.
+    pub fn append_batch(&mut self, header: &BatchHeader, prefix: &[u8], rest: &[u8], interval_bytes: u64) {
+        let SegmentState::Active(active) = &self.state else {
+            panic!("append to sealed segment {}", self.log_path.display());
+        };
+        assert_eq!(header.base_offset, self.next_offset, "batch offsets must be contiguous");
+        let position = self.size;
+        {
+            let mut io = active.appender.io.borrow_mut();
+            io.tail.push(prefix);
+            io.tail.push(rest);
+            let end = io.tail.end();
+            io.planner.on_append(end);
+        }
+        self.indexes.on_batch(self.base_offset, header, position, interval_bytes);
+        self.size += u64::from(header.size_bytes);
+        self.next_offset = header.next_offset();
+        active.appender.events.notify_all();
+    }
+
+    /// Marks the segment sealed after its appender was drained, trimmed and synced
+    /// ([`seal_appender`]): adds the final time index entry and returns both index files'
+    /// bytes to write.
+    pub fn mark_sealed(&mut self) -> (Vec<u8>, Vec<u8>) {
+        self.state = SegmentState::Sealed;
+        self.indexes.maybe_append_time_entry(self.base_offset);
+        (self.indexes.offset_index.to_bytes(), self.indexes.time_index.to_bytes())
+    }
+
+
+    /// Deletes the segment's files (readers holding a view keep the open file).
+    pub async fn delete_files(&self) -> Result<(), IoError> {
+        let dir = self.log_path.parent().expect("segment file has a directory");
+        for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            let path = segment_file(dir, self.base_offset, suffix);
+            if let Err(e) = glommio::io::remove(&path).await {
+                let e = std::io::Error::from(e);
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    return Err(IoError::new("deleting", path, e));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ActiveSegment {
+    pub fn start(appender: Appender) -> ActiveSegment {
+        // The writer task ends by itself once the appender is closing and drained, or failed.
+        glommio::spawn_local(appender.clone().run_writer()).detach();
+        ActiveSegment { appender }
+    }
+}
+
+/// Writes `.index` and `.timeindex` of the segment at `log_path` whole, durably.
+pub async fn write_index_files(log_path: &Path, base_offset: Offset, index: Vec<u8>, time_index: Vec<u8>) -> Result<(), IoError> {
+    let dir = log_path.parent().expect("segment file has a directory");
+    write_file_durably(&segment_file(dir, base_offset, INDEX_SUFFIX), index).await?;
+    write_file_durably(&segment_file(dir, base_offset, TIME_INDEX_SUFFIX), time_index).await
+}
+
+/// Stops appends to an appender and waits until every appended byte is written, then trims
+/// the file to `size`, fdatasyncs it and marks everything durable. The caller must hold the
+/// log's mutation permit so no append arrives meanwhile.
+pub async fn seal_appender(appender: &Appender, size: u64) -> Result<(), IoError> {
+    let path = appender.path.as_path();
+    appender.io.borrow_mut().closing = true;
+    appender.events.notify_all();
+    loop {
+        let seen = appender.events.generation();
+        {
+            let io = appender.io.borrow();
+            if let Some(f) = &io.failed {
+                return Err(IoError::new("writing", path, std::io::Error::other(f.clone())));
+            }
+            if io.planner.is_idle() {
+                assert_eq!(io.planner.appended(), size, "sealed size differs from appended bytes");
+                break;
+            }
+        }
+        appender.events.changed(seen).await;
+    }
+    appender.file.truncate(size).await.map_err(|e| IoError::new("trimming", path, e))?;
+    appender.file.fdatasync().await.map_err(|e| IoError::new("syncing", path, e))?;
+    appender.io.borrow_mut().planner.on_durable(size);
+    Ok(())
+}
+
+pub async fn open_read_file(path: &Path) -> Result<Rc<BufferedFile>, IoError> {
+    BufferedFile::open(path)
+        .await
+        .map(Rc::new)
+        .map_err(|e| IoError::new("opening for reads", path, e))
+}

@@ -1,0 +1,268 @@
+//! The in-memory tail of the active segment: the bytes appended but not yet readable from the
+//! segment file (not yet written, or in the last, partially written block).
+//!
+//! Contract:
+//! - The tail is a sequence of chunks; chunk `k` holds file positions
+//!   `[k * TAIL_CHUNK_BYTES, (k + 1) * TAIL_CHUNK_BYTES)`. Bytes are only ever added after the
+//!   logical end (`end`), never changed once added. That is what lets a reader hold a
+//!   [`MemSlice`] of added bytes while later appends fill the same chunk.
+//! - Truncation never rewrites added bytes in place: the surviving prefix of the last chunk is
+//!   copied into a fresh chunk, so slices handed out earlier keep their bytes.
+//! - Chunks wholly before `release_before` are dropped (their bytes are on disk); readers that
+//!   still hold a slice keep the chunk alive through its `Rc`.
+
+use std::cell::{Cell, UnsafeCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use crate::aligned_buf::AlignedBuf;
+use crate::limits::TAIL_CHUNK_BYTES;
+
+struct Chunk {
+    /// Segment file position of the chunk's first byte (a multiple of `TAIL_CHUNK_BYTES`).
+    start: u64,
+    buf: UnsafeCell<AlignedBuf>,
+    /// Bytes of `buf` that hold appended data; the rest are zero and never read.
+    filled: Cell<usize>,
+}
+
+impl Chunk {
+    fn new(start: u64) -> Rc<Chunk> {
+        debug_assert_eq!(start % TAIL_CHUNK_BYTES as u64, 0);
+        Rc::new(Chunk {
+            start,
+            buf: UnsafeCell::new(AlignedBuf::zeroed(TAIL_CHUNK_BYTES)),
+            filled: Cell::new(0),
+        })
+    }
+
+    /// Bytes `[from, to)` of the filled part.
+    fn filled_slice(&self, from: usize, to: usize) -> &[u8] {
+        assert!(
+            from <= to && to <= self.filled.get(),
+            "tail chunk at {} read [{from}, {to}) beyond filled {}",
+            self.start,
+            self.filled.get()
+        );
+        // SAFETY: bytes below `filled` are never written again (append-only contract above),
+        // so a shared slice of them cannot alias any later write; the buffer lives as long as
+        // `self`.
+        unsafe { std::slice::from_raw_parts((*self.buf.get()).as_mut_ptr().add(from), to - from) }
+    }
+
+    /// Copies `bytes` after the filled part.
+    fn push(&self, bytes: &[u8]) {
+        let filled = self.filled.get();
+        assert!(
+            filled + bytes.len() <= TAIL_CHUNK_BYTES,
+            "tail chunk overflow: {filled} + {}",
+            bytes.len()
+        );
+        // SAFETY: the destination `[filled, filled + len)` lies beyond every slice handed out
+        // (those stop at `filled`), inside the allocation (asserted above), and this is the
+        // only writer (the log is single-threaded and `push` is not re-entrant).
+        unsafe {
+            let dst = (*self.buf.get()).as_mut_ptr().add(filled);
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len());
+        }
+        self.filled.set(filled + bytes.len());
+    }
+}
+
+/// A read-only view of appended tail bytes; keeps its chunk alive.
+#[derive(Clone)]
+pub struct MemSlice {
+    chunk: Rc<Chunk>,
+    from: usize,
+    to: usize,
+}
+
+impl MemSlice {
+    pub fn as_bytes(&self) -> &[u8] {
+        self.chunk.filled_slice(self.from, self.to)
+    }
+
+    pub fn len(&self) -> usize {
+        self.to - self.from
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.from == self.to
+    }
+
+    /// Segment file position of the first byte.
+    pub fn position(&self) -> u64 {
+        self.chunk.start + self.from as u64
+    }
+}
+
+impl std::fmt::Debug for MemSlice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MemSlice(position {}, {} bytes)", self.position(), self.len())
+    }
+}
+
+/// The chunks of the active segment's tail.
+pub struct Tail {
+    chunks: VecDeque<Rc<Chunk>>,
+    /// First file position the tail can serve (bytes before it in the first chunk are padding).
+    valid_from: u64,
+    /// Logical end: file position after the last appended byte.
+    end: u64,
+}
+
+impl Tail {
+    /// An empty tail whose next byte goes at file position `end`; the bytes of the partial
+    /// block before `end` (if any) must be supplied as `partial_block`, which starts at a block
+    /// boundary.
+    pub fn new(end: u64, partial_block: &[u8]) -> Tail {
+        let block_start = end - partial_block.len() as u64;
+        let chunk_start = block_start - block_start % TAIL_CHUNK_BYTES as u64;
+        let chunk = Chunk::new(chunk_start);
+        // Bytes of the chunk before the partial block are on disk; keep the chunk's layout by
+        // position and mark them filled with zeros that are never served (reads start at or
+        // after `first_position`).
+        let pad = (block_start - chunk_start) as usize;
+        chunk.filled.set(pad);
+        chunk.push(partial_block);
+        Tail {
+            chunks: VecDeque::from([chunk]),
+            valid_from: block_start,
+            end,
+        }
+    }
+
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// Appends bytes at the logical end.
+    pub fn push(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let last = self.chunks.back().expect("tail has a chunk");
+            let room = TAIL_CHUNK_BYTES - last.filled.get();
+            if room == 0 {
+                let next = Chunk::new(last.start + TAIL_CHUNK_BYTES as u64);
+                self.chunks.push_back(next);
+                continue;
+            }
+            let n = room.min(bytes.len());
+            last.push(&bytes[..n]);
+            self.end += n as u64;
+            bytes = &bytes[n..];
+        }
+    }
+
+    /// Copies `[from, to)` into `dst`, which must be `to - from` long. Used to fill write
+    /// buffers.
+    pub fn copy_out(&self, from: u64, to: u64, dst: &mut [u8]) {
+        assert_eq!(dst.len() as u64, to - from, "copy_out destination size");
+        let mut at = from;
+        for slice in self.slices(from, to) {
+            let n = slice.len();
+            let o = (at - from) as usize;
+            dst[o..o + n].copy_from_slice(slice.as_bytes());
+            at += n as u64;
+        }
+        assert_eq!(at, to, "tail does not hold [{from}, {to})");
+    }
+
+    /// Views of the appended bytes `[from, to)`, one per chunk crossed.
+    pub fn slices(&self, from: u64, to: u64) -> Vec<MemSlice> {
+        assert!(
+            from >= self.first_position() && to <= self.end && from <= to,
+            "tail holds [{}, {}), asked [{from}, {to})",
+            self.first_position(),
+            self.end
+        );
+        let mut out = Vec::new();
+        for chunk in &self.chunks {
+            let c_end = chunk.start + chunk.filled.get() as u64;
+            if c_end <= from || chunk.start >= to {
+                continue;
+            }
+            let a = from.max(chunk.start) - chunk.start;
+            let b = to.min(c_end) - chunk.start;
+            out.push(MemSlice {
+                chunk: chunk.clone(),
+                from: a as usize,
+                to: b as usize,
+            });
+        }
+        out
+    }
+
+    /// First file position whose bytes the tail still holds.
+    pub fn first_position(&self) -> u64 {
+        self.valid_from
+    }
+
+    /// Drops chunks that end at or before `position` (their bytes are readable from the file),
+    /// keeping at least the last chunk.
+    pub fn release_before(&mut self, position: u64) {
+        while self.chunks.len() > 1 {
+            let first = &self.chunks[0];
+            if first.start + TAIL_CHUNK_BYTES as u64 <= position {
+                self.chunks.pop_front();
+                self.valid_from = self.valid_from.max(self.chunks[0].start);
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// Cuts the tail back to logical end `end`, copying the surviving part of the last chunk
+    /// into a fresh chunk so that slices already handed out stay unchanged.
+    pub fn truncate(&mut self, end: u64) {
+        assert!(end <= self.end, "truncate to {end} beyond tail end {}", self.end);
+        assert!(end >= self.first_position(), "truncate below the tail start");
+        while let Some(last) = self.chunks.back() {
+            if last.start >= end && self.chunks.len() > 1 {
+                self.chunks.pop_back();
+            } else {
+                break;
+            }
+        }
+        let last = self.chunks.pop_back().expect("tail has a chunk");
+        let keep = (end - last.start) as usize;
+        let fresh = Chunk::new(last.start);
+        fresh.push(last.filled_slice(0, keep));
+        self.chunks.push_back(fresh);
+        self.end = end;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_survive_later_pushes_and_truncation() {
+        let mut t = Tail::new(0, &[]);
+        let data: Vec<u8> = (0..3 * TAIL_CHUNK_BYTES as u32 / 2).map(|i| i as u8).collect();
+        t.push(&data[..1000]);
+        let s = t.slices(0, 1000);
+        t.push(&data[1000..]);
+        assert_eq!(s[0].as_bytes(), &data[..1000]);
+        let all = t.slices(0, data.len() as u64);
+        assert_eq!(all.len(), 2);
+        let mut out = vec![0; data.len()];
+        t.copy_out(0, data.len() as u64, &mut out);
+        assert_eq!(out, data);
+        let before = t.slices(10, 500);
+        t.truncate(100);
+        t.push(&[0xff; 1000]);
+        assert_eq!(before[0].as_bytes(), &data[10..500]);
+        assert_eq!(t.slices(100, 101)[0].as_bytes(), &[0xff]);
+    }
+
+    #[test]
+    fn starts_mid_chunk_with_partial_block() {
+        let mut t = Tail::new(4096 * 3 + 10, &[7; 10]);
+        assert_eq!(t.first_position(), 4096 * 3);
+        t.push(&[8; 5]);
+        assert_eq!(t.slices(4096 * 3, 4096 * 3 + 15)[0].as_bytes()[..11], [7; 10].iter().chain(&[8]).copied().collect::<Vec<_>>()[..]);
+        t.release_before(TAIL_CHUNK_BYTES as u64 * 5);
+        assert_eq!(t.first_position(), 4096 * 3, "last chunk is kept");
+    }
+}
