@@ -37,5 +37,5 @@ pub use config::LogConfig;
 pub use error::{AppendError, FlushError, IoError, OpenError, ReadError};
 pub use log::{AppendInfo, Log};
 pub use log_read::{ReadOptions, ReadResult};
-pub use reader::ReadSlice;
+pub use reader::{read_slices_to_vec, ReadSlice};
 pub use types::{FilePosition, LeaderEpoch, Offset, RelativeOffset, TimestampMs};

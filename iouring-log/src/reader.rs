@@ -159,7 +159,7 @@ impl SegmentView {
             let window_end = (position + HEADER_SCAN_READ_BYTES as u64).min(end);
             let bytes = self.copy_bytes(position, window_end).await?;
             let mut at = 0usize;
-            while bytes.len() - at >= LAST_OFFSET_DELTA_END {
+            while at + LAST_OFFSET_DELTA_END <= bytes.len() {
                 let (base, size) = peek_size(&bytes[at..]).map_err(|source| self.corrupt(position + at as u64, source))?;
                 let delta = i32::from_be_bytes(bytes[at + 23..at + 27].try_into().expect("4 bytes"));
                 let last = Offset(base.0 + i64::from(delta.max(0)));

@@ -1,0 +1,274 @@
+//! Appends and reads over many segments, lookups by offset and timestamp at every offset,
+//! roll, retention, truncation and concurrent append/read on one shard.
+
+mod common;
+
+use common::*;
+use iouring_log::{AppendError, LeaderEpoch, Log, LogConfig, Offset, ReadOptions, TimestampMs};
+use kafka_protocol::records::Compression;
+
+const VALUE: usize = 100;
+
+fn small_segments() -> LogConfig {
+    LogConfig {
+        segment_bytes: 32 * 1024,
+        index_interval_bytes: 1024,
+        ..LogConfig::default()
+    }
+}
+
+/// Appends batches of 1..=7 records until `total` records; returns the base offsets.
+async fn fill(log: &Log, total: i64) -> Vec<i64> {
+    let mut bases = Vec::new();
+    let mut next = log.log_end_offset().0;
+    let mut i = 0;
+    while next < total {
+        let count = (1 + i % 7).min(total - next);
+        let codec = if i % 5 == 4 { Compression::Gzip } else { Compression::None };
+        let info = log
+            .append_as_leader(&batch(next, count, VALUE, codec), LeaderEpoch(0), 0)
+            .await
+            .expect("append");
+        assert_eq!(info.first_offset, Offset(next));
+        assert_eq!(info.last_offset, Offset(next + count - 1));
+        bases.push(next);
+        next += count;
+        i += 1;
+    }
+    bases
+}
+
+#[test]
+fn round_trip_over_many_segments_and_reopen() {
+    run(|| async {
+        let dir = tmpdir();
+        let log = Log::open(dir.path(), small_segments(), 0).await.unwrap();
+        fill(&log, 3000).await;
+        assert!(log.segment_base_offsets().len() > 10, "segments: {:?}", log.segment_base_offsets());
+        let all = read_all(&log).await;
+        assert_eq!(all.len(), 3000);
+        for (i, r) in all.iter().enumerate() {
+            assert_eq!(r.offset, i as i64);
+            check_record(r, VALUE);
+        }
+        log.close().await.unwrap();
+        let log = Log::open(dir.path(), small_segments(), 0).await.unwrap();
+        assert_eq!(log.log_end_offset(), Offset(3000));
+        assert_eq!(read_all(&log).await.len(), 3000);
+        fill(&log, 3500).await;
+        let all = read_all(&log).await;
+        assert_eq!(all.len(), 3500);
+        all.iter().for_each(|r| check_record(r, VALUE));
+    });
+}
+
+#[test]
+fn lookup_by_offset_and_timestamp_at_every_offset() {
+    run(|| async {
+        let dir = tmpdir();
+        let log = Log::open(dir.path(), small_segments(), 0).await.unwrap();
+        fill(&log, 1500).await;
+        for open_again in [false, true] {
+            let log = if open_again {
+                log.close().await.unwrap();
+                Log::open(dir.path(), small_segments(), 0).await.unwrap()
+            } else {
+                log.clone()
+            };
+            for o in 0..1500 {
+                let recs = read_records(&log, o, 1).await;
+                let first = recs.first().unwrap_or_else(|| panic!("nothing at {o}"));
+                assert!(first.offset <= o, "read at {o} starts after it ({})", first.offset);
+                assert!(recs.iter().any(|r| r.offset == o), "read at {o} lacks it");
+                let (_, _, ts) = expected_record(o, VALUE);
+                let found = log.offset_for_timestamp(TimestampMs(ts)).await.unwrap();
+                assert_eq!(found, Some((Offset(o), TimestampMs(ts))), "timestamp of offset {o}");
+                let between = log.offset_for_timestamp(TimestampMs(ts - 5)).await.unwrap();
+                assert_eq!(between.map(|f| f.0), Some(Offset(o)), "timestamp just before offset {o}");
+            }
+            let after = log.offset_for_timestamp(TimestampMs(i64::MAX)).await.unwrap();
+            assert_eq!(after, None);
+            if open_again {
+                log.close().await.unwrap();
+                break;
+            }
+        }
+    });
+}
+
+#[test]
+fn reads_respect_max_offset_and_range() {
+    run(|| async {
+        let dir = tmpdir();
+        let log = Log::open(dir.path(), small_segments(), 0).await.unwrap();
+        fill(&log, 200).await;
+        let opts = |max_offset| ReadOptions {
+            max_bytes: 1 << 20,
+            max_offset: Some(Offset(max_offset)),
+            min_one_batch: true,
+        };
+        let r = log.read(Offset(0), opts(100)).await.unwrap();
+        let recs = decode(&iouring_log::read_slices_to_vec(&r.slices).await.unwrap());
+        assert!(recs.iter().all(|r| r.offset < 107), "a batch never straddles far past the bound");
+        let r = log.read(Offset(150), opts(100)).await.unwrap();
+        assert!(r.is_empty(), "nothing at or beyond max_offset");
+        let err = log.read(Offset(201), opts(300)).await.unwrap_err();
+        assert!(matches!(err, iouring_log::ReadError::OffsetOutOfRange { .. }), "{err}");
+        assert!(log.read(Offset(200), opts(300)).await.unwrap().is_empty(), "log end reads empty");
+    });
+}
+
+#[test]
+fn corrupt_batches_are_rejected_and_change_nothing() {
+    run(|| async {
+        let dir = tmpdir();
+        let log = Log::open(dir.path(), small_segments(), 0).await.unwrap();
+        fill(&log, 10).await;
+        let mut bad = batch(0, 3, VALUE, Compression::None);
+        let n = bad.len();
+        bad[n - 1] ^= 0xff;
+        let mut two = batch(0, 2, VALUE, Compression::None);
+        two.extend_from_slice(&bad);
+        for input in [bad, two, vec![1, 2, 3], Vec::new()] {
+            let err = log.append_as_leader(&input, LeaderEpoch(0), 0).await.unwrap_err();
+            assert!(matches!(err, AppendError::CorruptBatch { .. }), "{err}");
+        }
+        assert_eq!(log.log_end_offset(), Offset(10));
+        let follower = log.append_as_follower(&batch(0, 1, VALUE, Compression::None), 0).await.unwrap_err();
+        assert!(matches!(follower, AppendError::OffsetMismatch { .. }), "{follower}");
+        assert_eq!(read_all(&log).await.len(), 10);
+    });
+}
+
+#[test]
+fn roll_by_time_and_retention_by_bytes_and_time() {
+    run(|| async {
+        let dir = tmpdir();
+        let cfg = LogConfig {
+            segment_bytes: 1 << 20,
+            segment_ms: 1000,
+            retention_ms: None,
+            retention_bytes: Some(3000),
+            ..LogConfig::default()
+        };
+        let log = Log::open(dir.path(), cfg, 0).await.unwrap();
+        for i in 0..10i64 {
+            // Each append is 2 s after the previous one: every append rolls.
+            log.append_as_leader(&batch(i, 1, 1000, Compression::None), LeaderEpoch(0), i * 2000).await.unwrap();
+        }
+        assert_eq!(log.segment_base_offsets().len(), 10, "{:?}", log.segment_base_offsets());
+        let deleted = log.delete_old_segments(20_000, Offset(5)).await.unwrap();
+        assert_eq!(deleted, 5, "the high watermark bounds deletion");
+        assert_eq!(log.log_start_offset(), Offset(5));
+        let deleted = log.delete_old_segments(20_000, Offset(10)).await.unwrap();
+        let size = log.size_bytes();
+        assert!(size >= 2000 && deleted > 0, "kept {size} bytes after deleting {deleted}");
+        let err = log.read(Offset(0), ReadOptions { max_bytes: 100, max_offset: None, min_one_batch: true }).await;
+        assert!(matches!(err, Err(iouring_log::ReadError::OffsetOutOfRange { .. })));
+        log.close().await.unwrap();
+
+        let cfg = LogConfig {
+            retention_ms: Some(10_000),
+            retention_bytes: None,
+            ..LogConfig::default()
+        };
+        let log = Log::open(dir.path(), cfg, 0).await.unwrap();
+        let start = log.log_start_offset();
+        // Record timestamps are 1.7e12 + 10 * offset; all expire at now = 2e12.
+        let deleted = log.delete_old_segments(2_000_000_000_000, Offset(10)).await.unwrap();
+        assert!(deleted > 0);
+        assert_eq!(log.log_start_offset(), Offset(10), "expired active segment rolled and deleted (was {start})");
+        assert_eq!(log.log_end_offset(), Offset(10));
+        log.append_as_leader(&batch(10, 1, 10, Compression::None), LeaderEpoch(0), 0).await.unwrap();
+        assert_eq!(read_all(&log).await.len(), 1);
+    });
+}
+
+#[test]
+fn truncate_to_removes_the_tail_across_segments() {
+    run(|| async {
+        let dir = tmpdir();
+        let log = Log::open(dir.path(), small_segments(), 0).await.unwrap();
+        let bases = fill(&log, 1000).await;
+        log.append_as_leader(&batch(1000, 5, VALUE, Compression::None), LeaderEpoch(3), 0).await.unwrap();
+        assert_eq!(log.latest_epoch(), Some(LeaderEpoch(3)));
+        let cut = bases[bases.len() / 3];
+        log.truncate_to(Offset(cut)).await.unwrap();
+        assert_eq!(log.log_end_offset(), Offset(cut));
+        assert_eq!(log.latest_epoch(), Some(LeaderEpoch(0)), "epoch 3 started after the cut");
+        let all = read_all(&log).await;
+        assert_eq!(all.len() as i64, cut);
+        fill(&log, 1200).await;
+        log.close().await.unwrap();
+        let log = Log::open(dir.path(), small_segments(), 0).await.unwrap();
+        let all = read_all(&log).await;
+        assert_eq!(all.len(), 1200);
+        all.iter().for_each(|r| check_record(r, VALUE));
+    });
+}
+
+#[test]
+fn leader_epochs_are_stamped_checkpointed_and_answer_end_offsets() {
+    run(|| async {
+        let dir = tmpdir();
+        let log = Log::open(dir.path(), small_segments(), 0).await.unwrap();
+        log.append_as_leader(&batch(0, 5, 10, Compression::None), LeaderEpoch(1), 0).await.unwrap();
+        log.append_as_leader(&batch(5, 5, 10, Compression::None), LeaderEpoch(4), 0).await.unwrap();
+        let stale = log.append_as_leader(&batch(10, 1, 10, Compression::None), LeaderEpoch(2), 0).await;
+        assert!(matches!(stale, Err(AppendError::StaleEpoch { .. })));
+        assert_eq!(log.end_offset_for_epoch(LeaderEpoch(2)), Some((LeaderEpoch(1), Offset(5))));
+        assert_eq!(log.end_offset_for_epoch(LeaderEpoch(4)), Some((LeaderEpoch(4), Offset(10))));
+        let r = log.read(Offset(5), ReadOptions { max_bytes: 1 << 20, max_offset: None, min_one_batch: true }).await.unwrap();
+        let bytes = iouring_log::read_slices_to_vec(&r.slices).await.unwrap();
+        let h = iouring_log::BatchHeader::parse_validated(&bytes).unwrap();
+        assert_eq!((h.base_offset, h.partition_leader_epoch), (Offset(5), LeaderEpoch(4)));
+        drop(log); // no clean close: the checkpoint written on the epoch change must suffice
+        let log = Log::open(dir.path(), small_segments(), 0).await.unwrap();
+        assert_eq!(log.leader_epochs(), vec![(LeaderEpoch(1), Offset(0)), (LeaderEpoch(4), Offset(5))]);
+        let text = std::fs::read_to_string(dir.path().join("leader-epoch-checkpoint")).unwrap();
+        assert_eq!(text, "0\n2\n1 0\n4 5\n");
+    });
+}
+
+#[test]
+fn concurrent_append_and_read_on_one_shard() {
+    run(|| async {
+        let dir = tmpdir();
+        let log = Log::open(dir.path(), small_segments(), 0).await.unwrap();
+        let total = 4000i64;
+        let writer = {
+            let log = log.clone();
+            glommio::spawn_local(async move {
+                fill(&log, total).await;
+            })
+        };
+        let mut readers = Vec::new();
+        for _ in 0..3 {
+            let log = log.clone();
+            readers.push(glommio::spawn_local(async move {
+                let mut next = 0i64;
+                while next < total {
+                    if next >= log.log_end_offset().0 {
+                        glommio::yield_if_needed().await;
+                        glommio::timer::sleep(std::time::Duration::from_micros(50)).await;
+                        continue;
+                    }
+                    for r in read_records(&log, next, 8192).await {
+                        if r.offset >= next {
+                            assert_eq!(r.offset, next, "records arrive in order without gaps");
+                            check_record(&r, VALUE);
+                            next += 1;
+                        }
+                    }
+                }
+            }));
+        }
+        writer.await;
+        for r in readers {
+            r.await;
+        }
+        log.flush().await.unwrap();
+        let (appended, written, durable) = log.active_segment_progress();
+        assert!(durable == written && written == appended, "{durable} {written} {appended}");
+    });
+}
