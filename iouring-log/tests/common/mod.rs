@@ -51,7 +51,9 @@ pub fn batch(first: i64, count: i64, value_len: usize, compression: Compression)
                 producer_epoch: -1,
                 timestamp_type: TimestampType::Creation,
                 offset: o - first,
-                sequence: -1,
+                // The encoder keeps records in one batch while offset - sequence is constant;
+                // this makes the batch's baseSequence -1 (no idempotence).
+                sequence: (o - first - 1) as i32,
                 timestamp: ts,
                 key: Some(key),
                 value: Some(value),
