@@ -55,6 +55,7 @@ done
 mkdir -p "$BASE_DIR"
 WORK="$(mktemp -d "$(cd "$BASE_DIR" && pwd)/raw-device.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
+trap 'exit 130' INT TERM
 
 read -r DEV FSTYPE MOUNT < <(df -PT "$WORK" | awk 'NR == 2 {print $1, $2, $7}')
 TMP_FSTYPE="$(df -PT /tmp | awk 'NR == 2 {print $2}')"

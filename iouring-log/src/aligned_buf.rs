@@ -17,7 +17,7 @@ impl AlignedBuf {
     /// alignment.
     pub fn zeroed(capacity: usize) -> AlignedBuf {
         assert!(
-            capacity > 0 && capacity % DIRECT_IO_ALIGNMENT == 0,
+            capacity > 0 && capacity.is_multiple_of(DIRECT_IO_ALIGNMENT),
             "aligned buffer capacity {capacity} must be a non-zero multiple of {DIRECT_IO_ALIGNMENT}"
         );
         let layout = Self::layout(capacity);

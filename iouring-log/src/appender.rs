@@ -21,7 +21,9 @@ use std::rc::Rc;
 
 use glommio::io::DmaFile;
 
-use crate::limits::{DIRECT_IO_ALIGNMENT, PREALLOCATE_BYTES, WRITES_IN_FLIGHT_MAX, WRITE_BYTES_MAX};
+use crate::limits::{
+    DIRECT_IO_ALIGNMENT, PREALLOCATE_BYTES, WRITES_IN_FLIGHT_MAX, WRITE_BYTES_MAX,
+};
 use crate::notify::Notify;
 use crate::tail::Tail;
 
@@ -103,7 +105,10 @@ impl WritePlanner {
     }
 
     pub fn on_append(&mut self, new_appended: u64) {
-        assert!(new_appended >= self.appended, "append moved the end backwards");
+        assert!(
+            new_appended >= self.appended,
+            "append moved the end backwards"
+        );
         self.appended = new_appended;
         self.check();
     }
@@ -114,7 +119,10 @@ impl WritePlanner {
             return None;
         }
         let full_end = align_down(self.appended);
-        let blocked = self.inflight.iter().any(|w| w.job.start + w.job.len as u64 > self.next_full);
+        let blocked = self
+            .inflight
+            .iter()
+            .any(|w| w.job.start + w.job.len as u64 > self.next_full);
         if blocked {
             return None;
         }
@@ -123,7 +131,10 @@ impl WritePlanner {
             let start = self.next_full;
             self.next_full += len;
             (start, len, start + len)
-        } else if self.appended > self.next_full && self.inflight.is_empty() && self.written < self.appended {
+        } else if self.appended > self.next_full
+            && self.inflight.is_empty()
+            && self.written < self.appended
+        {
             let len = align_up(self.appended) - self.next_full;
             (self.next_full, len, self.appended)
         } else {
@@ -156,15 +167,27 @@ impl WritePlanner {
     }
 
     pub fn on_durable(&mut self, synced: u64) {
-        assert!(synced <= self.written, "fsync covered {synced} beyond written {}", self.written);
+        assert!(
+            synced <= self.written,
+            "fsync covered {synced} beyond written {}",
+            self.written
+        );
         self.durable = self.durable.max(synced);
         self.check();
     }
 
     /// Cuts the logical end back to `end`. Only legal with no write in flight.
     pub fn truncate(&mut self, end: u64) {
-        assert!(self.inflight.is_empty(), "truncate with {} writes in flight", self.inflight.len());
-        assert!(end <= self.appended, "truncate to {end} beyond appended {}", self.appended);
+        assert!(
+            self.inflight.is_empty(),
+            "truncate with {} writes in flight",
+            self.inflight.len()
+        );
+        assert!(
+            end <= self.appended,
+            "truncate to {end} beyond appended {}",
+            self.appended
+        );
         self.appended = end;
         self.written = self.written.min(end);
         self.durable = self.durable.min(end);
@@ -270,7 +293,8 @@ impl Appender {
             let io = self.io.borrow();
             let data = (job.logical_end - job.start) as usize;
             let bytes = buf.as_bytes_mut();
-            io.tail.copy_out(job.start, job.logical_end, &mut bytes[..data]);
+            io.tail
+                .copy_out(job.start, job.logical_end, &mut bytes[..data]);
             bytes[data..].fill(0);
         }
         let result = self.file.write_at(buf, job.start).await;
@@ -315,20 +339,38 @@ mod tests {
         let a = p.plan().unwrap();
         let b = p.plan().unwrap();
         let c = p.plan().unwrap();
-        assert_eq!((a.start, b.start, c.start), (0, WRITE_BYTES_MAX as u64, 2 * WRITE_BYTES_MAX as u64));
-        assert_eq!(p.plan(), None, "partial block waits while full writes are in flight");
+        assert_eq!(
+            (a.start, b.start, c.start),
+            (0, WRITE_BYTES_MAX as u64, 2 * WRITE_BYTES_MAX as u64)
+        );
+        assert_eq!(
+            p.plan(),
+            None,
+            "partial block waits while full writes are in flight"
+        );
         p.complete(b.id);
         assert_eq!(p.written(), 0, "written is a contiguous prefix");
         p.complete(a.id);
         p.complete(c.id);
         assert_eq!(p.written(), 3 * WRITE_BYTES_MAX as u64);
         let d = p.plan().unwrap();
-        assert_eq!((d.len, d.logical_end), (4096, 3 * WRITE_BYTES_MAX as u64 + 100));
+        assert_eq!(
+            (d.len, d.logical_end),
+            (4096, 3 * WRITE_BYTES_MAX as u64 + 100)
+        );
         p.on_append(3 * WRITE_BYTES_MAX as u64 + 5000);
-        assert_eq!(p.plan(), None, "the block being written is not written twice at once");
+        assert_eq!(
+            p.plan(),
+            None,
+            "the block being written is not written twice at once"
+        );
         p.complete(d.id);
         let e = p.plan().unwrap();
-        assert_eq!(e.start, 3 * WRITE_BYTES_MAX as u64, "the partial block is rewritten");
+        assert_eq!(
+            e.start,
+            3 * WRITE_BYTES_MAX as u64,
+            "the partial block is rewritten"
+        );
         assert_eq!(e.len, 4096);
     }
 
@@ -346,7 +388,8 @@ mod tests {
                     1 => {
                         while let Some(j) = p.plan() {
                             for f in &flying {
-                                let overlap = j.start < f.start + f.len as u64 && f.start < j.start + j.len as u64;
+                                let overlap = j.start < f.start + f.len as u64
+                                    && f.start < j.start + j.len as u64;
                                 assert!(!overlap, "seed {seed}: {j:?} overlaps {f:?}");
                             }
                             flying.push(j);

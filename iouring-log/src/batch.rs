@@ -28,7 +28,9 @@ const CRC_START: usize = 21;
 pub enum BatchError {
     #[error("{available} bytes cannot hold a record batch header ({BATCH_HEADER_BYTES} bytes)")]
     TooShort { available: usize },
-    #[error("batch length {batch_length} is out of range (header needs 49, limit {BATCH_BYTES_MAX})")]
+    #[error(
+        "batch length {batch_length} is out of range (header needs 49, limit {BATCH_BYTES_MAX})"
+    )]
     BadLength { batch_length: i32 },
     #[error("batch of {needed} bytes is truncated: only {available} bytes present")]
     Truncated { needed: usize, available: usize },
@@ -174,7 +176,11 @@ impl BatchHeader {
 /// Writes `baseOffset` and `partitionLeaderEpoch` into a batch's first 16 bytes. Both lie
 /// outside the CRC, so the batch stays valid.
 pub fn patch_offset_and_epoch(prefix: &mut [u8], base_offset: Offset, epoch: LeaderEpoch) {
-    assert!(prefix.len() >= 16, "patch needs the first 16 bytes, got {}", prefix.len());
+    assert!(
+        prefix.len() >= 16,
+        "patch needs the first 16 bytes, got {}",
+        prefix.len()
+    );
     prefix[0..8].copy_from_slice(&base_offset.0.to_be_bytes());
     prefix[12..16].copy_from_slice(&epoch.0.to_be_bytes());
 }
@@ -217,10 +223,16 @@ mod tests {
     fn rejects_bad_lengths_and_magic() {
         let mut b = minimal_batch();
         b[8..12].copy_from_slice(&10i32.to_be_bytes());
-        assert!(matches!(BatchHeader::parse(&b), Err(BatchError::BadLength { .. })));
+        assert!(matches!(
+            BatchHeader::parse(&b),
+            Err(BatchError::BadLength { .. })
+        ));
         let mut b = minimal_batch();
         b[16] = 1;
-        assert!(matches!(BatchHeader::parse(&b), Err(BatchError::BadMagic { magic: 1 })));
+        assert!(matches!(
+            BatchHeader::parse(&b),
+            Err(BatchError::BadMagic { magic: 1 })
+        ));
         let b = minimal_batch();
         assert!(matches!(
             BatchHeader::parse_validated(&b[..40]),

@@ -45,15 +45,21 @@ pub async fn write_file_durably(path: &Path, bytes: Vec<u8>) -> Result<(), IoErr
     file.fdatasync()
         .await
         .map_err(|e| IoError::new("syncing", path, e))?;
-    file.close().await.map_err(|e| IoError::new("closing", path, e))
+    file.close()
+        .await
+        .map_err(|e| IoError::new("closing", path, e))
 }
 
 pub async fn sync_dir(dir: &Path) -> Result<(), IoError> {
     let d = Directory::open(dir)
         .await
         .map_err(|e| IoError::new("opening directory", dir, e))?;
-    d.sync().await.map_err(|e| IoError::new("syncing directory", dir, e))?;
-    d.close().await.map_err(|e| IoError::new("closing directory", dir, e))
+    d.sync()
+        .await
+        .map_err(|e| IoError::new("syncing directory", dir, e))?;
+    d.close()
+        .await
+        .map_err(|e| IoError::new("closing directory", dir, e))
 }
 
 /// Reads a whole file; `Ok(None)` when it does not exist.
@@ -81,7 +87,9 @@ pub async fn read_file(path: &Path) -> Result<Option<Vec<u8>>, IoError> {
             .map_err(|e| IoError::new("reading", path, e))?;
         r.to_vec()
     };
-    file.close().await.map_err(|e| IoError::new("closing", path, e))?;
+    file.close()
+        .await
+        .map_err(|e| IoError::new("closing", path, e))?;
     Ok(Some(bytes))
 }
 

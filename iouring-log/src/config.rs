@@ -55,10 +55,14 @@ pub enum ConfigError {
 impl LogConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !(SEGMENT_BYTES_MIN..=SEGMENT_BYTES_MAX).contains(&self.segment_bytes) {
-            return Err(ConfigError::SegmentBytes { value: self.segment_bytes });
+            return Err(ConfigError::SegmentBytes {
+                value: self.segment_bytes,
+            });
         }
         if self.segment_ms <= 0 {
-            return Err(ConfigError::SegmentMs { value: self.segment_ms });
+            return Err(ConfigError::SegmentMs {
+                value: self.segment_ms,
+            });
         }
         if self.index_interval_bytes == 0 {
             return Err(ConfigError::IndexInterval { value: 0 });

@@ -18,7 +18,11 @@ pub struct IoError {
 }
 
 impl IoError {
-    pub fn new(op: &'static str, path: impl Into<PathBuf>, source: impl Into<io::Error>) -> IoError {
+    pub fn new(
+        op: &'static str,
+        path: impl Into<PathBuf>,
+        source: impl Into<io::Error>,
+    ) -> IoError {
         IoError {
             op,
             path: path.into(),
@@ -52,7 +56,10 @@ pub enum AppendError {
     #[error("batch base offset {got} is not the log end offset {expected}")]
     OffsetMismatch { expected: Offset, got: Offset },
     #[error("leader epoch {epoch} is older than the latest epoch {latest}")]
-    StaleEpoch { epoch: LeaderEpoch, latest: LeaderEpoch },
+    StaleEpoch {
+        epoch: LeaderEpoch,
+        latest: LeaderEpoch,
+    },
     #[error("log {0} is failed after an I/O error; reopen it")]
     Failed(String),
     #[error(transparent)]
@@ -87,7 +94,10 @@ pub enum FlushError {
     #[error("log {0} is failed after an I/O error; reopen it")]
     Failed(String),
     #[error("truncation to offset {offset} is below the log start offset {log_start_offset}")]
-    TruncateBelowStart { offset: Offset, log_start_offset: Offset },
+    TruncateBelowStart {
+        offset: Offset,
+        log_start_offset: Offset,
+    },
     #[error(transparent)]
     Io(#[from] IoError),
 }

@@ -41,13 +41,20 @@ impl LeaderEpochCache {
     /// Kafka's `endOffsetFor`: the requested epoch (or the largest below it) and the offset
     /// where it ended: the start of the next epoch, or `log_end_offset` for the latest.
     /// `None` when the epoch is older than every entry.
-    pub fn end_offset_for(&self, epoch: LeaderEpoch, log_end_offset: Offset) -> Option<(LeaderEpoch, Offset)> {
+    pub fn end_offset_for(
+        &self,
+        epoch: LeaderEpoch,
+        log_end_offset: Offset,
+    ) -> Option<(LeaderEpoch, Offset)> {
         let i = self.entries.partition_point(|&(e, _)| e <= epoch);
         if i == 0 {
             return None;
         }
         let found = self.entries[i - 1].0;
-        let end = self.entries.get(i).map_or(log_end_offset, |&(_, start)| start);
+        let end = self
+            .entries
+            .get(i)
+            .map_or(log_end_offset, |&(_, start)| start);
         Some((found, end))
     }
 
@@ -58,7 +65,10 @@ impl LeaderEpochCache {
 
     /// Drops entries wholly before `start_offset`, moving the one covering it to start there.
     pub fn truncate_from_start(&mut self, start_offset: Offset) {
-        let keep_from = self.entries.partition_point(|&(_, s)| s <= start_offset).saturating_sub(1);
+        let keep_from = self
+            .entries
+            .partition_point(|&(_, s)| s <= start_offset)
+            .saturating_sub(1);
         self.entries.drain(..keep_from);
         if let Some(first) = self.entries.first_mut() {
             if first.1 < start_offset {
@@ -68,7 +78,10 @@ impl LeaderEpochCache {
     }
 
     pub fn to_lines(&self) -> Vec<String> {
-        self.entries.iter().map(|(e, o)| format!("{} {}", e.0, o.0)).collect()
+        self.entries
+            .iter()
+            .map(|(e, o)| format!("{} {}", e.0, o.0))
+            .collect()
     }
 
     pub fn from_lines(lines: &[String]) -> Option<LeaderEpochCache> {
@@ -102,8 +115,14 @@ mod tests {
         assert!(!c.assign(LeaderEpoch(0), Offset(5)));
         assert!(c.assign(LeaderEpoch(2), Offset(10)));
         assert!(c.assign(LeaderEpoch(3), Offset(20)));
-        assert_eq!(c.end_offset_for(LeaderEpoch(1), Offset(30)), Some((LeaderEpoch(0), Offset(10))));
-        assert_eq!(c.end_offset_for(LeaderEpoch(3), Offset(30)), Some((LeaderEpoch(3), Offset(30))));
+        assert_eq!(
+            c.end_offset_for(LeaderEpoch(1), Offset(30)),
+            Some((LeaderEpoch(0), Offset(10)))
+        );
+        assert_eq!(
+            c.end_offset_for(LeaderEpoch(3), Offset(30)),
+            Some((LeaderEpoch(3), Offset(30)))
+        );
         assert_eq!(c.end_offset_for(LeaderEpoch(-1), Offset(30)), None);
         let round = LeaderEpochCache::from_lines(&c.to_lines()).unwrap();
         assert_eq!(round, c);

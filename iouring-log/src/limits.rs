@@ -40,6 +40,10 @@ pub const BATCH_HEADER_BYTES: usize = 61;
 /// Bytes before the `batchLength` value starts counting (`baseOffset` + `batchLength`).
 pub const BATCH_LOG_OVERHEAD: usize = 12;
 
+/// Appended bytes not yet written that a log holds before appends wait for the disk
+/// (backpressure: memory use per partition is bounded by this plus one tail chunk).
+pub const UNWRITTEN_BYTES_MAX: u64 = 64 << 20;
+
 /// Preallocation step of active segment files.
 pub const PREALLOCATE_BYTES: u64 = 64 << 20;
 
@@ -58,12 +62,13 @@ pub const TIME_INDEX_ENTRY_BYTES: usize = 12;
 /// Entries a memory index may hold: one per 4 KiB of a maximal segment, plus one.
 pub const INDEX_ENTRIES_MAX: usize = (SEGMENT_BYTES_MAX as usize / DIRECT_IO_ALIGNMENT) + 1;
 
-const _: () = assert!(TAIL_CHUNK_BYTES % DIRECT_IO_ALIGNMENT == 0);
-const _: () = assert!(WRITE_BYTES_MAX % DIRECT_IO_ALIGNMENT == 0);
+const _: () = assert!(TAIL_CHUNK_BYTES.is_multiple_of(DIRECT_IO_ALIGNMENT));
+const _: () = assert!(WRITE_BYTES_MAX.is_multiple_of(DIRECT_IO_ALIGNMENT));
 const _: () = assert!(WRITE_BYTES_MAX <= TAIL_CHUNK_BYTES * 4);
-const _: () = assert!(SEGMENT_BYTES_MAX % DIRECT_IO_ALIGNMENT as u64 == 0);
+const _: () = assert!(SEGMENT_BYTES_MAX.is_multiple_of(DIRECT_IO_ALIGNMENT as u64));
 const _: () = assert!(SEGMENT_BYTES_MAX <= u32::MAX as u64);
-const _: () = assert!(PREALLOCATE_BYTES % DIRECT_IO_ALIGNMENT as u64 == 0);
+const _: () = assert!(PREALLOCATE_BYTES.is_multiple_of(DIRECT_IO_ALIGNMENT as u64));
 const _: () = assert!(BATCH_BYTES_MAX < SEGMENT_BYTES_MAX as usize);
 const _: () = assert!(WRITES_IN_FLIGHT_MAX >= 2 && WRITES_IN_FLIGHT_MAX <= 4);
 const _: () = assert!(HEADER_SCAN_READ_BYTES >= BATCH_HEADER_BYTES);
+const _: () = assert!(UNWRITTEN_BYTES_MAX >= (WRITE_BYTES_MAX * WRITES_IN_FLIGHT_MAX) as u64);

@@ -23,6 +23,7 @@ use crate::checkpoint::{sync_dir, write_checkpoint, LEADER_EPOCH_FILE, RECOVERY_
 use crate::config::LogConfig;
 use crate::error::{AppendError, FlushError, IoError};
 use crate::leader_epoch_cache::LeaderEpochCache;
+use crate::limits::UNWRITTEN_BYTES_MAX;
 use crate::segment::{seal_appender, write_index_files, Segment};
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 
@@ -63,11 +64,15 @@ pub struct Log {
 
 impl LogState {
     pub fn active(&self) -> &Segment {
-        self.segments.last().expect("a log always has an active segment")
+        self.segments
+            .last()
+            .expect("a log always has an active segment")
     }
 
     pub fn active_mut(&mut self) -> &mut Segment {
-        self.segments.last_mut().expect("a log always has an active segment")
+        self.segments
+            .last_mut()
+            .expect("a log always has an active segment")
     }
 
     pub fn log_start_offset(&self) -> Offset {
@@ -79,7 +84,11 @@ impl LogState {
     }
 
     pub fn check(&self) {
-        let (start, rp, end) = (self.log_start_offset(), self.recovery_point, self.log_end_offset());
+        let (start, rp, end) = (
+            self.log_start_offset(),
+            self.recovery_point,
+            self.log_end_offset(),
+        );
         assert!(
             start <= end && rp <= end,
             "log invariant broken: log_start_offset {start} / recovery_point {rp} / log_end_offset {end}"
@@ -88,7 +97,10 @@ impl LogState {
 }
 
 /// Walks the batches of an append request, validating each: returns `(position, header)`.
-fn validate_batches(bytes: &[u8], segment_bytes: u64) -> Result<Vec<(usize, BatchHeader)>, AppendError> {
+fn validate_batches(
+    bytes: &[u8],
+    segment_bytes: u64,
+) -> Result<Vec<(usize, BatchHeader)>, AppendError> {
     let mut out = Vec::new();
     let mut at = 0;
     if bytes.is_empty() {
@@ -98,8 +110,12 @@ fn validate_batches(bytes: &[u8], segment_bytes: u64) -> Result<Vec<(usize, Batc
         });
     }
     while at < bytes.len() {
-        let header = BatchHeader::parse_validated(&bytes[at..])
-            .map_err(|source| AppendError::CorruptBatch { position: at, source })?;
+        let header = BatchHeader::parse_validated(&bytes[at..]).map_err(|source| {
+            AppendError::CorruptBatch {
+                position: at,
+                source,
+            }
+        })?;
         if u64::from(header.size_bytes) > segment_bytes {
             return Err(AppendError::BatchTooLarge {
                 size: header.size_bytes as usize,
@@ -149,20 +165,39 @@ impl Log {
 
     /// Base offsets of all segments, oldest first.
     pub fn segment_base_offsets(&self) -> Vec<Offset> {
-        self.inner.state.borrow().segments.iter().map(|s| s.base_offset).collect()
+        self.inner
+            .state
+            .borrow()
+            .segments
+            .iter()
+            .map(|s| s.base_offset)
+            .collect()
     }
 
     /// Total logical bytes of all segments.
     pub fn size_bytes(&self) -> u64 {
-        self.inner.state.borrow().segments.iter().map(|s| s.size).sum()
+        self.inner
+            .state
+            .borrow()
+            .segments
+            .iter()
+            .map(|s| s.size)
+            .sum()
     }
 
     /// `(appended, written, durable)` byte ends of the active segment.
     pub fn active_segment_progress(&self) -> (u64, u64, u64) {
         let st = self.inner.state.borrow();
-        let a = st.active().appender().expect("active segment has an appender");
+        let a = st
+            .active()
+            .appender()
+            .expect("active segment has an appender");
         let io = a.io.borrow();
-        (io.planner.appended(), io.planner.written(), io.planner.durable())
+        (
+            io.planner.appended(),
+            io.planner.written(),
+            io.planner.durable(),
+        )
     }
 
     pub fn failure(&self) -> Option<String> {
@@ -180,20 +215,33 @@ impl Log {
 
     pub(crate) fn poison(&self, what: &str) {
         tracing::error!(log = %self.inner.dir.display(), error = what, "log failed; it must be reopened");
-        self.inner.failed.borrow_mut().get_or_insert_with(|| what.to_owned());
+        self.inner
+            .failed
+            .borrow_mut()
+            .get_or_insert_with(|| what.to_owned());
     }
 
     /// Appends batches as the leader: assigns offsets from the log end offset and stamps
     /// `leader_epoch`, patching the headers outside the CRC. All batches are validated first;
     /// if any is bad nothing is appended.
-    pub async fn append_as_leader(&self, batches: &[u8], leader_epoch: LeaderEpoch, now_ms: i64) -> Result<AppendInfo, AppendError> {
+    pub async fn append_as_leader(
+        &self,
+        batches: &[u8],
+        leader_epoch: LeaderEpoch,
+        now_ms: i64,
+    ) -> Result<AppendInfo, AppendError> {
         let headers = validate_batches(batches, self.inner.config.segment_bytes)?;
-        self.append_validated(batches, headers, Some(leader_epoch), now_ms).await
+        self.append_validated(batches, headers, Some(leader_epoch), now_ms)
+            .await
     }
 
     /// Appends batches as a follower: offsets and epochs are kept as the leader assigned them;
     /// the first batch must start at the log end offset.
-    pub async fn append_as_follower(&self, batches: &[u8], now_ms: i64) -> Result<AppendInfo, AppendError> {
+    pub async fn append_as_follower(
+        &self,
+        batches: &[u8],
+        now_ms: i64,
+    ) -> Result<AppendInfo, AppendError> {
         let headers = validate_batches(batches, self.inner.config.segment_bytes)?;
         self.append_validated(batches, headers, None, now_ms).await
     }
@@ -205,7 +253,12 @@ impl Log {
         leader_epoch: Option<LeaderEpoch>,
         now_ms: i64,
     ) -> Result<AppendInfo, AppendError> {
-        let permit = self.inner.mutation.acquire_permit(1).await.expect("log semaphore never closes");
+        let permit = self
+            .inner
+            .mutation
+            .acquire_permit(1)
+            .await
+            .expect("log semaphore never closes");
         if let Some(f) = self.failure() {
             return Err(AppendError::Failed(f));
         }
@@ -219,7 +272,13 @@ impl Log {
         };
         let mut epoch_changed = false;
         for (at, header) in headers {
-            self.maybe_roll(u64::from(header.size_bytes), header.last_offset_delta, now_ms).await?;
+            self.maybe_roll(
+                u64::from(header.size_bytes),
+                header.last_offset_delta,
+                now_ms,
+            )
+            .await?;
+            self.wait_for_write_room().await?;
             let mut st = self.inner.state.borrow_mut();
             let base = st.log_end_offset();
             let mut header = header;
@@ -230,10 +289,13 @@ impl Log {
                 header.base_offset = base;
                 header.partition_leader_epoch = epoch;
             }
-            epoch_changed |= st.epochs.assign(header.partition_leader_epoch, header.base_offset);
+            epoch_changed |= st
+                .epochs
+                .assign(header.partition_leader_epoch, header.base_offset);
             let interval = self.inner.config.index_interval_bytes;
             let end = at + header.size_bytes as usize;
-            st.active_mut().append_batch(&header, &prefix, &bytes[at + 16..end], interval);
+            st.active_mut()
+                .append_batch(&header, &prefix, &bytes[at + 16..end], interval);
             info.last_offset = header.last_offset();
             info.max_timestamp = info.max_timestamp.max(header.max_timestamp);
             st.unflushed_records += header.records_count.max(1) as u64;
@@ -246,18 +308,51 @@ impl Log {
         drop(permit);
         let flush_due = {
             let st = self.inner.state.borrow();
-            self.inner.config.flush_messages.is_some_and(|n| st.unflushed_records >= n)
+            self.inner
+                .config
+                .flush_messages
+                .is_some_and(|n| st.unflushed_records >= n)
         };
         if flush_due {
-            self.flush_through(info.last_offset.next()).await.map_err(|e| match e {
-                FlushError::Io(io) => AppendError::Io(io),
-                other => AppendError::Failed(other.to_string()),
-            })?;
+            self.flush_through(info.last_offset.next())
+                .await
+                .map_err(|e| match e {
+                    FlushError::Io(io) => AppendError::Io(io),
+                    other => AppendError::Failed(other.to_string()),
+                })?;
         }
         Ok(info)
     }
 
-    fn check_append_start(&self, headers: &[(usize, BatchHeader)], leader_epoch: Option<LeaderEpoch>) -> Result<(), AppendError> {
+    /// Backpressure: waits while more than `UNWRITTEN_BYTES_MAX` appended bytes are unwritten.
+    async fn wait_for_write_room(&self) -> Result<(), AppendError> {
+        let appender = {
+            let st = self.inner.state.borrow();
+            st.active()
+                .appender()
+                .expect("active segment has an appender")
+                .clone()
+        };
+        loop {
+            let seen = appender.events.generation();
+            {
+                let io = appender.io.borrow();
+                if let Some(f) = &io.failed {
+                    return Err(AppendError::Failed(f.clone()));
+                }
+                if io.planner.appended() - io.planner.written() <= UNWRITTEN_BYTES_MAX {
+                    return Ok(());
+                }
+            }
+            appender.events.changed(seen).await;
+        }
+    }
+
+    fn check_append_start(
+        &self,
+        headers: &[(usize, BatchHeader)],
+        leader_epoch: Option<LeaderEpoch>,
+    ) -> Result<(), AppendError> {
         let st = self.inner.state.borrow();
         match leader_epoch {
             Some(epoch) => match st.epochs.latest_epoch() {
@@ -282,7 +377,12 @@ impl Log {
 
     /// Rolls the active segment if the next batch would overflow it, it is older than
     /// `segment.ms`, or its offsets would overflow the index's `u32`.
-    async fn maybe_roll(&self, batch_bytes: u64, last_offset_delta: i32, now_ms: i64) -> Result<(), AppendError> {
+    async fn maybe_roll(
+        &self,
+        batch_bytes: u64,
+        last_offset_delta: i32,
+        now_ms: i64,
+    ) -> Result<(), AppendError> {
         let due = {
             let st = self.inner.state.borrow();
             let a = st.active();
@@ -304,7 +404,12 @@ impl Log {
 
     /// Rolls now: seals the active segment and starts a new one at the log end offset.
     pub async fn roll(&self, now_ms: i64) -> Result<(), FlushError> {
-        let _permit = self.inner.mutation.acquire_permit(1).await.expect("log semaphore never closes");
+        let _permit = self
+            .inner
+            .mutation
+            .acquire_permit(1)
+            .await
+            .expect("log semaphore never closes");
         if let Some(f) = self.failure() {
             return Err(FlushError::Failed(f));
         }
@@ -337,7 +442,10 @@ impl Log {
         let (appender, size, path, base) = {
             let st = self.inner.state.borrow();
             let a = st.active();
-            let appender = a.appender().expect("active segment has an appender").clone();
+            let appender = a
+                .appender()
+                .expect("active segment has an appender")
+                .clone();
             (appender, a.size, a.log_path.clone(), a.base_offset)
         };
         if let Err(e) = seal_appender(&appender, size).await {
@@ -365,12 +473,21 @@ impl Log {
     async fn flush_through(&self, target: Offset) -> Result<(), FlushError> {
         let (appender, target_bytes) = {
             let st = self.inner.state.borrow();
-            let a = st.active().appender().expect("active segment has an appender").clone();
+            let a = st
+                .active()
+                .appender()
+                .expect("active segment has an appender")
+                .clone();
             let end = a.io.borrow().planner.appended();
             (a, end)
         };
         self.wait_written(&appender, target_bytes).await?;
-        let _sync = self.inner.sync.acquire_permit(1).await.expect("sync semaphore never closes");
+        let _sync = self
+            .inner
+            .sync
+            .acquire_permit(1)
+            .await
+            .expect("sync semaphore never closes");
         let synced = {
             let io = appender.io.borrow();
             if io.planner.durable() >= target_bytes {
@@ -446,7 +563,12 @@ impl Log {
     /// Clean shutdown: drains and fsyncs the active segment, trims it, writes its indexes and
     /// both checkpoints. The log refuses every call afterwards.
     pub async fn close(&self) -> Result<(), FlushError> {
-        let _permit = self.inner.mutation.acquire_permit(1).await.expect("log semaphore never closes");
+        let _permit = self
+            .inner
+            .mutation
+            .acquire_permit(1)
+            .await
+            .expect("log semaphore never closes");
         if let Some(f) = self.failure() {
             return Err(FlushError::Failed(f));
         }

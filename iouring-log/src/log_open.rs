@@ -10,7 +10,9 @@ use glommio::io::OpenOptions;
 use glommio::sync::Semaphore;
 
 use crate::appender::{align_down, Appender};
-use crate::checkpoint::{parse_checkpoint, read_file, sync_dir, LEADER_EPOCH_FILE, RECOVERY_POINT_FILE};
+use crate::checkpoint::{
+    parse_checkpoint, read_file, sync_dir, LEADER_EPOCH_FILE, RECOVERY_POINT_FILE,
+};
 use crate::config::LogConfig;
 use crate::error::{IoError, OpenError};
 use crate::leader_epoch_cache::LeaderEpochCache;
@@ -18,8 +20,8 @@ use crate::log::{Log, LogInner, LogState};
 use crate::offset_index::OffsetIndex;
 use crate::recovery::{next_offset_from_index, scan_segment};
 use crate::segment::{
-    open_read_file, segment_file, write_index_files, ActiveSegment, Segment, SegmentIndexes, SegmentState,
-    INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+    open_read_file, segment_file, write_index_files, ActiveSegment, Segment, SegmentIndexes,
+    SegmentState, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use crate::time_index::TimeIndex;
 use crate::types::Offset;
@@ -34,10 +36,13 @@ fn list_segments(dir: &Path) -> Result<Vec<Offset>, OpenError> {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         if name.ends_with(".tmp") {
-            std::fs::remove_file(entry.path()).map_err(|e| IoError::new("removing", entry.path(), e))?;
+            std::fs::remove_file(entry.path())
+                .map_err(|e| IoError::new("removing", entry.path(), e))?;
             continue;
         }
-        let Some(stem) = name.strip_suffix(".log") else { continue };
+        let Some(stem) = name.strip_suffix(".log") else {
+            continue;
+        };
         if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
             return Err(OpenError::Layout {
                 path: entry.path(),
@@ -64,7 +69,9 @@ async fn read_recovery_point(dir: &Path) -> Result<Offset, IoError> {
 
 async fn read_epochs(dir: &Path) -> Result<LeaderEpochCache, IoError> {
     let bytes = read_file(&dir.join(LEADER_EPOCH_FILE)).await?;
-    let cache = bytes.and_then(|b| parse_checkpoint(&b)).and_then(|l| LeaderEpochCache::from_lines(&l));
+    let cache = bytes
+        .and_then(|b| parse_checkpoint(&b))
+        .and_then(|l| LeaderEpochCache::from_lines(&l));
     if cache.is_none() && dir.join(LEADER_EPOCH_FILE).exists() {
         tracing::warn!(dir = %dir.display(), "leader-epoch-checkpoint unreadable; rebuilding from batches");
     }
@@ -76,21 +83,35 @@ async fn read_epochs(dir: &Path) -> Result<LeaderEpochCache, IoError> {
 async fn load_trusted(dir: &Path, base: Offset) -> Result<Option<Segment>, IoError> {
     let path = segment_file(dir, base, LOG_SUFFIX);
     let read_file_handle = open_read_file(&path).await?;
-    let size = read_file_handle.file_size().await.map_err(|e| IoError::new("sizing", &path, e))?;
+    let size = read_file_handle
+        .file_size()
+        .await
+        .map_err(|e| IoError::new("sizing", &path, e))?;
     let (Some(index_bytes), Some(time_bytes)) = (
         read_file(&segment_file(dir, base, INDEX_SUFFIX)).await?,
         read_file(&segment_file(dir, base, TIME_INDEX_SUFFIX)).await?,
     ) else {
         return Ok(None);
     };
-    let Ok(offset_index) = OffsetIndex::from_bytes(&index_bytes, size) else { return Ok(None) };
-    let start = offset_index.entries().last().map_or(0, |e| e.position.get());
-    let Ok(next_offset) = next_offset_from_index(&read_file_handle, &path, base, size, start).await? else {
+    let Ok(offset_index) = OffsetIndex::from_bytes(&index_bytes, size) else {
+        return Ok(None);
+    };
+    let start = offset_index
+        .entries()
+        .last()
+        .map_or(0, |e| e.position.get());
+    let Ok(next_offset) =
+        next_offset_from_index(&read_file_handle, &path, base, size, start).await?
+    else {
         return Ok(None);
     };
     let next_rel = (next_offset.0 - base.0) as u64;
-    let Ok(time_index) = TimeIndex::from_bytes(&time_bytes, next_rel) else { return Ok(None) };
-    let max_ts = time_index.last().map(|e| (e.timestamp, e.relative_offset.absolute(base)));
+    let Ok(time_index) = TimeIndex::from_bytes(&time_bytes, next_rel) else {
+        return Ok(None);
+    };
+    let max_ts = time_index
+        .last()
+        .map(|e| (e.timestamp, e.relative_offset.absolute(base)));
     Ok(Some(Segment {
         base_offset: base,
         log_path: Rc::new(path),
@@ -110,11 +131,27 @@ async fn load_trusted(dir: &Path, base: Offset) -> Result<Option<Segment>, IoErr
 
 /// A segment at or after the recovery point: validate every batch. Returns the segment and
 /// whether the scan stopped before the end of the file (damage: later segments are dropped).
-async fn load_scanned(dir: &Path, base: Offset, config: &LogConfig, epochs: &mut LeaderEpochCache) -> Result<(Segment, bool), IoError> {
+async fn load_scanned(
+    dir: &Path,
+    base: Offset,
+    config: &LogConfig,
+    epochs: &mut LeaderEpochCache,
+) -> Result<(Segment, bool), IoError> {
     let path = segment_file(dir, base, LOG_SUFFIX);
     let read_file_handle = open_read_file(&path).await?;
-    let file_size = read_file_handle.file_size().await.map_err(|e| IoError::new("sizing", &path, e))?;
-    let scan = scan_segment(&read_file_handle, &path, base, file_size, config.index_interval_bytes, epochs).await?;
+    let file_size = read_file_handle
+        .file_size()
+        .await
+        .map_err(|e| IoError::new("sizing", &path, e))?;
+    let scan = scan_segment(
+        &read_file_handle,
+        &path,
+        base,
+        file_size,
+        config.index_interval_bytes,
+        epochs,
+    )
+    .await?;
     let damaged = scan.stopped.is_some();
     if let Some((position, reason)) = &scan.stopped {
         // Zero padding after the logical end is the normal state of an unclean shutdown.
@@ -143,8 +180,12 @@ async fn activate(segment: &mut Segment, now_ms: i64) -> Result<(), IoError> {
         .dma_open(path)
         .await
         .map_err(|e| IoError::new("opening segment for appends", path, e))?;
-    file.truncate(segment.size).await.map_err(|e| IoError::new("trimming", path, e))?;
-    file.fdatasync().await.map_err(|e| IoError::new("syncing", path, e))?;
+    file.truncate(segment.size)
+        .await
+        .map_err(|e| IoError::new("trimming", path, e))?;
+    file.fdatasync()
+        .await
+        .map_err(|e| IoError::new("syncing", path, e))?;
     let block_start = align_down(segment.size);
     let partial = if block_start < segment.size {
         let r = segment
@@ -170,7 +211,9 @@ async fn delete_segment_files(dir: &Path, bases: &[Offset]) -> Result<(), IoErro
         for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
             let path = segment_file(dir, base, suffix);
             if path.exists() {
-                glommio::io::remove(&path).await.map_err(|e| IoError::new("deleting", &path, e))?;
+                glommio::io::remove(&path)
+                    .await
+                    .map_err(|e| IoError::new("deleting", &path, e))?;
             }
         }
     }
@@ -180,14 +223,21 @@ async fn delete_segment_files(dir: &Path, bases: &[Offset]) -> Result<(), IoErro
 impl Log {
     /// Opens (or creates) the log in `dir`, recovering it as described in the module doc.
     /// `now_ms` dates a newly created active segment.
-    pub async fn open(dir: impl Into<PathBuf>, config: LogConfig, now_ms: i64) -> Result<Log, OpenError> {
+    pub async fn open(
+        dir: impl Into<PathBuf>,
+        config: LogConfig,
+        now_ms: i64,
+    ) -> Result<Log, OpenError> {
         config.validate()?;
         let dir = dir.into();
         std::fs::create_dir_all(&dir).map_err(|e| IoError::new("creating", &dir, e))?;
+        // glommio's directory operations need an absolute path.
+        let dir = std::path::absolute(&dir).map_err(|e| IoError::new("resolving", &dir, e))?;
         let bases = list_segments(&dir)?;
         let recovery_point = read_recovery_point(&dir).await?;
         let mut epochs = read_epochs(&dir).await?;
-        let mut segments = load_segments(&dir, &bases, recovery_point, &config, &mut epochs).await?;
+        let mut segments =
+            load_segments(&dir, &bases, recovery_point, &config, &mut epochs).await?;
         if segments.is_empty() {
             segments.push(Segment::create(&dir, Offset(0), now_ms).await?);
             sync_dir(&dir).await?;
@@ -236,11 +286,15 @@ async fn load_segments(
             if base < prev.next_offset {
                 return Err(OpenError::Layout {
                     path: segment_file(dir, base, LOG_SUFFIX),
-                    reason: format!("segment overlaps the previous one, which ends at offset {}", prev.next_offset),
+                    reason: format!(
+                        "segment overlaps the previous one, which ends at offset {}",
+                        prev.next_offset
+                    ),
                 });
             }
         }
-        let wholly_before_recovery_point = bases.get(i + 1).is_some_and(|&next| next <= recovery_point);
+        let wholly_before_recovery_point =
+            bases.get(i + 1).is_some_and(|&next| next <= recovery_point);
         if wholly_before_recovery_point {
             if let Some(seg) = load_trusted(dir, base).await? {
                 segments.push(seg);
@@ -258,10 +312,20 @@ async fn load_segments(
             let later = &bases[i + 1..];
             tracing::warn!(dir = %dir.display(), segments = later.len(), "deleting segments after damaged data");
             let path = seg.log_path.as_path();
-            let file = OpenOptions::new().write(true).dma_open(path).await.map_err(|e| IoError::new("opening", path, e))?;
-            file.truncate(seg.size).await.map_err(|e| IoError::new("trimming", path, e))?;
-            file.fdatasync().await.map_err(|e| IoError::new("syncing", path, e))?;
-            file.close().await.map_err(|e| IoError::new("closing", path, e))?;
+            let file = OpenOptions::new()
+                .write(true)
+                .dma_open(path)
+                .await
+                .map_err(|e| IoError::new("opening", path, e))?;
+            file.truncate(seg.size)
+                .await
+                .map_err(|e| IoError::new("trimming", path, e))?;
+            file.fdatasync()
+                .await
+                .map_err(|e| IoError::new("syncing", path, e))?;
+            file.close()
+                .await
+                .map_err(|e| IoError::new("closing", path, e))?;
             delete_segment_files(dir, later).await?;
             sync_dir(dir).await?;
             segments.push(seg);

@@ -45,7 +45,10 @@ pub struct ReadOptions {
 impl Log {
     /// Segment views from the one that may contain `offset` onwards, plus the index hint.
     fn views_from(&self, offset: Offset) -> Result<(Vec<SegmentView>, u64), ReadError> {
-        if let Some(f) = self.failure().filter(|_| self.inner.failed.borrow().is_some()) {
+        if let Some(f) = self
+            .failure()
+            .filter(|_| self.inner.failed.borrow().is_some())
+        {
             return Err(ReadError::Failed(f));
         }
         let st = self.inner.state.borrow();
@@ -57,7 +60,10 @@ impl Log {
                 log_end_offset: end,
             });
         }
-        let i = st.segments.partition_point(|s| s.base_offset <= offset).saturating_sub(1);
+        let i = st
+            .segments
+            .partition_point(|s| s.base_offset <= offset)
+            .saturating_sub(1);
         let seg = &st.segments[i];
         let hint = offset
             .relative_to(seg.base_offset)
@@ -91,7 +97,11 @@ impl Log {
             let mut end = view.size.max(found.position + u64::from(found.size_bytes));
             if let Some(m) = opts.max_offset {
                 if let Some(limit) = view.find_batch(found.position, m).await? {
-                    end = end.min(limit.position.max(found.position + u64::from(found.size_bytes)));
+                    end = end.min(
+                        limit
+                            .position
+                            .max(found.position + u64::from(found.size_bytes)),
+                    );
                 }
             }
             let mut len = (opts.max_bytes as u64).min(end - found.position);
@@ -107,7 +117,10 @@ impl Log {
 
     /// Kafka's `fetchOffsetByTimestamp`: the first offset whose record timestamp is `>= ts`,
     /// with that timestamp; `None` if every record is older.
-    pub async fn offset_for_timestamp(&self, ts: TimestampMs) -> Result<Option<(Offset, TimestampMs)>, ReadError> {
+    pub async fn offset_for_timestamp(
+        &self,
+        ts: TimestampMs,
+    ) -> Result<Option<(Offset, TimestampMs)>, ReadError> {
         let candidates: Vec<(SegmentView, u64)> = {
             let st = self.inner.state.borrow();
             let start = st.log_start_offset();
@@ -141,21 +154,34 @@ impl Log {
 
 /// Scans batches from `position` for the first record with timestamp `>= ts` and offset
 /// `>= start`, decoding records only of the batch whose max timestamp qualifies.
-async fn find_by_timestamp(view: &SegmentView, mut position: u64, ts: TimestampMs, start: Offset) -> Result<Option<(Offset, TimestampMs)>, ReadError> {
+async fn find_by_timestamp(
+    view: &SegmentView,
+    mut position: u64,
+    ts: TimestampMs,
+    start: Offset,
+) -> Result<Option<(Offset, TimestampMs)>, ReadError> {
     loop {
-        let Some(found) = view.find_batch(position, start).await? else { return Ok(None) };
-        let bytes = view.copy_bytes(found.position, found.position + u64::from(found.size_bytes)).await?;
-        let header = crate::batch::BatchHeader::parse_validated(&bytes).map_err(|source| ReadError::Corrupt {
-            path: view.path.as_ref().clone(),
-            position: found.position,
-            source,
+        let Some(found) = view.find_batch(position, start).await? else {
+            return Ok(None);
+        };
+        let bytes = view
+            .copy_bytes(found.position, found.position + u64::from(found.size_bytes))
+            .await?;
+        let header = crate::batch::BatchHeader::parse_validated(&bytes).map_err(|source| {
+            ReadError::Corrupt {
+                path: view.path.as_ref().clone(),
+                position: found.position,
+                source,
+            }
         })?;
         if header.max_timestamp >= ts {
             let mut buf = Bytes::from(bytes);
             let set = RecordBatchDecoder::decode(&mut buf).map_err(|e| ReadError::Corrupt {
                 path: view.path.as_ref().clone(),
                 position: found.position,
-                source: crate::batch::BatchError::Undecodable { reason: e.to_string() },
+                source: crate::batch::BatchError::Undecodable {
+                    reason: e.to_string(),
+                },
             })?;
             for r in set.records {
                 if r.timestamp >= ts.0 && r.offset >= start.0 {

@@ -63,7 +63,9 @@ impl OffsetIndex {
 
     /// The largest entry whose offset is `<= target`, if any.
     pub fn lookup(&self, target: RelativeOffset) -> Option<OffsetIndexEntry> {
-        let n = self.entries.partition_point(|e| e.relative_offset <= target);
+        let n = self
+            .entries
+            .partition_point(|e| e.relative_offset <= target);
         n.checked_sub(1).map(|i| self.entries[i])
     }
 
@@ -75,7 +77,9 @@ impl OffsetIndex {
 
     /// Removes every entry for offsets `>= relative_offset`.
     pub fn truncate_to_offset(&mut self, relative_offset: RelativeOffset) {
-        let n = self.entries.partition_point(|e| e.relative_offset < relative_offset);
+        let n = self
+            .entries
+            .partition_point(|e| e.relative_offset < relative_offset);
         self.entries.truncate(n);
     }
 
@@ -90,7 +94,7 @@ impl OffsetIndex {
 
     /// Parses an index file, checking it fits a log of `log_size` bytes.
     pub fn from_bytes(bytes: &[u8], log_size: u64) -> Result<OffsetIndex, IndexCorruption> {
-        if bytes.len() % OFFSET_INDEX_ENTRY_BYTES != 0 {
+        if !bytes.len().is_multiple_of(OFFSET_INDEX_ENTRY_BYTES) {
             return Err(IndexCorruption::BadSize {
                 size: bytes.len(),
                 entry: OFFSET_INDEX_ENTRY_BYTES,
@@ -101,7 +105,10 @@ impl OffsetIndex {
             let rel = RelativeOffset(u32::from_be_bytes(e[0..4].try_into().expect("4 bytes")));
             let pos = FilePosition(u32::from_be_bytes(e[4..8].try_into().expect("4 bytes")));
             if pos.get() >= log_size {
-                return Err(IndexCorruption::PastEnd { entry: i, limit: log_size });
+                return Err(IndexCorruption::PastEnd {
+                    entry: i,
+                    limit: log_size,
+                });
             }
             if let Some(last) = index.entries.last() {
                 if rel <= last.relative_offset || pos <= last.position {
@@ -128,9 +135,18 @@ mod tests {
             idx.append(RelativeOffset(i * 10), FilePosition(i * 4096));
         }
         assert_eq!(idx.lookup(RelativeOffset(5)), None);
-        assert_eq!(idx.lookup(RelativeOffset(10)).unwrap().position, FilePosition(4096));
-        assert_eq!(idx.lookup(RelativeOffset(19)).unwrap().position, FilePosition(4096));
-        assert_eq!(idx.lookup(RelativeOffset(1000)).unwrap().position, FilePosition(9 * 4096));
+        assert_eq!(
+            idx.lookup(RelativeOffset(10)).unwrap().position,
+            FilePosition(4096)
+        );
+        assert_eq!(
+            idx.lookup(RelativeOffset(19)).unwrap().position,
+            FilePosition(4096)
+        );
+        assert_eq!(
+            idx.lookup(RelativeOffset(1000)).unwrap().position,
+            FilePosition(9 * 4096)
+        );
         let bytes = idx.to_bytes();
         assert_eq!(OffsetIndex::from_bytes(&bytes, 10 * 4096).unwrap(), idx);
         assert!(OffsetIndex::from_bytes(&bytes, 9 * 4096).is_err());

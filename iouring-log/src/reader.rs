@@ -49,7 +49,12 @@ impl ReadSlice {
     /// The file descriptor and position of a file slice (for `sendfile`/`splice`).
     pub fn file_range(&self) -> Option<(RawFd, u64, usize)> {
         match self {
-            ReadSlice::File { file, position, len, .. } => Some((file.as_raw_fd(), *position, *len)),
+            ReadSlice::File {
+                file,
+                position,
+                len,
+                ..
+            } => Some((file.as_raw_fd(), *position, *len)),
             ReadSlice::Memory(_) => None,
         }
     }
@@ -58,13 +63,19 @@ impl ReadSlice {
     pub async fn to_vec(&self) -> Result<Vec<u8>, IoError> {
         match self {
             ReadSlice::Memory(m) => Ok(m.as_bytes().to_vec()),
-            ReadSlice::File { file, path, position, len } => {
+            ReadSlice::File {
+                file,
+                path,
+                position,
+                len,
+            } => {
                 let r = file
                     .read_at(*position, *len)
                     .await
                     .map_err(|e| IoError::new("reading", path.as_path(), e))?;
                 if r.len() != *len {
-                    let e = std::io::Error::other(format!("short read: {} of {len} bytes", r.len()));
+                    let e =
+                        std::io::Error::other(format!("short read: {} of {len} bytes", r.len()));
                     return Err(IoError::new("reading", path.as_path(), e));
                 }
                 Ok(r.to_vec())
@@ -135,8 +146,17 @@ impl SegmentView {
         }
         let mem_from = from.max(file_end);
         if mem_from < to {
-            let io = self.io.as_ref().expect("bytes past the file end are in the tail").borrow();
-            out.extend(io.tail.slices(mem_from, to).into_iter().map(ReadSlice::Memory));
+            let io = self
+                .io
+                .as_ref()
+                .expect("bytes past the file end are in the tail")
+                .borrow();
+            out.extend(
+                io.tail
+                    .slices(mem_from, to)
+                    .into_iter()
+                    .map(ReadSlice::Memory),
+            );
         }
         out
     }
@@ -149,7 +169,11 @@ impl SegmentView {
 
     /// Walks batch headers from `position` (a batch boundary) and returns the first batch whose
     /// last offset is `>= target`, or `None` if the segment ends first.
-    pub async fn find_batch(&self, mut position: u64, target: Offset) -> Result<Option<FoundBatch>, ReadError> {
+    pub async fn find_batch(
+        &self,
+        mut position: u64,
+        target: Offset,
+    ) -> Result<Option<FoundBatch>, ReadError> {
         const LAST_OFFSET_DELTA_END: usize = 27;
         loop {
             let (_, end) = self.live_bounds();
@@ -160,8 +184,10 @@ impl SegmentView {
             let bytes = self.copy_bytes(position, window_end).await?;
             let mut at = 0usize;
             while at + LAST_OFFSET_DELTA_END <= bytes.len() {
-                let (base, size) = peek_size(&bytes[at..]).map_err(|source| self.corrupt(position + at as u64, source))?;
-                let delta = i32::from_be_bytes(bytes[at + 23..at + 27].try_into().expect("4 bytes"));
+                let (base, size) = peek_size(&bytes[at..])
+                    .map_err(|source| self.corrupt(position + at as u64, source))?;
+                let delta =
+                    i32::from_be_bytes(bytes[at + 23..at + 27].try_into().expect("4 bytes"));
                 let last = Offset(base.0 + i64::from(delta.max(0)));
                 if last >= target {
                     return Ok(Some(FoundBatch {

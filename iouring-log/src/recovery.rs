@@ -54,7 +54,9 @@ impl Window<'_> {
     async fn get(&mut self, pos: u64, n: usize) -> Result<&[u8], IoError> {
         let have = pos >= self.start && pos + n as u64 <= self.start + self.bytes.len() as u64;
         if !have {
-            let want = n.max(SCAN_READ_BYTES).min(self.file_size.saturating_sub(pos) as usize);
+            let want = n
+                .max(SCAN_READ_BYTES)
+                .min(self.file_size.saturating_sub(pos) as usize);
             let r = if want == 0 {
                 Vec::new()
             } else {
@@ -117,9 +119,11 @@ pub async fn scan_segment(
             out.stopped = Some((pos, reason));
             break;
         }
-        out.indexes.on_batch(base_offset, &header, pos, interval_bytes);
+        out.indexes
+            .on_batch(base_offset, &header, pos, interval_bytes);
         epochs.assign(header.partition_leader_epoch, header.base_offset);
-        out.first_batch_max_timestamp.get_or_insert(header.max_timestamp.0);
+        out.first_batch_max_timestamp
+            .get_or_insert(header.max_timestamp.0);
         out.next_offset = header.next_offset();
         out.batches += 1;
         pos += u64::from(header.size_bytes);
@@ -128,7 +132,12 @@ pub async fn scan_segment(
     Ok(out)
 }
 
-fn check_placement(header: &BatchHeader, expected: Offset, base_offset: Offset, pos: u64) -> Option<StopReason> {
+fn check_placement(
+    header: &BatchHeader,
+    expected: Offset,
+    base_offset: Offset,
+    pos: u64,
+) -> Option<StopReason> {
     if header.base_offset != expected {
         return Some(StopReason::OffsetGap {
             expected,

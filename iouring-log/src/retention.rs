@@ -25,7 +25,13 @@ pub struct SegmentFacts {
 /// newest record is older than `retention.ms`, or while the log stays at least
 /// `retention.bytes` without it. Never the active segment, never a segment with offsets at or
 /// above `upper_bound` (the high watermark).
-pub fn segments_to_delete(segments: &[SegmentFacts], retention_ms: Option<i64>, retention_bytes: Option<u64>, now_ms: i64, upper_bound: Offset) -> usize {
+pub fn segments_to_delete(
+    segments: &[SegmentFacts],
+    retention_ms: Option<i64>,
+    retention_bytes: Option<u64>,
+    now_ms: i64,
+    upper_bound: Offset,
+) -> usize {
     let total: u64 = segments.iter().map(|s| s.size).sum();
     let mut excess = retention_bytes.map_or(0, |limit| total.saturating_sub(limit));
     let mut n = 0;
@@ -33,7 +39,8 @@ pub fn segments_to_delete(segments: &[SegmentFacts], retention_ms: Option<i64>, 
         if s.active || s.next_offset > upper_bound {
             break;
         }
-        let expired = retention_ms.is_some_and(|ms| s.largest_timestamp.is_some_and(|ts| now_ms - ts.0 > ms));
+        let expired =
+            retention_ms.is_some_and(|ms| s.largest_timestamp.is_some_and(|ts| now_ms - ts.0 > ms));
         let over_size = excess >= s.size && excess > 0;
         if !(expired || over_size) {
             break;
@@ -48,7 +55,11 @@ impl Log {
     /// Applies `retention.ms` and `retention.bytes`: deletes whole old segments and moves the
     /// log start offset. Returns how many segments were deleted. If every record of the active
     /// segment has expired too, it is rolled first so it can go (as Kafka does).
-    pub async fn delete_old_segments(&self, now_ms: i64, upper_bound: Offset) -> Result<usize, FlushError> {
+    pub async fn delete_old_segments(
+        &self,
+        now_ms: i64,
+        upper_bound: Offset,
+    ) -> Result<usize, FlushError> {
         let roll_first = {
             let st = self.inner.state.borrow();
             let a = st.active();
@@ -62,7 +73,12 @@ impl Log {
         if roll_first {
             self.roll(now_ms).await?;
         }
-        let _permit = self.inner.mutation.acquire_permit(1).await.expect("log semaphore never closes");
+        let _permit = self
+            .inner
+            .mutation
+            .acquire_permit(1)
+            .await
+            .expect("log semaphore never closes");
         if let Some(f) = self.failure() {
             return Err(FlushError::Failed(f));
         }
@@ -79,7 +95,13 @@ impl Log {
                 })
                 .collect();
             let cfg = &self.inner.config;
-            let n = segments_to_delete(&facts, cfg.retention_ms, cfg.retention_bytes, now_ms, upper_bound);
+            let n = segments_to_delete(
+                &facts,
+                cfg.retention_ms,
+                cfg.retention_bytes,
+                now_ms,
+                upper_bound,
+            );
             let removed: Vec<_> = st.segments.drain(..n).collect();
             let start = st.log_start_offset();
             st.epochs.truncate_from_start(start);
@@ -101,7 +123,12 @@ impl Log {
     /// Removes every batch from the one containing `offset` onwards (a follower truncating to
     /// its leader's epoch end offset). The log end offset becomes that batch's base offset.
     pub async fn truncate_to(&self, offset: Offset) -> Result<(), FlushError> {
-        let _permit = self.inner.mutation.acquire_permit(1).await.expect("log semaphore never closes");
+        let _permit = self
+            .inner
+            .mutation
+            .acquire_permit(1)
+            .await
+            .expect("log semaphore never closes");
         if let Some(f) = self.failure() {
             return Err(FlushError::Failed(f));
         }
@@ -110,12 +137,18 @@ impl Log {
             return Ok(());
         }
         if offset < start {
-            return Err(FlushError::TruncateBelowStart { offset, log_start_offset: start });
+            return Err(FlushError::TruncateBelowStart {
+                offset,
+                log_start_offset: start,
+            });
         }
         self.seal_for_truncation().await?;
         let (view, dropped) = {
             let mut st = self.inner.state.borrow_mut();
-            let keep = st.segments.partition_point(|s| s.base_offset <= offset).max(1);
+            let keep = st
+                .segments
+                .partition_point(|s| s.base_offset <= offset)
+                .max(1);
             let dropped: Vec<_> = st.segments.drain(keep..).collect();
             (st.active().view(), dropped)
         };
@@ -144,7 +177,11 @@ impl Log {
     }
 
     /// `(position, new next offset)` where the kept part of the last segment ends.
-    async fn cut_position(&self, view: &SegmentView, offset: Offset) -> Result<(u64, Offset), FlushError> {
+    async fn cut_position(
+        &self,
+        view: &SegmentView,
+        offset: Offset,
+    ) -> Result<(u64, Offset), FlushError> {
         let (hint, next) = {
             let st = self.inner.state.borrow();
             let seg = st.active();
@@ -154,16 +191,22 @@ impl Log {
                 .map_or(0, |e| e.position.get());
             (hint, seg.next_offset)
         };
-        let found = view
-            .find_batch(hint, offset)
-            .await
-            .map_err(|e| IoError::new("scanning for truncation", view.path.as_path(), std::io::Error::other(e.to_string())))?;
+        let found = view.find_batch(hint, offset).await.map_err(|e| {
+            IoError::new(
+                "scanning for truncation",
+                view.path.as_path(),
+                std::io::Error::other(e.to_string()),
+            )
+        })?;
         Ok(found.map_or((view.size, next), |b| (b.position, b.base_offset)))
     }
 
     /// Trims the last segment's file to `position`, rebuilds its indexes from what is left and
     /// opens it for appends again.
-    async fn reactivate_truncated(&self, (position, next_offset): (u64, Offset)) -> Result<(), FlushError> {
+    async fn reactivate_truncated(
+        &self,
+        (position, next_offset): (u64, Offset),
+    ) -> Result<(), FlushError> {
         let (path, base, read_file) = {
             let st = self.inner.state.borrow();
             let a = st.active();
@@ -176,13 +219,22 @@ impl Log {
             .dma_open(p)
             .await
             .map_err(|e| IoError::new("opening segment for appends", p, e))?;
-        file.truncate(position).await.map_err(|e| IoError::new("truncating", p, e))?;
-        file.fdatasync().await.map_err(|e| IoError::new("syncing", p, e))?;
+        file.truncate(position)
+            .await
+            .map_err(|e| IoError::new("truncating", p, e))?;
+        file.fdatasync()
+            .await
+            .map_err(|e| IoError::new("syncing", p, e))?;
         let interval = self.inner.config.index_interval_bytes;
         let mut scratch_epochs = LeaderEpochCache::default();
-        let scan = scan_segment(&read_file, p, base, position, interval, &mut scratch_epochs).await?;
+        let scan =
+            scan_segment(&read_file, p, base, position, interval, &mut scratch_epochs).await?;
         if scan.stopped.is_some() || scan.next_offset != next_offset {
-            let e = IoError::new("re-reading after truncation", p, std::io::Error::other("segment changed under truncation"));
+            let e = IoError::new(
+                "re-reading after truncation",
+                p,
+                std::io::Error::other("segment changed under truncation"),
+            );
             self.poison(&e.to_string());
             return Err(e.into());
         }

@@ -39,13 +39,24 @@ pub struct SegmentIndexes {
 }
 
 impl SegmentIndexes {
-    pub fn on_batch(&mut self, base_offset: Offset, header: &BatchHeader, position: u64, interval_bytes: u64) {
+    pub fn on_batch(
+        &mut self,
+        base_offset: Offset,
+        header: &BatchHeader,
+        position: u64,
+        interval_bytes: u64,
+    ) {
         let last = header.last_offset();
-        if self.max_timestamp_so_far.is_none_or(|(ts, _)| header.max_timestamp > ts) {
+        if self
+            .max_timestamp_so_far
+            .is_none_or(|(ts, _)| header.max_timestamp > ts)
+        {
             self.max_timestamp_so_far = Some((header.max_timestamp, last));
         }
         if self.bytes_since_last_index_entry > interval_bytes {
-            let rel = last.relative_to(base_offset).expect("offset fits the segment (checked on append)");
+            let rel = last
+                .relative_to(base_offset)
+                .expect("offset fits the segment (checked on append)");
             self.offset_index.append(rel, FilePosition(position as u32));
             self.maybe_append_time_entry(base_offset);
             self.bytes_since_last_index_entry = 0;
@@ -56,7 +67,9 @@ impl SegmentIndexes {
     /// Appends the max timestamp so far to the time index (also done when a segment is sealed).
     pub fn maybe_append_time_entry(&mut self, base_offset: Offset) {
         if let Some((ts, off)) = self.max_timestamp_so_far {
-            let rel = off.relative_to(base_offset).expect("offset fits the segment");
+            let rel = off
+                .relative_to(base_offset)
+                .expect("offset fits the segment");
             self.time_index.maybe_append(ts, rel);
         }
     }
@@ -141,11 +154,20 @@ impl Segment {
     /// Appends a batch whose header is already validated and patched. `prefix` holds the
     /// patched first bytes of the batch and `rest` the remainder. The appender is woken; the
     /// bytes reach the disk asynchronously.
-    pub fn append_batch(&mut self, header: &BatchHeader, prefix: &[u8], rest: &[u8], interval_bytes: u64) {
+    pub fn append_batch(
+        &mut self,
+        header: &BatchHeader,
+        prefix: &[u8],
+        rest: &[u8],
+        interval_bytes: u64,
+    ) {
         let SegmentState::Active(active) = &self.state else {
             panic!("append to sealed segment {}", self.log_path.display());
         };
-        assert_eq!(header.base_offset, self.next_offset, "batch offsets must be contiguous");
+        assert_eq!(
+            header.base_offset, self.next_offset,
+            "batch offsets must be contiguous"
+        );
         let position = self.size;
         {
             let mut io = active.appender.io.borrow_mut();
@@ -154,7 +176,8 @@ impl Segment {
             let end = io.tail.end();
             io.planner.on_append(end);
         }
-        self.indexes.on_batch(self.base_offset, header, position, interval_bytes);
+        self.indexes
+            .on_batch(self.base_offset, header, position, interval_bytes);
         self.size += u64::from(header.size_bytes);
         self.next_offset = header.next_offset();
         active.appender.events.notify_all();
@@ -166,13 +189,18 @@ impl Segment {
     pub fn mark_sealed(&mut self) -> (Vec<u8>, Vec<u8>) {
         self.state = SegmentState::Sealed;
         self.indexes.maybe_append_time_entry(self.base_offset);
-        (self.indexes.offset_index.to_bytes(), self.indexes.time_index.to_bytes())
+        (
+            self.indexes.offset_index.to_bytes(),
+            self.indexes.time_index.to_bytes(),
+        )
     }
-
 
     /// Deletes the segment's files (readers holding a view keep the open file).
     pub async fn delete_files(&self) -> Result<(), IoError> {
-        let dir = self.log_path.parent().expect("segment file has a directory");
+        let dir = self
+            .log_path
+            .parent()
+            .expect("segment file has a directory");
         for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
             let path = segment_file(dir, self.base_offset, suffix);
             if let Err(e) = glommio::io::remove(&path).await {
@@ -195,10 +223,19 @@ impl ActiveSegment {
 }
 
 /// Writes `.index` and `.timeindex` of the segment at `log_path` whole, durably.
-pub async fn write_index_files(log_path: &Path, base_offset: Offset, index: Vec<u8>, time_index: Vec<u8>) -> Result<(), IoError> {
+pub async fn write_index_files(
+    log_path: &Path,
+    base_offset: Offset,
+    index: Vec<u8>,
+    time_index: Vec<u8>,
+) -> Result<(), IoError> {
     let dir = log_path.parent().expect("segment file has a directory");
     write_file_durably(&segment_file(dir, base_offset, INDEX_SUFFIX), index).await?;
-    write_file_durably(&segment_file(dir, base_offset, TIME_INDEX_SUFFIX), time_index).await
+    write_file_durably(
+        &segment_file(dir, base_offset, TIME_INDEX_SUFFIX),
+        time_index,
+    )
+    .await
 }
 
 /// Stops appends to an appender and waits until every appended byte is written, then trims
@@ -213,17 +250,33 @@ pub async fn seal_appender(appender: &Appender, size: u64) -> Result<(), IoError
         {
             let io = appender.io.borrow();
             if let Some(f) = &io.failed {
-                return Err(IoError::new("writing", path, std::io::Error::other(f.clone())));
+                return Err(IoError::new(
+                    "writing",
+                    path,
+                    std::io::Error::other(f.clone()),
+                ));
             }
             if io.planner.is_idle() {
-                assert_eq!(io.planner.appended(), size, "sealed size differs from appended bytes");
+                assert_eq!(
+                    io.planner.appended(),
+                    size,
+                    "sealed size differs from appended bytes"
+                );
                 break;
             }
         }
         appender.events.changed(seen).await;
     }
-    appender.file.truncate(size).await.map_err(|e| IoError::new("trimming", path, e))?;
-    appender.file.fdatasync().await.map_err(|e| IoError::new("syncing", path, e))?;
+    appender
+        .file
+        .truncate(size)
+        .await
+        .map_err(|e| IoError::new("trimming", path, e))?;
+    appender
+        .file
+        .fdatasync()
+        .await
+        .map_err(|e| IoError::new("syncing", path, e))?;
     appender.io.borrow_mut().planner.on_durable(size);
     Ok(())
 }

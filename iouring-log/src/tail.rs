@@ -98,7 +98,12 @@ impl MemSlice {
 
 impl std::fmt::Debug for MemSlice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "MemSlice(position {}, {} bytes)", self.position(), self.len())
+        write!(
+            f,
+            "MemSlice(position {}, {} bytes)",
+            self.position(),
+            self.len()
+        )
     }
 }
 
@@ -214,8 +219,15 @@ impl Tail {
     /// Cuts the tail back to logical end `end`, copying the surviving part of the last chunk
     /// into a fresh chunk so that slices already handed out stay unchanged.
     pub fn truncate(&mut self, end: u64) {
-        assert!(end <= self.end, "truncate to {end} beyond tail end {}", self.end);
-        assert!(end >= self.first_position(), "truncate below the tail start");
+        assert!(
+            end <= self.end,
+            "truncate to {end} beyond tail end {}",
+            self.end
+        );
+        assert!(
+            end >= self.first_position(),
+            "truncate below the tail start"
+        );
         while let Some(last) = self.chunks.back() {
             if last.start >= end && self.chunks.len() > 1 {
                 self.chunks.pop_back();
@@ -239,7 +251,9 @@ mod tests {
     #[test]
     fn slices_survive_later_pushes_and_truncation() {
         let mut t = Tail::new(0, &[]);
-        let data: Vec<u8> = (0..3 * TAIL_CHUNK_BYTES as u32 / 2).map(|i| i as u8).collect();
+        let data: Vec<u8> = (0..3 * TAIL_CHUNK_BYTES as u32 / 2)
+            .map(|i| i as u8)
+            .collect();
         t.push(&data[..1000]);
         let s = t.slices(0, 1000);
         t.push(&data[1000..]);
@@ -261,7 +275,10 @@ mod tests {
         let mut t = Tail::new(4096 * 3 + 10, &[7; 10]);
         assert_eq!(t.first_position(), 4096 * 3);
         t.push(&[8; 5]);
-        assert_eq!(t.slices(4096 * 3, 4096 * 3 + 15)[0].as_bytes()[..11], [7; 10].iter().chain(&[8]).copied().collect::<Vec<_>>()[..]);
+        assert_eq!(
+            t.slices(4096 * 3, 4096 * 3 + 15)[0].as_bytes()[..11],
+            [7; 10].iter().chain(&[8]).copied().collect::<Vec<_>>()[..]
+        );
         t.release_before(TAIL_CHUNK_BYTES as u64 * 5);
         assert_eq!(t.first_position(), 4096 * 3, "last chunk is kept");
     }

@@ -56,7 +56,9 @@ impl TimeIndex {
 
     /// Removes every entry for offsets `>= relative_offset`.
     pub fn truncate_to_offset(&mut self, relative_offset: RelativeOffset) {
-        let n = self.entries.partition_point(|e| e.relative_offset < relative_offset);
+        let n = self
+            .entries
+            .partition_point(|e| e.relative_offset < relative_offset);
         self.entries.truncate(n);
     }
 
@@ -70,8 +72,11 @@ impl TimeIndex {
     }
 
     /// Parses a time index file, checking its entries against the segment's offset span.
-    pub fn from_bytes(bytes: &[u8], next_relative_offset: u64) -> Result<TimeIndex, IndexCorruption> {
-        if bytes.len() % TIME_INDEX_ENTRY_BYTES != 0 {
+    pub fn from_bytes(
+        bytes: &[u8],
+        next_relative_offset: u64,
+    ) -> Result<TimeIndex, IndexCorruption> {
+        if !bytes.len().is_multiple_of(TIME_INDEX_ENTRY_BYTES) {
             return Err(IndexCorruption::BadSize {
                 size: bytes.len(),
                 entry: TIME_INDEX_ENTRY_BYTES,
@@ -114,7 +119,10 @@ mod tests {
         t.maybe_append(TimestampMs(200), RelativeOffset(4));
         assert_eq!(t.entries().len(), 2);
         assert_eq!(t.lookup(TimestampMs(99)), None);
-        assert_eq!(t.lookup(TimestampMs(150)).unwrap().relative_offset, RelativeOffset(1));
+        assert_eq!(
+            t.lookup(TimestampMs(150)).unwrap().relative_offset,
+            RelativeOffset(1)
+        );
         assert_eq!(TimeIndex::from_bytes(&t.to_bytes(), 5).unwrap(), t);
         assert!(TimeIndex::from_bytes(&t.to_bytes(), 4).is_err());
         t.truncate_to_offset(RelativeOffset(4));

@@ -24,7 +24,11 @@ async fn fill(log: &Log, total: i64) -> Vec<i64> {
     let mut i = 0;
     while next < total {
         let count = (1 + i % 7).min(total - next);
-        let codec = if i % 5 == 4 { Compression::Gzip } else { Compression::None };
+        let codec = if i % 5 == 4 {
+            Compression::Gzip
+        } else {
+            Compression::None
+        };
         let info = log
             .append_as_leader(&batch(next, count, VALUE, codec), LeaderEpoch(0), 0)
             .await
@@ -44,7 +48,11 @@ fn round_trip_over_many_segments_and_reopen() {
         let dir = tmpdir();
         let log = Log::open(dir.path(), small_segments(), 0).await.unwrap();
         fill(&log, 3000).await;
-        assert!(log.segment_base_offsets().len() > 10, "segments: {:?}", log.segment_base_offsets());
+        assert!(
+            log.segment_base_offsets().len() > 10,
+            "segments: {:?}",
+            log.segment_base_offsets()
+        );
         let all = read_all(&log).await;
         assert_eq!(all.len(), 3000);
         for (i, r) in all.iter().enumerate() {
@@ -78,15 +86,30 @@ fn lookup_by_offset_and_timestamp_at_every_offset() {
             for o in 0..1500 {
                 let recs = read_records(&log, o, 1).await;
                 let first = recs.first().unwrap_or_else(|| panic!("nothing at {o}"));
-                assert!(first.offset <= o, "read at {o} starts after it ({})", first.offset);
+                assert!(
+                    first.offset <= o,
+                    "read at {o} starts after it ({})",
+                    first.offset
+                );
                 assert!(recs.iter().any(|r| r.offset == o), "read at {o} lacks it");
                 let (_, _, ts) = expected_record(o, VALUE);
                 let found = log.offset_for_timestamp(TimestampMs(ts)).await.unwrap();
-                assert_eq!(found, Some((Offset(o), TimestampMs(ts))), "timestamp of offset {o}");
+                assert_eq!(
+                    found,
+                    Some((Offset(o), TimestampMs(ts))),
+                    "timestamp of offset {o}"
+                );
                 let between = log.offset_for_timestamp(TimestampMs(ts - 5)).await.unwrap();
-                assert_eq!(between.map(|f| f.0), Some(Offset(o)), "timestamp just before offset {o}");
+                assert_eq!(
+                    between.map(|f| f.0),
+                    Some(Offset(o)),
+                    "timestamp just before offset {o}"
+                );
             }
-            let after = log.offset_for_timestamp(TimestampMs(i64::MAX)).await.unwrap();
+            let after = log
+                .offset_for_timestamp(TimestampMs(i64::MAX))
+                .await
+                .unwrap();
             assert_eq!(after, None);
             if open_again {
                 log.close().await.unwrap();
@@ -109,12 +132,21 @@ fn reads_respect_max_offset_and_range() {
         };
         let r = log.read(Offset(0), opts(100)).await.unwrap();
         let recs = decode(&iouring_log::read_slices_to_vec(&r.slices).await.unwrap());
-        assert!(recs.iter().all(|r| r.offset < 107), "a batch never straddles far past the bound");
+        assert!(
+            recs.iter().all(|r| r.offset < 107),
+            "a batch never straddles far past the bound"
+        );
         let r = log.read(Offset(150), opts(100)).await.unwrap();
         assert!(r.is_empty(), "nothing at or beyond max_offset");
         let err = log.read(Offset(201), opts(300)).await.unwrap_err();
-        assert!(matches!(err, iouring_log::ReadError::OffsetOutOfRange { .. }), "{err}");
-        assert!(log.read(Offset(200), opts(300)).await.unwrap().is_empty(), "log end reads empty");
+        assert!(
+            matches!(err, iouring_log::ReadError::OffsetOutOfRange { .. }),
+            "{err}"
+        );
+        assert!(
+            log.read(Offset(200), opts(300)).await.unwrap().is_empty(),
+            "log end reads empty"
+        );
     });
 }
 
@@ -130,12 +162,21 @@ fn corrupt_batches_are_rejected_and_change_nothing() {
         let mut two = batch(0, 2, VALUE, Compression::None);
         two.extend_from_slice(&bad);
         for input in [bad, two, vec![1, 2, 3], Vec::new()] {
-            let err = log.append_as_leader(&input, LeaderEpoch(0), 0).await.unwrap_err();
+            let err = log
+                .append_as_leader(&input, LeaderEpoch(0), 0)
+                .await
+                .unwrap_err();
             assert!(matches!(err, AppendError::CorruptBatch { .. }), "{err}");
         }
         assert_eq!(log.log_end_offset(), Offset(10));
-        let follower = log.append_as_follower(&batch(0, 1, VALUE, Compression::None), 0).await.unwrap_err();
-        assert!(matches!(follower, AppendError::OffsetMismatch { .. }), "{follower}");
+        let follower = log
+            .append_as_follower(&batch(0, 1, VALUE, Compression::None), 0)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(follower, AppendError::OffsetMismatch { .. }),
+            "{follower}"
+        );
         assert_eq!(read_all(&log).await.len(), 10);
     });
 }
@@ -154,17 +195,43 @@ fn roll_by_time_and_retention_by_bytes_and_time() {
         let log = Log::open(dir.path(), cfg, 0).await.unwrap();
         for i in 0..10i64 {
             // Each append is 2 s after the previous one: every append rolls.
-            log.append_as_leader(&batch(i, 1, 1000, Compression::None), LeaderEpoch(0), i * 2000).await.unwrap();
+            log.append_as_leader(
+                &batch(i, 1, 1000, Compression::None),
+                LeaderEpoch(0),
+                i * 2000,
+            )
+            .await
+            .unwrap();
         }
-        assert_eq!(log.segment_base_offsets().len(), 10, "{:?}", log.segment_base_offsets());
+        assert_eq!(
+            log.segment_base_offsets().len(),
+            10,
+            "{:?}",
+            log.segment_base_offsets()
+        );
         let deleted = log.delete_old_segments(20_000, Offset(5)).await.unwrap();
         assert_eq!(deleted, 5, "the high watermark bounds deletion");
         assert_eq!(log.log_start_offset(), Offset(5));
         let deleted = log.delete_old_segments(20_000, Offset(10)).await.unwrap();
         let size = log.size_bytes();
-        assert!(size >= 2000 && deleted > 0, "kept {size} bytes after deleting {deleted}");
-        let err = log.read(Offset(0), ReadOptions { max_bytes: 100, max_offset: None, min_one_batch: true }).await;
-        assert!(matches!(err, Err(iouring_log::ReadError::OffsetOutOfRange { .. })));
+        assert!(
+            size >= 2000 && deleted > 0,
+            "kept {size} bytes after deleting {deleted}"
+        );
+        let err = log
+            .read(
+                Offset(0),
+                ReadOptions {
+                    max_bytes: 100,
+                    max_offset: None,
+                    min_one_batch: true,
+                },
+            )
+            .await;
+        assert!(matches!(
+            err,
+            Err(iouring_log::ReadError::OffsetOutOfRange { .. })
+        ));
         log.close().await.unwrap();
 
         let cfg = LogConfig {
@@ -175,11 +242,20 @@ fn roll_by_time_and_retention_by_bytes_and_time() {
         let log = Log::open(dir.path(), cfg, 0).await.unwrap();
         let start = log.log_start_offset();
         // Record timestamps are 1.7e12 + 10 * offset; all expire at now = 2e12.
-        let deleted = log.delete_old_segments(2_000_000_000_000, Offset(10)).await.unwrap();
+        let deleted = log
+            .delete_old_segments(2_000_000_000_000, Offset(10))
+            .await
+            .unwrap();
         assert!(deleted > 0);
-        assert_eq!(log.log_start_offset(), Offset(10), "expired active segment rolled and deleted (was {start})");
+        assert_eq!(
+            log.log_start_offset(),
+            Offset(10),
+            "expired active segment rolled and deleted (was {start})"
+        );
         assert_eq!(log.log_end_offset(), Offset(10));
-        log.append_as_leader(&batch(10, 1, 10, Compression::None), LeaderEpoch(0), 0).await.unwrap();
+        log.append_as_leader(&batch(10, 1, 10, Compression::None), LeaderEpoch(0), 0)
+            .await
+            .unwrap();
         assert_eq!(read_all(&log).await.len(), 1);
     });
 }
@@ -190,12 +266,18 @@ fn truncate_to_removes_the_tail_across_segments() {
         let dir = tmpdir();
         let log = Log::open(dir.path(), small_segments(), 0).await.unwrap();
         let bases = fill(&log, 1000).await;
-        log.append_as_leader(&batch(1000, 5, VALUE, Compression::None), LeaderEpoch(3), 0).await.unwrap();
+        log.append_as_leader(&batch(1000, 5, VALUE, Compression::None), LeaderEpoch(3), 0)
+            .await
+            .unwrap();
         assert_eq!(log.latest_epoch(), Some(LeaderEpoch(3)));
         let cut = bases[bases.len() / 3];
         log.truncate_to(Offset(cut)).await.unwrap();
         assert_eq!(log.log_end_offset(), Offset(cut));
-        assert_eq!(log.latest_epoch(), Some(LeaderEpoch(0)), "epoch 3 started after the cut");
+        assert_eq!(
+            log.latest_epoch(),
+            Some(LeaderEpoch(0)),
+            "epoch 3 started after the cut"
+        );
         let all = read_all(&log).await;
         assert_eq!(all.len() as i64, cut);
         fill(&log, 1200).await;
@@ -212,19 +294,47 @@ fn leader_epochs_are_stamped_checkpointed_and_answer_end_offsets() {
     run(|| async {
         let dir = tmpdir();
         let log = Log::open(dir.path(), small_segments(), 0).await.unwrap();
-        log.append_as_leader(&batch(0, 5, 10, Compression::None), LeaderEpoch(1), 0).await.unwrap();
-        log.append_as_leader(&batch(5, 5, 10, Compression::None), LeaderEpoch(4), 0).await.unwrap();
-        let stale = log.append_as_leader(&batch(10, 1, 10, Compression::None), LeaderEpoch(2), 0).await;
+        log.append_as_leader(&batch(0, 5, 10, Compression::None), LeaderEpoch(1), 0)
+            .await
+            .unwrap();
+        log.append_as_leader(&batch(5, 5, 10, Compression::None), LeaderEpoch(4), 0)
+            .await
+            .unwrap();
+        let stale = log
+            .append_as_leader(&batch(10, 1, 10, Compression::None), LeaderEpoch(2), 0)
+            .await;
         assert!(matches!(stale, Err(AppendError::StaleEpoch { .. })));
-        assert_eq!(log.end_offset_for_epoch(LeaderEpoch(2)), Some((LeaderEpoch(1), Offset(5))));
-        assert_eq!(log.end_offset_for_epoch(LeaderEpoch(4)), Some((LeaderEpoch(4), Offset(10))));
-        let r = log.read(Offset(5), ReadOptions { max_bytes: 1 << 20, max_offset: None, min_one_batch: true }).await.unwrap();
+        assert_eq!(
+            log.end_offset_for_epoch(LeaderEpoch(2)),
+            Some((LeaderEpoch(1), Offset(5)))
+        );
+        assert_eq!(
+            log.end_offset_for_epoch(LeaderEpoch(4)),
+            Some((LeaderEpoch(4), Offset(10)))
+        );
+        let r = log
+            .read(
+                Offset(5),
+                ReadOptions {
+                    max_bytes: 1 << 20,
+                    max_offset: None,
+                    min_one_batch: true,
+                },
+            )
+            .await
+            .unwrap();
         let bytes = iouring_log::read_slices_to_vec(&r.slices).await.unwrap();
         let h = iouring_log::BatchHeader::parse_validated(&bytes).unwrap();
-        assert_eq!((h.base_offset, h.partition_leader_epoch), (Offset(5), LeaderEpoch(4)));
+        assert_eq!(
+            (h.base_offset, h.partition_leader_epoch),
+            (Offset(5), LeaderEpoch(4))
+        );
         drop(log); // no clean close: the checkpoint written on the epoch change must suffice
         let log = Log::open(dir.path(), small_segments(), 0).await.unwrap();
-        assert_eq!(log.leader_epochs(), vec![(LeaderEpoch(1), Offset(0)), (LeaderEpoch(4), Offset(5))]);
+        assert_eq!(
+            log.leader_epochs(),
+            vec![(LeaderEpoch(1), Offset(0)), (LeaderEpoch(4), Offset(5))]
+        );
         let text = std::fs::read_to_string(dir.path().join("leader-epoch-checkpoint")).unwrap();
         assert_eq!(text, "0\n2\n1 0\n4 5\n");
     });
@@ -269,6 +379,9 @@ fn concurrent_append_and_read_on_one_shard() {
         }
         log.flush().await.unwrap();
         let (appended, written, durable) = log.active_segment_progress();
-        assert!(durable == written && written == appended, "{durable} {written} {appended}");
+        assert!(
+            durable == written && written == appended,
+            "{durable} {written} {appended}"
+        );
     });
 }

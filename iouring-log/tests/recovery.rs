@@ -45,7 +45,9 @@ fn restore(dir: &Path, snap: &Snapshot) {
 }
 
 fn last_log_file(snap: &Snapshot) -> usize {
-    snap.iter().rposition(|(p, _)| p.extension().is_some_and(|e| e == "log")).unwrap()
+    snap.iter()
+        .rposition(|(p, _)| p.extension().is_some_and(|e| e == "log"))
+        .unwrap()
 }
 
 /// `(position, base offset, size)` of every batch in a segment file.
@@ -67,7 +69,13 @@ async fn build_log(dir: &Path, total: i64) -> Snapshot {
     let mut i = 0;
     while next < total {
         let count = (1 + i % 4).min(total - next);
-        log.append_as_leader(&batch(next, count, VALUE, Compression::None), LeaderEpoch(0), 0).await.unwrap();
+        log.append_as_leader(
+            &batch(next, count, VALUE, Compression::None),
+            LeaderEpoch(0),
+            0,
+        )
+        .await
+        .unwrap();
         next += count;
         i += 1;
     }
@@ -78,18 +86,34 @@ async fn build_log(dir: &Path, total: i64) -> Snapshot {
 /// Opens the damaged log and checks that it serves exactly the records `0..expected_end`,
 /// each with the content written, then appends after it.
 async fn check_recovered(dir: &Path, expected_end: i64, context: &str) {
-    let log = Log::open(dir, config(), 0).await.unwrap_or_else(|e| panic!("{context}: open failed: {e}"));
-    assert_eq!(log.log_end_offset(), Offset(expected_end), "{context}: log end offset");
+    let log = Log::open(dir, config(), 0)
+        .await
+        .unwrap_or_else(|e| panic!("{context}: open failed: {e}"));
+    assert_eq!(
+        log.log_end_offset(),
+        Offset(expected_end),
+        "{context}: log end offset"
+    );
     let all = read_all(&log).await;
     assert_eq!(all.len() as i64, expected_end, "{context}: records served");
     for (i, r) in all.iter().enumerate() {
         assert_eq!(r.offset, i as i64, "{context}");
         check_record(r, VALUE);
     }
-    log.append_as_leader(&batch(expected_end, 2, VALUE, Compression::None), LeaderEpoch(0), 0).await.unwrap();
+    log.append_as_leader(
+        &batch(expected_end, 2, VALUE, Compression::None),
+        LeaderEpoch(0),
+        0,
+    )
+    .await
+    .unwrap();
     log.close().await.unwrap();
     let log = Log::open(dir, config(), 0).await.unwrap();
-    assert_eq!(log.log_end_offset(), Offset(expected_end + 2), "{context}: appends after recovery survive");
+    assert_eq!(
+        log.log_end_offset(),
+        Offset(expected_end + 2),
+        "{context}: appends after recovery survive"
+    );
     log.close().await.unwrap();
 }
 
@@ -105,10 +129,16 @@ fn cut_at_every_byte_of_the_last_segments_tail() {
         let region_start = batches[batches.len() - 6].0;
         for cut in region_start..=log_bytes.len() {
             restore(dir.path(), &snap);
-            let f = std::fs::OpenOptions::new().write(true).open(&log_path).unwrap();
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&log_path)
+                .unwrap();
             f.set_len(cut as u64).unwrap();
             drop(f);
-            let complete = batches.iter().filter(|(pos, _, size)| pos + size <= cut).count();
+            let complete = batches
+                .iter()
+                .filter(|(pos, _, size)| pos + size <= cut)
+                .count();
             let expected_end = batches.get(complete).map_or(400, |b| b.1);
             check_recovered(dir.path(), expected_end, &format!("cut at byte {cut}")).await;
         }
@@ -121,7 +151,11 @@ fn zero_padding_and_garbage_after_the_end_are_truncated() {
         let dir = tmpdir();
         let snap = build_log(dir.path(), 200).await;
         let li = last_log_file(&snap);
-        for tail in [vec![0u8; 4096], vec![0xAB; 100], batch(0, 1, VALUE, Compression::None)] {
+        for tail in [
+            vec![0u8; 4096],
+            vec![0xAB; 100],
+            batch(0, 1, VALUE, Compression::None),
+        ] {
             restore(dir.path(), &snap);
             let mut bytes = snap[li].1.clone();
             bytes.extend_from_slice(&tail);
@@ -150,7 +184,12 @@ fn random_corruption_of_the_last_segment_keeps_everything_before_it() {
             }
             bytes[at] ^= rng.gen_range(1..=255u8);
             std::fs::write(&snap[li].0, bytes).unwrap();
-            check_recovered(dir.path(), base, &format!("seed {seed}: byte {at} of the last segment")).await;
+            check_recovered(
+                dir.path(),
+                base,
+                &format!("seed {seed}: byte {at} of the last segment"),
+            )
+            .await;
         }
     });
 }
@@ -160,7 +199,9 @@ fn corruption_before_the_recovery_point_is_found_when_the_checkpoint_is_lost() {
     run(|| async {
         let dir = tmpdir();
         let snap = build_log(dir.path(), 400).await;
-        let logs: Vec<usize> = (0..snap.len()).filter(|&i| snap[i].0.extension().is_some_and(|e| e == "log")).collect();
+        let logs: Vec<usize> = (0..snap.len())
+            .filter(|&i| snap[i].0.extension().is_some_and(|e| e == "log"))
+            .collect();
         assert!(logs.len() >= 3);
         let victim = logs[1];
         let batches = batches_of(&snap[victim].1);
@@ -170,8 +211,22 @@ fn corruption_before_the_recovery_point_is_found_when_the_checkpoint_is_lost() {
         bytes[pos + 30] ^= 0x40;
         std::fs::write(&snap[victim].0, bytes).unwrap();
         std::fs::remove_file(dir.path().join("recovery-point-checkpoint")).unwrap();
-        check_recovered(dir.path(), base, "corrupt middle segment, no recovery point").await;
-        let remaining = std::fs::read_dir(dir.path()).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "log")).count();
+        check_recovered(
+            dir.path(),
+            base,
+            "corrupt middle segment, no recovery point",
+        )
+        .await;
+        let remaining = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "log")
+            })
+            .count();
         assert_eq!(remaining, 2, "segments after the damage are deleted");
     });
 }
@@ -182,10 +237,18 @@ fn missing_or_corrupt_indexes_are_rebuilt_identically() {
         let dir = tmpdir();
         let snap = build_log(dir.path(), 400).await;
         let find = |suffix: &str, nth: usize| {
-            snap.iter().enumerate().filter(|(_, (p, _))| p.extension().is_some_and(|e| e == suffix)).nth(nth).unwrap().0
+            snap.iter()
+                .enumerate()
+                .filter(|(_, (p, _))| p.extension().is_some_and(|e| e == suffix))
+                .nth(nth)
+                .unwrap()
+                .0
         };
         let (idx0, tidx1, idx2) = (find("index", 0), find("timeindex", 1), find("index", 2));
-        assert!(!snap[idx0].1.is_empty() && !snap[tidx1].1.is_empty(), "indexes have entries");
+        assert!(
+            !snap[idx0].1.is_empty() && !snap[tidx1].1.is_empty(),
+            "indexes have entries"
+        );
         restore(dir.path(), &snap);
         std::fs::remove_file(&snap[idx0].0).unwrap();
         std::fs::write(&snap[tidx1].0, [1u8, 2, 3]).unwrap();
@@ -194,7 +257,12 @@ fn missing_or_corrupt_indexes_are_rebuilt_identically() {
         std::fs::write(&snap[idx2].0, shuffled).unwrap();
         check_recovered(dir.path(), 400, "damaged indexes").await;
         for i in [idx0, tidx1, idx2] {
-            assert_eq!(std::fs::read(&snap[i].0).unwrap(), snap[i].1, "{} rebuilt", snap[i].0.display());
+            assert_eq!(
+                std::fs::read(&snap[i].0).unwrap(),
+                snap[i].1,
+                "{} rebuilt",
+                snap[i].0.display()
+            );
         }
     });
 }

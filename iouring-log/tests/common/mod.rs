@@ -41,7 +41,10 @@ pub fn batch(first: i64, count: i64, value_len: usize, compression: Compression)
         .map(|o| {
             let (key, value, ts) = expected_record(o, value_len);
             let mut headers = IndexMap::new();
-            headers.insert(StrBytes::from_static_str("h"), Some(Bytes::from(format!("{o}"))));
+            headers.insert(
+                StrBytes::from_static_str("h"),
+                Some(Bytes::from(format!("{o}"))),
+            );
             Record {
                 transactional: false,
                 control: false,
@@ -62,7 +65,15 @@ pub fn batch(first: i64, count: i64, value_len: usize, compression: Compression)
         })
         .collect();
     let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(&mut buf, &records, &RecordEncodeOptions { version: 2, compression }).expect("encode");
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression,
+        },
+    )
+    .expect("encode");
     buf.to_vec()
 }
 
@@ -87,10 +98,24 @@ pub fn decode(bytes: &[u8]) -> Vec<Record> {
 pub fn check_record(r: &Record, value_len: usize) {
     let (key, value, ts) = expected_record(r.offset, value_len);
     assert_eq!(r.key.as_ref(), Some(&key), "key at offset {}", r.offset);
-    assert_eq!(r.value.as_ref(), Some(&value), "value at offset {}", r.offset);
+    assert_eq!(
+        r.value.as_ref(),
+        Some(&value),
+        "value at offset {}",
+        r.offset
+    );
     assert_eq!(r.timestamp, ts, "timestamp at offset {}", r.offset);
-    let h = r.headers.get(&StrBytes::from_static_str("h")).cloned().flatten();
-    assert_eq!(h, Some(Bytes::from(format!("{}", r.offset))), "header at offset {}", r.offset);
+    let h = r
+        .headers
+        .get(&StrBytes::from_static_str("h"))
+        .cloned()
+        .flatten();
+    assert_eq!(
+        h,
+        Some(Bytes::from(format!("{}", r.offset))),
+        "header at offset {}",
+        r.offset
+    );
 }
 
 /// Reads from `offset` and decodes the records returned.
@@ -106,7 +131,9 @@ pub async fn read_records(log: &Log, offset: i64, max_bytes: usize) -> Vec<Recor
         )
         .await
         .unwrap_or_else(|e| panic!("read at {offset}: {e}"));
-    let bytes = read_slices_to_vec(&r.slices).await.expect("slices readable");
+    let bytes = read_slices_to_vec(&r.slices)
+        .await
+        .expect("slices readable");
     decode(&bytes)
 }
 
@@ -124,7 +151,10 @@ pub async fn read_all(log: &Log) -> Vec<Record> {
                 out.push(r);
             }
         }
-        assert!(out.len() > before, "no progress reading at {next} (end {end})");
+        assert!(
+            out.len() > before,
+            "no progress reading at {next} (end {end})"
+        );
     }
     out
 }
