@@ -125,8 +125,12 @@ fn cut_at_every_byte_of_the_last_segments_tail() {
         let li = last_log_file(&snap);
         let (log_path, log_bytes) = snap[li].clone();
         let batches = batches_of(&log_bytes);
-        assert!(batches.len() >= 8, "tail region spans several batches");
-        let region_start = batches[batches.len() - 6].0;
+        assert!(
+            batches.len() >= 3,
+            "tail region spans several batches: {}",
+            batches.len()
+        );
+        let region_start = batches[batches.len().saturating_sub(6)].0;
         for cut in region_start..=log_bytes.len() {
             restore(dir.path(), &snap);
             let f = std::fs::OpenOptions::new()
@@ -198,7 +202,7 @@ fn random_corruption_of_the_last_segment_keeps_everything_before_it() {
 fn corruption_before_the_recovery_point_is_found_when_the_checkpoint_is_lost() {
     run(|| async {
         let dir = tmpdir();
-        let snap = build_log(dir.path(), 400).await;
+        let snap = build_log(dir.path(), 1200).await;
         let logs: Vec<usize> = (0..snap.len())
             .filter(|&i| snap[i].0.extension().is_some_and(|e| e == "log"))
             .collect();
@@ -244,19 +248,20 @@ fn missing_or_corrupt_indexes_are_rebuilt_identically() {
                 .unwrap()
                 .0
         };
-        let (idx0, tidx1, idx2) = (find("index", 0), find("timeindex", 1), find("index", 2));
+        let (idx0, tidx0, idx1) = (find("index", 0), find("timeindex", 0), find("index", 1));
         assert!(
-            !snap[idx0].1.is_empty() && !snap[tidx1].1.is_empty(),
+            snap[idx0].1.len() >= 16 && snap[idx1].1.len() >= 16,
             "indexes have entries"
         );
         restore(dir.path(), &snap);
         std::fs::remove_file(&snap[idx0].0).unwrap();
-        std::fs::write(&snap[tidx1].0, [1u8, 2, 3]).unwrap();
-        let mut shuffled = snap[idx2].1.clone();
-        shuffled.swap(3, 11);
-        std::fs::write(&snap[idx2].0, shuffled).unwrap();
+        std::fs::write(&snap[tidx0].0, [1u8, 2, 3]).unwrap();
+        // Swap the first two entries: offsets and positions no longer increase.
+        let mut shuffled = snap[idx1].1.clone();
+        shuffled[..16].rotate_left(8);
+        std::fs::write(&snap[idx1].0, shuffled).unwrap();
         check_recovered(dir.path(), 400, "damaged indexes").await;
-        for i in [idx0, tidx1, idx2] {
+        for i in [idx0, tidx0, idx1] {
             assert_eq!(
                 std::fs::read(&snap[i].0).unwrap(),
                 snap[i].1,
