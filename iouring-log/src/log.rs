@@ -15,7 +15,7 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use glommio::sync::Semaphore;
+use glommio::sync::{Permit, Semaphore};
 
 use crate::appender::Appender;
 use crate::batch::{patch_offset_and_epoch, BatchHeader};
@@ -402,17 +402,23 @@ impl Log {
         Ok(())
     }
 
-    /// Rolls now: seals the active segment and starts a new one at the log end offset.
-    pub async fn roll(&self, now_ms: i64) -> Result<(), FlushError> {
-        let _permit = self
+    /// Takes the mutation permit, refusing if the log is failed or closed.
+    pub(crate) async fn mutation_permit(&self) -> Result<Permit<'_>, FlushError> {
+        let permit = self
             .inner
             .mutation
             .acquire_permit(1)
             .await
             .expect("log semaphore never closes");
-        if let Some(f) = self.failure() {
-            return Err(FlushError::Failed(f));
+        match self.failure() {
+            Some(f) => Err(FlushError::Failed(f)),
+            None => Ok(permit),
         }
+    }
+
+    /// Rolls now: seals the active segment and starts a new one at the log end offset.
+    pub async fn roll(&self, now_ms: i64) -> Result<(), FlushError> {
+        let _permit = self.mutation_permit().await?;
         if self.inner.state.borrow().active().size == 0 {
             return Ok(());
         }
@@ -563,15 +569,7 @@ impl Log {
     /// Clean shutdown: drains and fsyncs the active segment, trims it, writes its indexes and
     /// both checkpoints. The log refuses every call afterwards.
     pub async fn close(&self) -> Result<(), FlushError> {
-        let _permit = self
-            .inner
-            .mutation
-            .acquire_permit(1)
-            .await
-            .expect("log semaphore never closes");
-        if let Some(f) = self.failure() {
-            return Err(FlushError::Failed(f));
-        }
+        let _permit = self.mutation_permit().await?;
         self.seal_active().await?;
         {
             let mut st = self.inner.state.borrow_mut();

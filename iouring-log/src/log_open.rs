@@ -9,7 +9,7 @@ use std::rc::Rc;
 use glommio::io::OpenOptions;
 use glommio::sync::Semaphore;
 
-use crate::appender::{align_down, Appender};
+use crate::appender::Appender;
 use crate::checkpoint::{
     parse_checkpoint, read_file, sync_dir, LEADER_EPOCH_FILE, RECOVERY_POINT_FILE,
 };
@@ -20,8 +20,8 @@ use crate::log::{Log, LogInner, LogState};
 use crate::offset_index::OffsetIndex;
 use crate::recovery::{next_offset_from_index, scan_segment};
 use crate::segment::{
-    open_read_file, segment_file, write_index_files, ActiveSegment, Segment, SegmentIndexes,
-    SegmentState, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+    open_read_file, read_partial_block, segment_file, write_index_files, ActiveSegment, Segment,
+    SegmentIndexes, SegmentState, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use crate::time_index::TimeIndex;
 use crate::types::Offset;
@@ -186,17 +186,7 @@ async fn activate(segment: &mut Segment, now_ms: i64) -> Result<(), IoError> {
     file.fdatasync()
         .await
         .map_err(|e| IoError::new("syncing", path, e))?;
-    let block_start = align_down(segment.size);
-    let partial = if block_start < segment.size {
-        let r = segment
-            .read_file
-            .read_at(block_start, (segment.size - block_start) as usize)
-            .await
-            .map_err(|e| IoError::new("reading last block", path, e))?;
-        r.to_vec()
-    } else {
-        Vec::new()
-    };
+    let partial = read_partial_block(&segment.read_file, path, segment.size).await?;
     let appender = Appender::new(file, path.to_path_buf(), segment.size, &partial);
     if segment.size == 0 {
         segment.rolling_timestamp_ms = now_ms;

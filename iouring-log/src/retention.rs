@@ -3,13 +3,13 @@
 
 use glommio::io::OpenOptions;
 
-use crate::appender::{align_down, Appender};
+use crate::appender::Appender;
 use crate::error::{FlushError, IoError};
 use crate::leader_epoch_cache::LeaderEpochCache;
 use crate::log::Log;
 use crate::reader::SegmentView;
 use crate::recovery::scan_segment;
-use crate::segment::{seal_appender, ActiveSegment, SegmentState};
+use crate::segment::{read_partial_block, seal_appender, ActiveSegment, SegmentState};
 use crate::types::{Offset, TimestampMs};
 
 /// What retention may know about one segment.
@@ -73,15 +73,7 @@ impl Log {
         if roll_first {
             self.roll(now_ms).await?;
         }
-        let _permit = self
-            .inner
-            .mutation
-            .acquire_permit(1)
-            .await
-            .expect("log semaphore never closes");
-        if let Some(f) = self.failure() {
-            return Err(FlushError::Failed(f));
-        }
+        let _permit = self.mutation_permit().await?;
         let removed = {
             let mut st = self.inner.state.borrow_mut();
             let facts: Vec<SegmentFacts> = st
@@ -123,15 +115,7 @@ impl Log {
     /// Removes every batch from the one containing `offset` onwards (a follower truncating to
     /// its leader's epoch end offset). The log end offset becomes that batch's base offset.
     pub async fn truncate_to(&self, offset: Offset) -> Result<(), FlushError> {
-        let _permit = self
-            .inner
-            .mutation
-            .acquire_permit(1)
-            .await
-            .expect("log semaphore never closes");
-        if let Some(f) = self.failure() {
-            return Err(FlushError::Failed(f));
-        }
+        let _permit = self.mutation_permit().await?;
         let (start, end) = (self.log_start_offset(), self.log_end_offset());
         if offset >= end {
             return Ok(());
@@ -238,16 +222,7 @@ impl Log {
             self.poison(&e.to_string());
             return Err(e.into());
         }
-        let block_start = align_down(position);
-        let partial = if block_start < position {
-            read_file
-                .read_at(block_start, (position - block_start) as usize)
-                .await
-                .map_err(|e| IoError::new("reading last block", p, e))?
-                .to_vec()
-        } else {
-            Vec::new()
-        };
+        let partial = read_partial_block(&read_file, p, position).await?;
         let appender = Appender::new(file, p.to_path_buf(), position, &partial);
         {
             let mut st = self.inner.state.borrow_mut();

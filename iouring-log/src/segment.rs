@@ -287,3 +287,21 @@ pub async fn open_read_file(path: &Path) -> Result<Rc<BufferedFile>, IoError> {
         .map(Rc::new)
         .map_err(|e| IoError::new("opening for reads", path, e))
 }
+
+/// The bytes of the last, partial block before `size` (empty when `size` is block-aligned):
+/// what an appender must keep in memory to rewrite that block.
+pub async fn read_partial_block(
+    read_file: &BufferedFile,
+    path: &Path,
+    size: u64,
+) -> Result<Vec<u8>, IoError> {
+    let block_start = crate::appender::align_down(size);
+    if block_start == size {
+        return Ok(Vec::new());
+    }
+    let r = read_file
+        .read_at(block_start, (size - block_start) as usize)
+        .await
+        .map_err(|e| IoError::new("reading last block", path, e))?;
+    Ok(r.to_vec())
+}
