@@ -152,6 +152,16 @@ for bs in 16384 262144 1048576; do
   done
 done
 
+# (a') the same writes appending into a fresh fallocated file: what appending a log segment
+# does (every write converts unwritten extents). One new file per run, never wrapped.
+for bs in 16384 262144 1048576; do
+  log "append bs=$bs qd=4 into a fresh fallocated file (${RUNTIME}s)"
+  run_fio "append-$bs" "$WORK/append-$bs.json" --filename="$WORK/append-$bs.dat" --size=4g \
+    --fallocate=native --ioengine=io_uring --bs="$bs" --iodepth=4 --runtime="$RUNTIME"
+  echo "raw_append $(parse bw "$WORK/append-$bs.json" bs="$bs" qd=4)"
+  rm -f "$WORK/append-$bs.dat"
+done
+
 # (b) fdatasync latency after each 16 KiB O_DIRECT write (psync: write(), fdatasync(), ...).
 # Fresh 2 GiB file, fallocated by fio (unwritten extents), not time_based: it never wraps.
 log "16 KiB write + fdatasync, fresh fallocated file (${SYNC_RUNTIME}s)"

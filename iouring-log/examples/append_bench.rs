@@ -121,7 +121,20 @@ async fn fsync_latency(dir: String, batch_bytes: usize, count: usize) {
     log.close().await.expect("close");
 }
 
+/// Keeps large buffers on the heap instead of fresh mmaps: every write buffer and tail chunk
+/// would otherwise page-fault and be zeroed by the kernel on each use.
+fn keep_large_allocations_on_heap() {
+    // SAFETY: mallopt only changes glibc's allocation thresholds; called before any thread.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 512 << 20);
+    }
+}
+
 fn main() {
+    if std::env::var_os("BENCH_DEFAULT_MALLOC").is_none() {
+        keep_large_allocations_on_heap();
+    }
     let args: Vec<String> = std::env::args().collect();
     let usage = "usage: append_bench throughput|fsync DIR BATCH_BYTES TOTAL_BYTES|COUNT";
     let [_, mode, dir, batch_bytes, amount] = args.as_slice() else {
@@ -137,7 +150,9 @@ fn main() {
     let batch_bytes = parse("BATCH_BYTES", batch_bytes) as usize;
     let amount = parse("TOTAL_BYTES|COUNT", amount);
     let (mode, dir) = (mode.clone(), dir.clone());
+    let io_memory_mib: usize = std::env::var("BENCH_IO_MEMORY_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
     glommio::LocalExecutorBuilder::default()
+        .io_memory(io_memory_mib << 20)
         .spawn(move || async move {
             match mode.as_str() {
                 "throughput" => throughput(dir, batch_bytes, amount).await,

@@ -13,6 +13,16 @@ pub struct AlignedBuf {
 }
 
 impl AlignedBuf {
+    /// A buffer of no bytes, allocating nothing (a placeholder for a moved-out buffer).
+    pub fn empty() -> AlignedBuf {
+        AlignedBuf {
+            ptr: NonNull::dangling(),
+            capacity: 0,
+        }
+    }
+}
+
+impl AlignedBuf {
     /// Allocates `capacity` zeroed bytes; `capacity` must be a non-zero multiple of the
     /// alignment.
     pub fn zeroed(capacity: usize) -> AlignedBuf {
@@ -36,7 +46,7 @@ impl AlignedBuf {
     }
 
     pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: `ptr` points to `capacity` initialised (zeroed at allocation) bytes owned by
+        // SAFETY: `ptr` points (or is dangling with `capacity` 0, valid for an empty slice) to `capacity` initialised (zeroed at allocation) bytes owned by
         // `self`; the shared borrow of `self` prevents concurrent mutation through `as_mut_slice`.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.capacity) }
     }
@@ -54,6 +64,9 @@ impl AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
+        if self.capacity == 0 {
+            return;
+        }
         // SAFETY: `ptr` was allocated in `zeroed` with exactly this layout and is freed once.
         unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.capacity)) }
     }

@@ -22,7 +22,7 @@ use std::rc::Rc;
 use glommio::io::DmaFile;
 
 use crate::limits::{
-    DIRECT_IO_ALIGNMENT, PREALLOCATE_BYTES, WRITES_IN_FLIGHT_MAX, WRITE_BYTES_MAX,
+    DIRECT_IO_ALIGNMENT, PREALLOCATE_BYTES, TAIL_CHUNK_BYTES, WRITES_IN_FLIGHT_MAX, WRITE_BYTES_MAX,
 };
 use crate::notify::Notify;
 use crate::tail::Tail;
@@ -127,7 +127,11 @@ impl WritePlanner {
             return None;
         }
         let (start, len, logical_end) = if self.next_full < full_end {
-            let len = (full_end - self.next_full).min(WRITE_BYTES_MAX as u64);
+            // Writes never cross a tail chunk boundary, so a whole chunk can be written
+            // straight from its buffer.
+            let chunk_end =
+                (self.next_full / TAIL_CHUNK_BYTES as u64 + 1) * TAIL_CHUNK_BYTES as u64;
+            let len = (full_end.min(chunk_end) - self.next_full).min(WRITE_BYTES_MAX as u64);
             let start = self.next_full;
             self.next_full += len;
             (start, len, start + len)
@@ -276,7 +280,7 @@ impl Appender {
             return;
         }
         let target = align_up(needed).div_ceil(PREALLOCATE_BYTES) * PREALLOCATE_BYTES;
-        match self.file.pre_allocate(target, true).await {
+        match self.file.pre_allocate(target, false).await {
             Ok(()) => self.io.borrow_mut().preallocated = target,
             // Preallocation is an optimisation: a filesystem without fallocate still takes the
             // writes. Remember the target so it is not asked again for every write.
@@ -288,16 +292,36 @@ impl Appender {
     }
 
     async fn run_write(self, job: WriteJob) {
+        let whole_chunk = self
+            .io
+            .borrow()
+            .tail
+            .full_chunk(job.start)
+            .filter(|b| b.len() == job.len);
+        let result = match whole_chunk {
+            // Zero-copy: the full chunk's buffer goes to the kernel as it is.
+            Some(chunk) => self.file.write_rc_at(chunk, job.start).await,
+            None => {
+                let buf = self.copy_for_write(job);
+                self.file.write_at(buf, job.start).await
+            }
+        };
+        self.complete_write(job, result);
+    }
+
+    /// A write buffer holding `[start, logical_end)` of the tail, zero-padded to the block.
+    fn copy_for_write(&self, job: WriteJob) -> glommio::io::DmaBuffer {
         let mut buf = self.file.alloc_dma_buffer(job.len);
-        {
-            let io = self.io.borrow();
-            let data = (job.logical_end - job.start) as usize;
-            let bytes = buf.as_bytes_mut();
-            io.tail
-                .copy_out(job.start, job.logical_end, &mut bytes[..data]);
-            bytes[data..].fill(0);
-        }
-        let result = self.file.write_at(buf, job.start).await;
+        let io = self.io.borrow();
+        let data = (job.logical_end - job.start) as usize;
+        let bytes = buf.as_bytes_mut();
+        io.tail
+            .copy_out(job.start, job.logical_end, &mut bytes[..data]);
+        bytes[data..].fill(0);
+        buf
+    }
+
+    fn complete_write(&self, job: WriteJob, result: glommio::Result<usize, ()>) {
         let mut io = self.io.borrow_mut();
         match result {
             Ok(n) if n == job.len => {

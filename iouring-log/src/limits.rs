@@ -17,6 +17,9 @@ pub const DIRECT_IO_ALIGNMENT: usize = 4096;
 /// Size of one chunk of the in-memory tail of the active segment.
 pub const TAIL_CHUNK_BYTES: usize = 1 << 20;
 
+/// Released tail chunks kept per thread for reuse (16 MiB).
+pub const TAIL_CHUNK_POOL_MAX: usize = 16;
+
 /// Largest single write to a segment file.
 pub const WRITE_BYTES_MAX: usize = 1 << 20;
 

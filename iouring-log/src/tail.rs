@@ -5,35 +5,54 @@
 //! - The tail is a sequence of chunks; chunk `k` holds file positions
 //!   `[k * TAIL_CHUNK_BYTES, (k + 1) * TAIL_CHUNK_BYTES)`. Bytes are only ever added after the
 //!   logical end (`end`), never changed once added. That is what lets a reader hold a
-//!   [`MemSlice`] of added bytes while later appends fill the same chunk.
+//!   [`MemSlice`] of added bytes while later appends fill the same chunk, and what lets a full
+//!   chunk's buffer be handed to the kernel for an O_DIRECT write without a copy.
 //! - Truncation never rewrites added bytes in place: the surviving prefix of the last chunk is
 //!   copied into a fresh chunk, so slices handed out earlier keep their bytes.
 //! - Chunks wholly before `release_before` are dropped (their bytes are on disk); readers that
 //!   still hold a slice keep the chunk alive through its `Rc`.
 
-use std::cell::{Cell, UnsafeCell};
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-use crate::aligned_buf::AlignedBuf;
-use crate::limits::TAIL_CHUNK_BYTES;
+use glommio::io::DmaBuffer;
+
+use crate::limits::{TAIL_CHUNK_BYTES, TAIL_CHUNK_POOL_MAX};
+
+thread_local! {
+    /// Buffers of dropped chunks, reused so that appends do not page-fault and zero fresh
+    /// memory for every megabyte. Bounded by `TAIL_CHUNK_POOL_MAX`.
+    static CHUNK_POOL: RefCell<Vec<DmaBuffer>> = const { RefCell::new(Vec::new()) };
+}
 
 struct Chunk {
     /// Segment file position of the chunk's first byte (a multiple of `TAIL_CHUNK_BYTES`).
     start: u64,
-    buf: UnsafeCell<AlignedBuf>,
-    /// Bytes of `buf` that hold appended data; the rest are zero and never read.
+    /// Shared with in-flight writes of the whole chunk; bytes past `filled` are stale (a
+    /// recycled buffer) and never read. `None` only while being dropped.
+    buf: Option<Rc<DmaBuffer>>,
+    /// Bytes of `buf` that hold appended data.
     filled: Cell<usize>,
 }
 
 impl Chunk {
     fn new(start: u64) -> Rc<Chunk> {
         debug_assert_eq!(start % TAIL_CHUNK_BYTES as u64, 0);
+        // A long-lived buffer: from the heap, not from the reactor's small I/O arena.
+        let buf = CHUNK_POOL
+            .with(|p| p.borrow_mut().pop())
+            .unwrap_or_else(|| glommio::allocate_dma_buffer_global(TAIL_CHUNK_BYTES));
+        assert_eq!(buf.len(), TAIL_CHUNK_BYTES, "tail chunk buffer size");
         Rc::new(Chunk {
             start,
-            buf: UnsafeCell::new(AlignedBuf::zeroed(TAIL_CHUNK_BYTES)),
+            buf: Some(Rc::new(buf)),
             filled: Cell::new(0),
         })
+    }
+
+    fn buf(&self) -> &Rc<DmaBuffer> {
+        self.buf.as_ref().expect("chunk buffer present until drop")
     }
 
     /// Bytes `[from, to)` of the filled part.
@@ -44,10 +63,11 @@ impl Chunk {
             self.start,
             self.filled.get()
         );
-        // SAFETY: bytes below `filled` are never written again (append-only contract above),
-        // so a shared slice of them cannot alias any later write; the buffer lives as long as
-        // `self`.
-        unsafe { std::slice::from_raw_parts((*self.buf.get()).as_mut_ptr().add(from), to - from) }
+        // SAFETY: the buffer holds TAIL_CHUNK_BYTES >= `to` initialised bytes and lives as long
+        // as `self`; bytes below `filled` are never written again (append-only contract above),
+        // so this shared slice cannot alias a later write. No slice ever covers bytes past
+        // `filled`, which is where `push` writes.
+        unsafe { std::slice::from_raw_parts(self.buf().as_ptr().add(from), to - from) }
     }
 
     /// Copies `bytes` after the filled part.
@@ -58,14 +78,32 @@ impl Chunk {
             "tail chunk overflow: {filled} + {}",
             bytes.len()
         );
-        // SAFETY: the destination `[filled, filled + len)` lies beyond every slice handed out
-        // (those stop at `filled`), inside the allocation (asserted above), and this is the
-        // only writer (the log is single-threaded and `push` is not re-entrant).
+        // SAFETY: the buffer's pointer comes from its own heap allocation (DmaBuffer stores a
+        // raw pointer, so its provenance allows writes); the destination
+        // `[filled, filled + len)` is inside it (asserted above) and lies beyond every slice
+        // handed out (those stop at `filled`); the kernel reads the buffer only for a write of
+        // the whole chunk, issued once `filled == TAIL_CHUNK_BYTES` (no more pushes); the log is
+        // single-threaded and `push` is not re-entrant.
         unsafe {
-            let dst = (*self.buf.get()).as_mut_ptr().add(filled);
+            let dst = (self.buf().as_ptr() as *mut u8).add(filled);
             std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len());
         }
         self.filled.set(filled + bytes.len());
+    }
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        let Some(buf) = self.buf.take() else { return };
+        // A write still in flight holds the other reference; then the buffer is simply freed.
+        if let Ok(buf) = Rc::try_unwrap(buf) {
+            CHUNK_POOL.with(|p| {
+                let mut pool = p.borrow_mut();
+                if pool.len() < TAIL_CHUNK_POOL_MAX {
+                    pool.push(buf);
+                }
+            });
+        }
     }
 }
 
@@ -125,8 +163,8 @@ impl Tail {
         let chunk_start = block_start - block_start % TAIL_CHUNK_BYTES as u64;
         let chunk = Chunk::new(chunk_start);
         // Bytes of the chunk before the partial block are on disk; keep the chunk's layout by
-        // position and mark them filled with zeros that are never served (reads start at or
-        // after `first_position`).
+        // position and mark them filled with bytes that are never served (reads start at or
+        // after `first_position`, and writes only copy from there).
         let pad = (block_start - chunk_start) as usize;
         chunk.filled.set(pad);
         chunk.push(partial_block);
@@ -195,6 +233,15 @@ impl Tail {
             });
         }
         out
+    }
+
+    /// The buffer of the full chunk starting at `start`, for a zero-copy write of the whole
+    /// chunk; `None` if the tail holds no full chunk there.
+    pub fn full_chunk(&self, start: u64) -> Option<Rc<DmaBuffer>> {
+        self.chunks
+            .iter()
+            .find(|c| c.start == start && c.filled.get() == TAIL_CHUNK_BYTES)
+            .map(|c| c.buf().clone())
     }
 
     /// First file position whose bytes the tail still holds.
