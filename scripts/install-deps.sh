@@ -27,6 +27,8 @@ RINGLOG_APT_DEPS=(
   "java:default-jdk-headless" # Kafka 4.x jars (interop tests), Java 17 on Debian 12
   "mvn:maven"            # scripts/fetch-kafka.sh
   "python3:python3"      # bench-raw-device.sh parses fio JSON
+  "mkfs.ext4:e2fsprogs"  # iouring-log io_failure test: a small loop-mounted ext4
+  "losetup:mount"        # mount -o loop for the same test
   "flock:util-linux"     # scripts/fetch-kafka.sh
 )
 

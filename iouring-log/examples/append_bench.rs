@@ -5,6 +5,9 @@
 //! totalling BATCH_BYTES until TOTAL_BYTES are on disk (written, then one final fsync), and
 //! prints `log_append batch_bytes=.. MiBps=.. cpu_s_per_GiB=..`.
 //!
+//! The executor gets a 128 MiB registered I/O arena (`BENCH_IO_MEMORY_MIB`), which the tail
+//! chunks come from.
+//!
 //! `append_bench fsync DIR BATCH_BYTES COUNT` appends one batch then `flush()`s (fdatasync),
 //! COUNT times, and prints the p50/p99/p99.9 of append+fsync in microseconds.
 
@@ -150,7 +153,10 @@ fn main() {
     let batch_bytes = parse("BATCH_BYTES", batch_bytes) as usize;
     let amount = parse("TOTAL_BYTES|COUNT", amount);
     let (mode, dir) = (mode.clone(), dir.clone());
-    let io_memory_mib: usize = std::env::var("BENCH_IO_MEMORY_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
+    let io_memory_mib: usize = std::env::var("BENCH_IO_MEMORY_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(128);
     glommio::LocalExecutorBuilder::default()
         .io_memory(io_memory_mib << 20)
         .spawn(move || async move {

@@ -126,17 +126,19 @@ impl WritePlanner {
         if blocked {
             return None;
         }
-        let (start, len, logical_end) = if self.next_full < full_end {
-            // Writes never cross a tail chunk boundary, so a whole chunk can be written
-            // straight from its buffer.
-            let chunk_end =
-                (self.next_full / TAIL_CHUNK_BYTES as u64 + 1) * TAIL_CHUNK_BYTES as u64;
+        let chunk_end = (self.next_full / TAIL_CHUNK_BYTES as u64 + 1) * TAIL_CHUNK_BYTES as u64;
+        // While writes are in flight, a chunk that is not full yet waits to fill up: whole
+        // chunks go to the disk straight from their buffers, without a copy.
+        let wait_for_whole_chunk = full_end < chunk_end && !self.inflight.is_empty();
+        let (start, len, logical_end) = if self.next_full < full_end && !wait_for_whole_chunk {
+            // Writes never cross a tail chunk boundary.
             let len = (full_end.min(chunk_end) - self.next_full).min(WRITE_BYTES_MAX as u64);
             let start = self.next_full;
             self.next_full += len;
             (start, len, start + len)
         } else if self.appended > self.next_full
             && self.inflight.is_empty()
+            && !wait_for_whole_chunk
             && self.written < self.appended
         {
             let len = align_up(self.appended) - self.next_full;

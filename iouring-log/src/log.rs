@@ -558,12 +558,23 @@ impl Log {
 
     pub(crate) async fn write_recovery_point_checkpoint(&self) -> Result<(), IoError> {
         let rp = self.recovery_point();
-        write_checkpoint(&self.inner.dir, RECOVERY_POINT_FILE, &[rp.0.to_string()]).await
+        let written =
+            write_checkpoint(&self.inner.dir, RECOVERY_POINT_FILE, &[rp.0.to_string()]).await;
+        self.poison_on_error(written)
     }
 
     pub(crate) async fn write_epoch_checkpoint(&self) -> Result<(), IoError> {
         let lines = self.inner.state.borrow().epochs.to_lines();
-        write_checkpoint(&self.inner.dir, LEADER_EPOCH_FILE, &lines).await
+        let written = write_checkpoint(&self.inner.dir, LEADER_EPOCH_FILE, &lines).await;
+        self.poison_on_error(written)
+    }
+
+    /// A failed write of any file of the log poisons it (the file may be half-written).
+    pub(crate) fn poison_on_error<T>(&self, result: Result<T, IoError>) -> Result<T, IoError> {
+        if let Err(e) = &result {
+            self.poison(&e.to_string());
+        }
+        result
     }
 
     /// Clean shutdown: drains and fsyncs the active segment, trims it, writes its indexes and

@@ -195,6 +195,24 @@ async fn activate(segment: &mut Segment, now_ms: i64) -> Result<(), IoError> {
     Ok(())
 }
 
+/// Cuts a segment file to its valid size, durably.
+async fn trim_file(path: &Path, size: u64) -> Result<(), IoError> {
+    let file = OpenOptions::new()
+        .write(true)
+        .dma_open(path)
+        .await
+        .map_err(|e| IoError::new("opening", path, e))?;
+    file.truncate(size)
+        .await
+        .map_err(|e| IoError::new("trimming", path, e))?;
+    file.fdatasync()
+        .await
+        .map_err(|e| IoError::new("syncing", path, e))?;
+    file.close()
+        .await
+        .map_err(|e| IoError::new("closing", path, e))
+}
+
 /// Deletes every file of the segments in `bases` (data found after damage).
 async fn delete_segment_files(dir: &Path, bases: &[Offset]) -> Result<(), IoError> {
     for &base in bases {
@@ -294,32 +312,18 @@ async fn load_segments(
         }
         let (mut seg, damaged) = load_scanned(dir, base, config, epochs).await?;
         let last = i + 1 == bases.len();
-        if !last || damaged {
-            let (index, time_index) = seg.mark_sealed();
-            write_index_files(&seg.log_path, base, index, time_index).await?;
-        }
         if damaged && !last {
             let later = &bases[i + 1..];
             tracing::warn!(dir = %dir.display(), segments = later.len(), "deleting segments after damaged data");
-            let path = seg.log_path.as_path();
-            let file = OpenOptions::new()
-                .write(true)
-                .dma_open(path)
-                .await
-                .map_err(|e| IoError::new("opening", path, e))?;
-            file.truncate(seg.size)
-                .await
-                .map_err(|e| IoError::new("trimming", path, e))?;
-            file.fdatasync()
-                .await
-                .map_err(|e| IoError::new("syncing", path, e))?;
-            file.close()
-                .await
-                .map_err(|e| IoError::new("closing", path, e))?;
+            trim_file(&seg.log_path, seg.size).await?;
             delete_segment_files(dir, later).await?;
             sync_dir(dir).await?;
             segments.push(seg);
             break;
+        }
+        if !last {
+            let (index, time_index) = seg.mark_sealed();
+            write_index_files(&seg.log_path, base, index, time_index).await?;
         }
         segments.push(seg);
     }

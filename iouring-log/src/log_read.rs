@@ -45,10 +45,7 @@ pub struct ReadOptions {
 impl Log {
     /// Segment views from the one that may contain `offset` onwards, plus the index hint.
     fn views_from(&self, offset: Offset) -> Result<(Vec<SegmentView>, u64), ReadError> {
-        if let Some(f) = self
-            .failure()
-            .filter(|_| self.inner.failed.borrow().is_some())
-        {
+        if let Some(f) = self.failure() {
             return Err(ReadError::Failed(f));
         }
         let st = self.inner.state.borrow();

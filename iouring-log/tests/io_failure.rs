@@ -1,0 +1,156 @@
+//! A failed write poisons the log: on a small real ext4 filesystem (a loop-mounted image) the
+//! disk fills, the write fails with ENOSPC, and every later call returns an error until the log
+//! is reopened, which recovers everything that was flushed. Needs root and `mkfs.ext4` (both on
+//! this project's machines and in CI).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use iouring_log::{AppendError, FlushError, LeaderEpoch, Log, LogConfig, Offset, ReadOptions};
+use kafka_protocol::records::Compression;
+
+const VALUE: usize = 1000;
+
+/// A 96 MiB ext4 filesystem mounted on a fresh folder; unmounted on drop.
+struct SmallFs {
+    image: PathBuf,
+    mount: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+fn sh(cmd: &str, args: &[&str]) {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl SmallFs {
+    fn new() -> SmallFs {
+        let dir = tmpdir();
+        let image = dir.path().join("fs.img");
+        let mount = dir.path().join("mnt");
+        std::fs::create_dir(&mount).unwrap();
+        std::fs::File::create(&image)
+            .unwrap()
+            .set_len(96 << 20)
+            .unwrap();
+        sh("mkfs.ext4", &["-q", "-F", image.to_str().unwrap()]);
+        let fs = SmallFs {
+            image,
+            mount,
+            _dir: dir,
+        };
+        fs.mount();
+        fs
+    }
+
+    fn mount(&self) {
+        sh(
+            "mount",
+            &[
+                "-o",
+                "loop",
+                self.image.to_str().unwrap(),
+                self.mount.to_str().unwrap(),
+            ],
+        );
+    }
+
+    fn log_dir(&self) -> PathBuf {
+        self.mount.join("topic-0")
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        // Lazy: files closed asynchronously by the finished executors may still be open.
+        if let Err(e) = Command::new("umount").arg("-l").arg(&self.mount).status() {
+            eprintln!("umount {}: {e}", self.mount.display());
+        }
+    }
+}
+
+async fn fill_until_failure(dir: &Path) -> i64 {
+    let log = Log::open(dir, LogConfig::default(), 0).await.unwrap();
+    let mut flushed = 0i64;
+    let mut next = 0i64;
+    let failure = loop {
+        assert!(next < 400_000, "the 96 MiB filesystem never filled");
+        if let Err(e) = log
+            .append_as_leader(
+                &batch(next, 16, VALUE, Compression::None),
+                LeaderEpoch(0),
+                0,
+            )
+            .await
+        {
+            break e.to_string();
+        }
+        next += 16;
+        match log.flush().await {
+            Ok(()) => flushed = next,
+            Err(e) => break e.to_string(),
+        }
+    };
+    eprintln!("first failure after {next} records ({flushed} flushed): {failure}");
+    assert!(
+        failure.contains("No space left") || failure.contains("failed"),
+        "{failure}"
+    );
+    let again = log
+        .append_as_leader(&batch(next, 1, VALUE, Compression::None), LeaderEpoch(0), 0)
+        .await;
+    assert!(
+        matches!(again, Err(AppendError::Failed(_))),
+        "append after failure: {again:?}"
+    );
+    assert!(matches!(log.flush().await, Err(FlushError::Failed(_))));
+    assert!(matches!(log.roll(0).await, Err(FlushError::Failed(_))));
+    let opts = ReadOptions {
+        max_bytes: 1 << 20,
+        max_offset: None,
+        min_one_batch: true,
+    };
+    assert!(log.read(Offset(0), opts).await.is_err(), "reads refuse too");
+    assert!(
+        log.close().await.is_err(),
+        "close refuses: nothing more is written"
+    );
+    flushed
+}
+
+#[test]
+fn a_failed_write_poisons_the_log_until_reopened() {
+    let fs = SmallFs::new();
+    let dir = fs.log_dir();
+    let flushed = {
+        let dir = dir.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        run(move || async move { tx.send(fill_until_failure(&dir).await).unwrap() });
+        rx.recv().unwrap()
+    };
+    assert!(
+        flushed > 1000,
+        "a good part was flushed before the disk filled: {flushed}"
+    );
+    // Reopen on the same (still full) filesystem: recovery trims the preallocated space.
+    run(move || async move {
+        let log = Log::open(&dir, LogConfig::default(), 0).await.unwrap();
+        assert!(
+            log.log_end_offset() >= Offset(flushed),
+            "flushed data survives: {flushed}"
+        );
+        let all = read_all(&log).await;
+        assert!(all.len() as i64 >= flushed);
+        all.iter().for_each(|r| check_record(r, VALUE));
+    });
+}
