@@ -1,7 +1,17 @@
-//! `node` will be the broker binary `ringlog` (not built yet; see the issues): shards (one
-//! glommio executor per core, each a Kafka broker endpoint), the Kafka protocol server on the
-//! `kafka-protocol` crate, topic/partition management, the consumer-group coordinator, cluster
-//! metadata (embedded or etcd), configuration and CLI.
+//! `node` is the broker `ringlog`: shards (one glommio executor per core, each a Kafka broker
+//! endpoint), the Kafka protocol server on the `kafka-protocol` crate, topic/partition
+//! management, the embedded cluster metadata, configuration and the CLI.
 //!
-//! It wires `iouring-log` and `replication` together and maps their errors to Kafka error
-//! codes in one module. It must not reach into a log's files or hand-write protocol codecs.
+//! It wires `iouring-log` to the network and maps its errors to Kafka error codes in the
+//! handlers. It must not reach into a log's files, and it must not hand-write protocol codecs.
+//! Not built yet: replication, consumer groups, etcd metadata (see the issues).
+
+pub mod config;
+pub mod handlers;
+pub mod metadata;
+pub mod partition;
+pub mod producer_state;
+pub mod server;
+pub mod shard;
+pub mod signals;
+pub mod start;

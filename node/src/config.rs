@@ -1,0 +1,283 @@
+//! Broker configuration, with Kafka's property names. Sources, later ones winning: built-in
+//! defaults, a TOML file of `"property" = value` pairs, then `--set property=value` and the
+//! dedicated CLI flags.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use iouring_log::LogConfig;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("unknown config property '{0}' (see README: Configuration)")]
+    Unknown(String),
+    #[error("config property '{key}' = '{value}': {reason}")]
+    Invalid {
+        key: String,
+        value: String,
+        reason: String,
+    },
+    #[error("config file {path}: {reason}")]
+    File { path: PathBuf, reason: String },
+    #[error("--set takes property=value, got '{0}'")]
+    SetSyntax(String),
+}
+
+/// Every property the broker understands, with its default.
+pub const PROPERTIES: &[(&str, &str)] = &[
+    ("node.id", "0"),
+    ("log.dirs", "./ringlog-data"),
+    ("listeners", "PLAINTEXT://127.0.0.1:9092"),
+    ("advertised.listeners", ""),
+    ("num.shards", "0"),
+    ("num.partitions", "0"),
+    ("auto.create.topics.enable", "true"),
+    ("log.segment.bytes", "1073741824"),
+    ("log.roll.ms", "604800000"),
+    ("log.retention.ms", "604800000"),
+    ("log.retention.bytes", "-1"),
+    ("log.retention.check.interval.ms", "300000"),
+    ("log.index.interval.bytes", "4096"),
+    ("log.flush.interval.messages", "-1"),
+    ("log.flush.interval.ms", "-1"),
+    ("message.max.bytes", "1048588"),
+    ("socket.request.max.bytes", "104857600"),
+    ("fetch.zero.copy", "true"),
+];
+
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub node_id: i32,
+    pub log_dir: PathBuf,
+    /// Address shard 0 listens on; shard `i` listens on port + i.
+    pub listen: SocketAddr,
+    /// Host and base port advertised to clients.
+    pub advertised_host: String,
+    pub advertised_port: u16,
+    pub shards: usize,
+    pub num_partitions: i32,
+    pub auto_create_topics: bool,
+    pub log: LogConfig,
+    pub retention_check_interval_ms: u64,
+    pub message_max_bytes: usize,
+    pub socket_request_max_bytes: usize,
+    pub fetch_zero_copy: bool,
+}
+
+/// The raw property map, validated as it is filled.
+#[derive(Debug, Clone)]
+pub struct Properties(BTreeMap<String, String>);
+
+impl Default for Properties {
+    fn default() -> Self {
+        Properties(
+            PROPERTIES
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+}
+
+impl Properties {
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        if !self.0.contains_key(key) {
+            return Err(ConfigError::Unknown(key.to_owned()));
+        }
+        self.0.insert(key.to_owned(), value.to_owned());
+        Ok(())
+    }
+
+    /// `key=value` as given to `--set`.
+    pub fn set_pair(&mut self, pair: &str) -> Result<(), ConfigError> {
+        let (k, v) = pair
+            .split_once('=')
+            .ok_or_else(|| ConfigError::SetSyntax(pair.to_owned()))?;
+        self.set(k.trim(), v.trim())
+    }
+
+    /// Loads a TOML file of `"property" = value` pairs.
+    pub fn load_file(&mut self, path: &std::path::Path) -> Result<(), ConfigError> {
+        let file_err = |reason: String| ConfigError::File {
+            path: path.to_owned(),
+            reason,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| file_err(e.to_string()))?;
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| file_err(e.to_string()))?;
+        for (key, value) in table {
+            let v = match value {
+                toml::Value::String(s) => s,
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                other => {
+                    return Err(file_err(format!(
+                        "'{key}' must be a string, integer or boolean, got {other}"
+                    )))
+                }
+            };
+            self.set(&key, &v)?;
+        }
+        Ok(())
+    }
+
+    pub fn get(&self, key: &str) -> &str {
+        self.0
+            .get(key)
+            .map(String::as_str)
+            .expect("every property has a default")
+    }
+
+    fn invalid(&self, key: &str, reason: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            key: key.to_owned(),
+            value: self.get(key).to_owned(),
+            reason: reason.into(),
+        }
+    }
+
+    fn int<T: std::str::FromStr>(&self, key: &str) -> Result<T, ConfigError> {
+        self.get(key)
+            .parse()
+            .map_err(|_| self.invalid(key, "not a number in range"))
+    }
+
+    fn bool(&self, key: &str) -> Result<bool, ConfigError> {
+        self.get(key)
+            .parse()
+            .map_err(|_| self.invalid(key, "must be true or false"))
+    }
+
+    /// `-1` (Kafka's "none") becomes `None`.
+    fn optional(&self, key: &str) -> Result<Option<i64>, ConfigError> {
+        let v: i64 = self.int(key)?;
+        match v {
+            -1 => Ok(None),
+            v if v > 0 => Ok(Some(v)),
+            _ => Err(self.invalid(key, "must be positive, or -1 for none")),
+        }
+    }
+
+    fn listener(&self, key: &str) -> Result<(String, u16), ConfigError> {
+        let raw = self.get(key);
+        let addr = raw.rsplit("://").next().unwrap_or(raw);
+        let (host, port) = addr
+            .rsplit_once(':')
+            .ok_or_else(|| self.invalid(key, "expected [PLAINTEXT://]HOST:PORT"))?;
+        let port: u16 = port
+            .parse()
+            .map_err(|_| self.invalid(key, "port is not a number"))?;
+        Ok((host.trim_matches(['[', ']']).to_owned(), port))
+    }
+
+    pub fn build(&self) -> Result<BrokerConfig, ConfigError> {
+        let (host, port) = self.listener("listeners")?;
+        let ip: IpAddr = if host.is_empty() || host == "0.0.0.0" {
+            "0.0.0.0".parse().expect("valid")
+        } else if host == "localhost" {
+            "127.0.0.1".parse().expect("valid")
+        } else {
+            host.parse()
+                .map_err(|_| self.invalid("listeners", "host must be an IP address or localhost"))?
+        };
+        let (adv_host, adv_port) = if self.get("advertised.listeners").is_empty() {
+            let h = if ip.is_unspecified() {
+                "127.0.0.1".to_owned()
+            } else {
+                ip.to_string()
+            };
+            (h, port)
+        } else {
+            self.listener("advertised.listeners")?
+        };
+        let shards: usize = self.int("num.shards")?;
+        let shards = if shards == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            shards
+        };
+        if shards > 256 || port as usize + shards > 65536 {
+            return Err(self.invalid("num.shards", "too many shards for the port range"));
+        }
+        let num_partitions: i32 = self.int("num.partitions")?;
+        let num_partitions = if num_partitions == 0 {
+            shards as i32
+        } else {
+            num_partitions
+        };
+        if num_partitions < 1 {
+            return Err(self.invalid("num.partitions", "must be at least 1"));
+        }
+        let log = LogConfig {
+            segment_bytes: self.int("log.segment.bytes")?,
+            segment_ms: self.int("log.roll.ms")?,
+            index_interval_bytes: self.int("log.index.interval.bytes")?,
+            flush_messages: self
+                .optional("log.flush.interval.messages")?
+                .map(|v| v as u64),
+            flush_ms: self.optional("log.flush.interval.ms")?,
+            retention_bytes: self.optional("log.retention.bytes")?.map(|v| v as u64),
+            retention_ms: self.optional("log.retention.ms")?,
+        };
+        log.validate().map_err(|e| ConfigError::Invalid {
+            key: "log.*".into(),
+            value: String::new(),
+            reason: e.to_string(),
+        })?;
+        Ok(BrokerConfig {
+            node_id: self.int("node.id")?,
+            log_dir: PathBuf::from(self.get("log.dirs")),
+            listen: SocketAddr::new(ip, port),
+            advertised_host: adv_host,
+            advertised_port: adv_port,
+            shards,
+            num_partitions,
+            auto_create_topics: self.bool("auto.create.topics.enable")?,
+            log,
+            retention_check_interval_ms: self.int("log.retention.check.interval.ms")?,
+            message_max_bytes: self.int("message.max.bytes")?,
+            socket_request_max_bytes: self.int("socket.request.max.bytes")?,
+            fetch_zero_copy: self.bool("fetch.zero.copy")?,
+        })
+    }
+}
+
+impl BrokerConfig {
+    /// The Kafka broker id of shard `shard` of this node.
+    pub fn broker_id(&self, shard: usize) -> i32 {
+        self.node_id * 1000 + shard as i32
+    }
+
+    pub fn shard_of_broker(&self, broker_id: i32) -> Option<usize> {
+        let shard = broker_id - self.node_id * 1000;
+        (0..self.shards as i32)
+            .contains(&shard)
+            .then_some(shard as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_build_and_bad_values_name_the_property() {
+        let mut p = Properties::default();
+        p.set("num.shards", "2").unwrap();
+        let c = p.build().unwrap();
+        assert_eq!((c.shards, c.num_partitions, c.listen.port()), (2, 2, 9092));
+        assert!(matches!(
+            p.set("no.such", "1"),
+            Err(ConfigError::Unknown(_))
+        ));
+        p.set("log.segment.bytes", "abc").unwrap();
+        let err = p.build().unwrap_err().to_string();
+        assert!(
+            err.contains("log.segment.bytes") && err.contains("abc"),
+            "{err}"
+        );
+        assert!(p.set_pair("novalue").is_err());
+    }
+}

@@ -1,0 +1,152 @@
+//! Fetch: reads from the logs this shard owns and long-polls until `min_bytes` are available
+//! or `max_wait_ms` passes, woken as soon as anything is appended on the shard. Record bytes
+//! are not copied into the response: they are sent from the segment files (`sendfile`) or from
+//! the logs' in-memory tails (see `server::response`).
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use iouring_log::{Offset, ReadError, ReadOptions, ReadSlice};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest};
+use kafka_protocol::messages::fetch_response::{
+    FetchResponse, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::BrokerId;
+use kafka_protocol::protocol::Encodable;
+use kafka_protocol::ResponseError;
+
+use crate::server::response::{records_placeholder, GapBuf, Outgoing, RECORDS_PLACEHOLDER_MAX};
+use crate::shard::ShardCtx;
+
+/// Longest long poll accepted (Kafka clients use at most a few seconds).
+const MAX_WAIT_MS_LIMIT: i32 = 60_000;
+
+pub async fn handle(
+    ctx: &Rc<ShardCtx>,
+    req: FetchRequest,
+    version: i16,
+) -> Result<Outgoing, String> {
+    let deadline =
+        Instant::now() + Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_MS_LIMIT) as u64);
+    loop {
+        let seen = ctx.data_arrived.generation();
+        let (resp, records, total, errors) = read_once(ctx, &req, version).await;
+        let now = Instant::now();
+        if total >= req.min_bytes.max(0) as usize
+            || now >= deadline
+            || errors
+            || ctx.stopping.load(std::sync::atomic::Ordering::SeqCst)
+        {
+            let mut body = GapBuf::default();
+            resp.encode(&mut body, version)
+                .map_err(|e| format!("encoding the fetch response: {e}"))?;
+            return Ok(Outgoing::from_gaps(body, records));
+        }
+        let wait = async {
+            ctx.data_arrived.changed(seen).await;
+        };
+        let timeout = async {
+            glommio::timer::sleep(deadline - now).await;
+        };
+        futures_lite::future::or(wait, timeout).await;
+    }
+}
+
+/// One pass over the requested partitions: the response, the record slices of each non-empty
+/// partition in order, the bytes found, and whether any partition had an error.
+async fn read_once(
+    ctx: &ShardCtx,
+    req: &FetchRequest,
+    version: i16,
+) -> (FetchResponse, Vec<Vec<ReadSlice>>, usize, bool) {
+    let mut resp = FetchResponse::default();
+    let mut records = Vec::new();
+    let mut total = 0usize;
+    let mut errors = false;
+    let max_bytes = req.max_bytes.max(0) as usize;
+    for topic in &req.topics {
+        let name = topic.topic.0.to_string();
+        let mut tr = FetchableTopicResponse::default();
+        tr.topic = topic.topic.clone();
+        tr.topic_id = topic.topic_id;
+        for fp in &topic.partitions {
+            let budget = max_bytes.saturating_sub(total);
+            let (pd, slices) = read_partition(ctx, &name, fp, budget, total == 0, version).await;
+            errors |= pd.error_code != 0;
+            let len: usize = slices.iter().map(ReadSlice::len).sum();
+            if len > 0 {
+                total += len;
+                records.push(slices);
+            }
+            tr.partitions.push(pd);
+        }
+        resp.responses.push(tr);
+    }
+    (resp, records, total, errors)
+}
+
+async fn read_partition(
+    ctx: &ShardCtx,
+    topic: &str,
+    fp: &FetchPartition,
+    budget: usize,
+    first: bool,
+    version: i16,
+) -> (PartitionData, Vec<ReadSlice>) {
+    let mut pd = PartitionData::default();
+    pd.partition_index = fp.partition;
+    pd.high_watermark = -1;
+    pd.last_stable_offset = -1;
+    pd.log_start_offset = -1;
+    pd.preferred_read_replica = BrokerId(-1);
+    let Some(part) = ctx.partition(topic, fp.partition) else {
+        let known = ctx
+            .snapshot
+            .borrow()
+            .partition(topic, fp.partition)
+            .is_some();
+        let e = if known {
+            ResponseError::NotLeaderOrFollower
+        } else {
+            ResponseError::UnknownTopicOrPartition
+        };
+        pd.error_code = e.code();
+        return (pd, Vec::new());
+    };
+    let hw = part.high_watermark();
+    pd.high_watermark = hw;
+    pd.last_stable_offset = hw;
+    if version >= 5 {
+        pd.log_start_offset = part.log.log_start_offset().0;
+    }
+    let limit = (fp.partition_max_bytes.max(0) as usize)
+        .min(budget)
+        .min(RECORDS_PLACEHOLDER_MAX);
+    let opts = ReadOptions {
+        max_bytes: limit,
+        max_offset: Some(Offset(hw)),
+        min_one_batch: first,
+    };
+    match part.log.read(Offset(fp.fetch_offset), opts).await {
+        Ok(r) => {
+            let mut slices = r.slices;
+            let len: usize = slices.iter().map(ReadSlice::len).sum();
+            if len > RECORDS_PLACEHOLDER_MAX {
+                slices.clear();
+                pd.error_code = ResponseError::RecordListTooLarge.code();
+            }
+            let len: usize = slices.iter().map(ReadSlice::len).sum();
+            pd.records = Some(records_placeholder(len));
+            (pd, slices)
+        }
+        Err(ReadError::OffsetOutOfRange { .. }) => {
+            pd.error_code = ResponseError::OffsetOutOfRange.code();
+            (pd, Vec::new())
+        }
+        Err(e) => {
+            tracing::error!(topic, partition = fp.partition, error = %e, "read failed");
+            pd.error_code = ResponseError::KafkaStorageError.code();
+            (pd, Vec::new())
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! Metadata: every shard of the node is a broker; a partition's leader is the shard that owns
+//! it. Unknown topics are created when `auto.create.topics.enable` and the request allow it.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::metadata_request::MetadataRequest;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use crate::metadata::{validate_topic_name, Command, TopicMeta};
+use crate::shard::ShardCtx;
+
+pub async fn handle(ctx: &Rc<ShardCtx>, req: MetadataRequest, version: i16) -> MetadataResponse {
+    let mut resp = MetadataResponse::default();
+    resp.brokers = (0..ctx.config.shards).map(|s| broker(ctx, s)).collect();
+    if version >= 2 {
+        resp.cluster_id = Some(StrBytes::from_string(format!(
+            "ringlog-node-{}",
+            ctx.config.node_id
+        )));
+    }
+    resp.controller_id = BrokerId(ctx.config.broker_id(0));
+    let auto_create =
+        ctx.config.auto_create_topics && (version < 4 || req.allow_auto_topic_creation);
+    let names: Option<Vec<String>> = req.topics.map(|ts| {
+        ts.into_iter()
+            .filter_map(|t| t.name.map(|n| n.0.to_string()))
+            .collect()
+    });
+    let names = match names {
+        Some(n) => n,
+        None => ctx.snapshot.borrow().topics.keys().cloned().collect(),
+    };
+    for name in names {
+        resp.topics
+            .push(topic(ctx, &name, auto_create, version).await);
+    }
+    resp
+}
+
+fn broker(ctx: &ShardCtx, shard: usize) -> MetadataResponseBroker {
+    let mut b = MetadataResponseBroker::default();
+    b.node_id = BrokerId(ctx.config.broker_id(shard));
+    b.host = StrBytes::from_string(ctx.config.advertised_host.clone());
+    b.port = i32::from(ctx.config.advertised_port) + shard as i32;
+    b
+}
+
+async fn topic(
+    ctx: &Rc<ShardCtx>,
+    name: &str,
+    auto_create: bool,
+    version: i16,
+) -> MetadataResponseTopic {
+    let mut t = MetadataResponseTopic::default();
+    t.name = Some(TopicName(StrBytes::from_string(name.to_owned())));
+    if validate_topic_name(name).is_err() {
+        t.error_code = ResponseError::InvalidTopicException.code();
+        return t;
+    }
+    let mut meta = ctx.snapshot.borrow().topics.get(name).cloned();
+    if meta.is_none() && auto_create {
+        let partitions = ctx.config.num_partitions;
+        let name_owned = name.to_owned();
+        let created = ctx
+            .control(|reply| Command::CreateTopic {
+                name: name_owned,
+                partitions,
+                configs: Default::default(),
+                reply,
+            })
+            .await;
+        match created {
+            Some(Ok(())) | Some(Err((ResponseError::TopicAlreadyExists, _))) => {
+                tracing::info!(topic = name, partitions, "auto-created topic");
+            }
+            Some(Err((e, msg))) => {
+                tracing::warn!(topic = name, error = %msg, code = e.code(), "auto-create failed")
+            }
+            None => tracing::warn!(topic = name, "control plane gone"),
+        }
+        meta = ctx.snapshot.borrow().topics.get(name).cloned();
+    }
+    match meta {
+        Some(m) => fill_topic(ctx, &mut t, &m, version),
+        None => t.error_code = ResponseError::UnknownTopicOrPartition.code(),
+    }
+    t
+}
+
+fn fill_topic(ctx: &ShardCtx, t: &mut MetadataResponseTopic, m: &TopicMeta, version: i16) {
+    if version >= 10 {
+        t.topic_id = m.id;
+    }
+    t.partitions = m
+        .partitions
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let leader = BrokerId(ctx.config.broker_id(p.shard));
+            let mut mp = MetadataResponsePartition::default();
+            mp.partition_index = i as i32;
+            mp.leader_id = leader;
+            if version >= 7 {
+                mp.leader_epoch = p.leader_epoch;
+            }
+            mp.replica_nodes = vec![leader];
+            mp.isr_nodes = vec![leader];
+            mp
+        })
+        .collect();
+}

@@ -1,0 +1,202 @@
+//! One client connection: read a request frame, decode it with the `kafka-protocol` crate,
+//! run its handler, write the response; strictly one request at a time, so responses go out
+//! in arrival order (Kafka's guarantee). Bad input closes the connection with a log line; it
+//! never panics the shard and never reaches a log.
+
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::TcpStream;
+use iouring_log::ReadSlice;
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use crate::handlers;
+use crate::server::response::{Outgoing, Part};
+use crate::server::zero_copy::sendfile_all;
+use crate::shard::ShardCtx;
+
+/// Why a connection was closed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionError {
+    #[error("client closed the connection")]
+    Closed,
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("request of {size} bytes is outside 1..={max} (socket.request.max.bytes)")]
+    BadFrameSize { size: i32, max: usize },
+    #[error("unknown API key {0}")]
+    UnknownApiKey(i16),
+    #[error("{api:?} v{version} is not supported")]
+    UnsupportedVersion { api: ApiKey, version: i16 },
+    #[error("malformed {api:?} v{version} request: {reason}")]
+    Malformed {
+        api: ApiKey,
+        version: i16,
+        reason: String,
+    },
+    #[error("the broker is shutting down")]
+    Stopping,
+}
+
+pub async fn serve_connection(ctx: &Rc<ShardCtx>, mut stream: TcpStream) {
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(%peer, error = %e, "TCP_NODELAY");
+    }
+    let result = serve_requests(ctx, &mut stream).await;
+    match result {
+        Err(ConnectionError::Closed) | Err(ConnectionError::Stopping) | Ok(()) => {}
+        Err(ConnectionError::Io(e)) => tracing::debug!(%peer, error = %e, "connection I/O error"),
+        Err(e) => tracing::warn!(%peer, shard = ctx.shard, error = %e, "closing connection"),
+    }
+}
+
+async fn serve_requests(ctx: &Rc<ShardCtx>, stream: &mut TcpStream) -> Result<(), ConnectionError> {
+    loop {
+        let frame = read_frame_or_stop(ctx, stream).await?;
+        let response = handle_frame(ctx, frame).await?;
+        if let Some(out) = response {
+            write_outgoing(ctx, stream, out).await?;
+        }
+    }
+}
+
+async fn read_frame_or_stop(
+    ctx: &ShardCtx,
+    stream: &mut TcpStream,
+) -> Result<Bytes, ConnectionError> {
+    let read = async { Some(read_frame(stream, ctx.config.socket_request_max_bytes).await) };
+    let stop = async {
+        while !ctx.stopping.load(Ordering::SeqCst) {
+            glommio::timer::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    };
+    futures_lite::future::or(read, stop)
+        .await
+        .unwrap_or(Err(ConnectionError::Stopping))
+}
+
+async fn read_frame(stream: &mut TcpStream, max: usize) -> Result<Bytes, ConnectionError> {
+    let mut len = [0u8; 4];
+    match stream.read_exact(&mut len).await {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            return Err(ConnectionError::Closed)
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let size = i32::from_be_bytes(len);
+    if size <= 0 || size as usize > max {
+        return Err(ConnectionError::BadFrameSize { size, max });
+    }
+    let mut body = vec![0u8; size as usize];
+    stream.read_exact(&mut body).await?;
+    Ok(Bytes::from(body))
+}
+
+/// Decodes one request and runs its handler; `None` when no response is due (acks=0).
+async fn handle_frame(
+    ctx: &Rc<ShardCtx>,
+    mut frame: Bytes,
+) -> Result<Option<Outgoing>, ConnectionError> {
+    if frame.len() < 8 {
+        return Err(ConnectionError::BadFrameSize {
+            size: frame.len() as i32,
+            max: 8,
+        });
+    }
+    let key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let api = ApiKey::try_from(key).map_err(|_| ConnectionError::UnknownApiKey(key))?;
+    let Some(range) = handlers::supported_versions(api) else {
+        return Err(ConnectionError::UnsupportedVersion { api, version });
+    };
+    if !(range.0..=range.1).contains(&version) {
+        if api == ApiKey::ApiVersions {
+            // Kafka answers an unknown ApiVersions version with v0 and UNSUPPORTED_VERSION, so
+            // the client can retry with a version it finds in the list.
+            let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+            return Ok(Some(handlers::api_versions::unsupported(correlation_id)));
+        }
+        return Err(ConnectionError::UnsupportedVersion { api, version });
+    }
+    let malformed = |reason: String| ConnectionError::Malformed {
+        api,
+        version,
+        reason,
+    };
+    let header = RequestHeader::decode(&mut frame, api.request_header_version(version))
+        .map_err(|e| malformed(e.to_string()))?;
+    let request =
+        RequestKind::decode(api, &mut frame, version).map_err(|e| malformed(e.to_string()))?;
+    if frame.has_remaining() && api != ApiKey::ApiVersions {
+        return Err(malformed(format!("{} trailing bytes", frame.remaining())));
+    }
+    let Some(body) = handlers::dispatch(ctx, request, version)
+        .await
+        .map_err(malformed)?
+    else {
+        return Ok(None);
+    };
+    let mut head = BytesMut::new();
+    let mut rh = ResponseHeader::default();
+    rh.correlation_id = header.correlation_id;
+    rh.encode(&mut head, api.response_header_version(version))
+        .map_err(|e| malformed(e.to_string()))?;
+    Ok(Some(body.with_header(head.freeze())))
+}
+
+/// Writes the size prefix and every part; record parts go out by `sendfile` from the segment
+/// file (zero-copy) or from memory.
+async fn write_outgoing(
+    ctx: &ShardCtx,
+    stream: &mut TcpStream,
+    out: Outgoing,
+) -> Result<(), ConnectionError> {
+    let size = out.len() as u32;
+    stream.write_all(&size.to_be_bytes()).await?;
+    for part in out.parts {
+        match part {
+            Part::Bytes(b) => stream.write_all(&b).await?,
+            Part::Records(slices) => {
+                for s in slices {
+                    write_slice(ctx, stream, &s).await?;
+                }
+            }
+        }
+    }
+    stream.flush().await?;
+    Ok(())
+}
+
+async fn write_slice(
+    ctx: &ShardCtx,
+    stream: &mut TcpStream,
+    slice: &ReadSlice,
+) -> Result<(), ConnectionError> {
+    match slice {
+        ReadSlice::Memory(m) => stream.write_all(m.as_bytes()).await?,
+        ReadSlice::File { .. } if ctx.config.fetch_zero_copy => {
+            let (fd, position, len) = slice.file_range().expect("file slice");
+            stream.flush().await?;
+            sendfile_all(stream.as_raw_fd(), fd, position, len).await?;
+        }
+        ReadSlice::File { .. } => {
+            let bytes = slice
+                .to_vec()
+                .await
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            stream.write_all(&bytes).await?;
+        }
+    }
+    Ok(())
+}

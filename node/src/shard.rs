@@ -1,0 +1,264 @@
+//! A shard: one glommio executor pinned to one CPU, a Kafka broker endpoint of its own (listener
+//! port base + shard, broker id node * 1000 + shard), and the partitions it owns. Nothing a
+//! shard owns is touched by another thread.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use futures_channel::mpsc as fmpsc;
+use futures_lite::StreamExt;
+use glommio::net::TcpListener;
+use iouring_log::notify::Notify;
+use iouring_log::{Log, LogConfig, Offset};
+
+use crate::config::BrokerConfig;
+use crate::metadata::{Command, Snapshot, SnapshotUpdate, TopicMeta};
+use crate::partition::{dir_name, Partition};
+use crate::server::connection::serve_connection;
+
+/// Everything a shard's tasks share. Single-threaded: `Rc` and `RefCell`, no locks.
+pub struct ShardCtx {
+    pub shard: usize,
+    pub config: Arc<BrokerConfig>,
+    pub snapshot: RefCell<Arc<Snapshot>>,
+    pub partitions: RefCell<HashMap<(String, i32), Rc<Partition>>>,
+    pub commands: mpsc::Sender<Command>,
+    /// Notified after every append on this shard: long-polling fetches re-check.
+    pub data_arrived: Notify,
+    pub producer_ids: Arc<AtomicI64>,
+    pub stopping: Arc<AtomicBool>,
+    pub connections: Cell<usize>,
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl ShardCtx {
+    pub fn broker_id(&self) -> i32 {
+        self.config.broker_id(self.shard)
+    }
+
+    pub fn partition(&self, topic: &str, index: i32) -> Option<Rc<Partition>> {
+        self.partitions
+            .borrow()
+            .get(&(topic.to_owned(), index))
+            .cloned()
+    }
+
+    /// The log config of a topic: broker defaults overridden by the topic's configs.
+    pub fn topic_log_config(&self, topic: &TopicMeta) -> (LogConfig, usize) {
+        let mut c = self.config.log.clone();
+        let mut max_message = self.config.message_max_bytes;
+        for (k, v) in &topic.configs {
+            let n: i64 = v.parse().unwrap_or(-1);
+            let opt = (n > 0).then_some(n);
+            match k.as_str() {
+                "segment.bytes" => c.segment_bytes = n.max(1) as u64,
+                "segment.ms" => c.segment_ms = n.max(1),
+                "retention.ms" => c.retention_ms = opt,
+                "retention.bytes" => c.retention_bytes = opt.map(|v| v as u64),
+                "flush.messages" => c.flush_messages = opt.map(|v| v as u64),
+                "flush.ms" => c.flush_ms = opt,
+                "index.interval.bytes" => c.index_interval_bytes = n.max(1) as u64,
+                "max.message.bytes" => max_message = n.max(1) as usize,
+                _ => {}
+            }
+        }
+        (c, max_message)
+    }
+
+    /// Opens the logs of partitions this shard now owns, closes and deletes those of topics
+    /// that are gone.
+    async fn apply_snapshot(&self, snapshot: Arc<Snapshot>) {
+        let mut wanted = Vec::new();
+        for topic in snapshot.topics.values() {
+            for (p, meta) in topic.partitions.iter().enumerate() {
+                if meta.shard == self.shard {
+                    wanted.push((topic, p as i32));
+                }
+            }
+        }
+        for (topic, p) in wanted {
+            if self.partition(&topic.name, p).is_some() {
+                continue;
+            }
+            let dir = self.config.log_dir.join(dir_name(&topic.name, p));
+            let (log_config, max_message_bytes) = self.topic_log_config(topic);
+            match Log::open(&dir, log_config, now_ms()).await {
+                Ok(log) => {
+                    let part = Partition {
+                        topic: topic.name.clone(),
+                        index: p,
+                        log,
+                        producers: RefCell::default(),
+                        max_message_bytes,
+                    };
+                    self.partitions
+                        .borrow_mut()
+                        .insert((topic.name.clone(), p), Rc::new(part));
+                }
+                Err(e) => {
+                    tracing::error!(shard = self.shard, dir = %dir.display(), error = %e, "cannot open partition; it stays offline")
+                }
+            }
+        }
+        let gone: Vec<(String, i32)> = self
+            .partitions
+            .borrow()
+            .keys()
+            .filter(|(t, p)| snapshot.partition(t, *p).is_none())
+            .cloned()
+            .collect();
+        for key in gone {
+            let part = self.partitions.borrow_mut().remove(&key);
+            if let Some(part) = part {
+                if let Err(e) = part.log.close().await {
+                    tracing::warn!(error = %e, "closing a deleted partition");
+                }
+                let dir = part.log.dir().to_path_buf();
+                // Directory removal has no io_uring operation; deleting a topic is rare.
+                if let Err(e) = std::fs::remove_dir_all(&dir) {
+                    tracing::warn!(dir = %dir.display(), error = %e, "removing a deleted partition's folder");
+                }
+            }
+        }
+        *self.snapshot.borrow_mut() = snapshot;
+    }
+
+    /// Sends a command to the control plane and waits for its answer.
+    pub async fn control<T>(
+        &self,
+        make: impl FnOnce(futures_channel::oneshot::Sender<T>) -> Command,
+    ) -> Option<T> {
+        let (tx, rx) = futures_channel::oneshot::channel();
+        self.commands.send(make(tx)).ok()?;
+        rx.await.ok()
+    }
+
+    pub fn next_producer_id(&self) -> i64 {
+        self.producer_ids.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Retention and `flush.ms` on every partition of the shard.
+    async fn maintain(&self, check_retention: bool) {
+        let parts: Vec<Rc<Partition>> = self.partitions.borrow().values().cloned().collect();
+        for p in parts {
+            if let Err(e) = p.log.maybe_flush(now_ms()).await {
+                tracing::error!(topic = %p.topic, partition = p.index, error = %e, "flush failed");
+            }
+            if check_retention {
+                let hw = Offset(p.high_watermark());
+                if let Err(e) = p.log.delete_old_segments(now_ms(), hw).await {
+                    tracing::error!(topic = %p.topic, partition = p.index, error = %e, "retention failed");
+                }
+            }
+        }
+    }
+
+    /// Clean shutdown of every log.
+    async fn close_all(&self) {
+        let parts: Vec<Rc<Partition>> = self
+            .partitions
+            .borrow_mut()
+            .drain()
+            .map(|(_, p)| p)
+            .collect();
+        for p in parts {
+            if let Err(e) = p.log.close().await {
+                tracing::error!(topic = %p.topic, partition = p.index, error = %e, "close failed");
+            }
+        }
+    }
+}
+
+/// Runs shard `shard` until `stopping` is set; returns after its logs are closed.
+pub async fn run_shard(ctx: Rc<ShardCtx>, mut updates: fmpsc::UnboundedReceiver<SnapshotUpdate>) {
+    let addr = std::net::SocketAddr::new(
+        ctx.config.listen.ip(),
+        ctx.config.listen.port() + ctx.shard as u16,
+    );
+    // The first snapshot arrives before any client is served.
+    if let Some(u) = updates.next().await {
+        ctx.apply_snapshot(u.snapshot).await;
+        u.applied.send(()).ok();
+    }
+    let listener = match TcpListener::bind(addr) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(shard = ctx.shard, %addr, error = %e, "cannot listen");
+            ctx.stopping.store(true, Ordering::SeqCst);
+            return;
+        }
+    };
+    tracing::info!(shard = ctx.shard, %addr, broker_id = ctx.broker_id(), "listening");
+    let updater = glommio::spawn_local({
+        let ctx = ctx.clone();
+        async move {
+            while let Some(u) = updates.next().await {
+                ctx.apply_snapshot(u.snapshot).await;
+                u.applied.send(()).ok();
+            }
+        }
+    })
+    .detach();
+    let maintenance = glommio::spawn_local({
+        let ctx = ctx.clone();
+        async move {
+            let mut last_retention = now_ms();
+            loop {
+                glommio::timer::sleep(Duration::from_millis(100)).await;
+                let due =
+                    now_ms() - last_retention >= ctx.config.retention_check_interval_ms as i64;
+                if due {
+                    last_retention = now_ms();
+                }
+                ctx.maintain(due).await;
+            }
+        }
+    })
+    .detach();
+    accept_until_stopped(&ctx, listener).await;
+    maintenance.cancel();
+    // In-flight requests finish: connections close after their current request.
+    while ctx.connections.get() > 0 {
+        glommio::timer::sleep(Duration::from_millis(10)).await;
+    }
+    ctx.close_all().await;
+    updater.cancel();
+    tracing::info!(shard = ctx.shard, "stopped");
+}
+
+async fn accept_until_stopped(ctx: &Rc<ShardCtx>, listener: TcpListener) {
+    loop {
+        let accept = async { Some(listener.accept().await) };
+        let stop = async {
+            while !ctx.stopping.load(Ordering::SeqCst) {
+                glommio::timer::sleep(Duration::from_millis(50)).await;
+            }
+            None
+        };
+        match futures_lite::future::or(accept, stop).await {
+            None => return,
+            Some(Ok(stream)) => {
+                let ctx = ctx.clone();
+                glommio::spawn_local(async move {
+                    ctx.connections.set(ctx.connections.get() + 1);
+                    serve_connection(&ctx, stream).await;
+                    ctx.connections.set(ctx.connections.get() - 1);
+                })
+                .detach();
+            }
+            Some(Err(e)) => {
+                tracing::warn!(shard = ctx.shard, error = %e, "accept failed");
+                glommio::timer::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Starting a node: the control-plane thread and one pinned executor per shard.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicI64};
+use std::sync::{mpsc, Arc};
+
+use futures_channel::mpsc as fmpsc;
+use glommio::{LocalExecutorBuilder, Placement};
+use iouring_log::notify::Notify;
+
+use crate::config::BrokerConfig;
+use crate::metadata::{self, Controller};
+use crate::shard::{now_ms, run_shard, ShardCtx};
+
+/// glommio's registered I/O arena per shard: the logs' tail chunks come from it.
+const SHARD_IO_MEMORY_BYTES: usize = 64 << 20;
+
+/// A running node; `stop` asks every shard to finish and waits for them.
+pub struct Node {
+    pub stopping: Arc<AtomicBool>,
+    shards: Vec<glommio::ExecutorJoinHandle<()>>,
+    controller: std::thread::JoinHandle<()>,
+}
+
+/// Keeps large buffers on the heap instead of fresh mmaps (each would page-fault and be
+/// zeroed by the kernel on every use).
+fn keep_large_allocations_on_heap() {
+    // SAFETY: mallopt only changes glibc's allocation thresholds.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 512 << 20);
+    }
+}
+
+pub fn start(config: BrokerConfig) -> Result<Node, String> {
+    keep_large_allocations_on_heap();
+    std::fs::create_dir_all(&config.log_dir)
+        .map_err(|e| format!("creating log.dirs {}: {e}", config.log_dir.display()))?;
+    let snapshot = metadata::load(&config.log_dir)?;
+    let config = Arc::new(config);
+    let stopping = Arc::new(AtomicBool::new(false));
+    let producer_ids = Arc::new(AtomicI64::new(now_ms() << 8));
+    let (commands, command_rx) = mpsc::channel();
+    let mut to_shards = Vec::new();
+    let mut shards = Vec::new();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for shard in 0..config.shards {
+        let (tx, rx) = fmpsc::unbounded();
+        to_shards.push(tx);
+        let (config, commands, stopping, producer_ids) = (
+            config.clone(),
+            commands.clone(),
+            stopping.clone(),
+            producer_ids.clone(),
+        );
+        let handle = LocalExecutorBuilder::new(Placement::Fixed(shard % cpus))
+            .name(&format!("shard-{shard}"))
+            .io_memory(SHARD_IO_MEMORY_BYTES)
+            .spawn(move || async move {
+                let ctx = Rc::new(ShardCtx {
+                    shard,
+                    config,
+                    snapshot: RefCell::default(),
+                    partitions: RefCell::default(),
+                    commands,
+                    data_arrived: Notify::default(),
+                    producer_ids,
+                    stopping,
+                    connections: Cell::new(0),
+                });
+                run_shard(ctx, rx).await;
+            })
+            .map_err(|e| format!("starting shard {shard}: {e} (is ulimit -l at least 512 KiB?)"))?;
+        shards.push(handle);
+    }
+    drop(commands);
+    let controller_dir = config.log_dir.clone();
+    let n = config.shards;
+    let controller = std::thread::Builder::new()
+        .name("control-plane".into())
+        .spawn(move || Controller::new(controller_dir, n, snapshot, to_shards).run(command_rx))
+        .map_err(|e| format!("starting the control plane: {e}"))?;
+    Ok(Node {
+        stopping,
+        shards,
+        controller,
+    })
+}
+
+impl Node {
+    /// Stops accepting, lets in-flight requests finish, closes every log, then returns.
+    pub fn stop(self) {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.wait();
+    }
+
+    /// Waits until every shard has stopped (after `stopping` was set, or a listener failed).
+    pub fn wait(self) {
+        for (i, h) in self.shards.into_iter().enumerate() {
+            if h.join().is_err() {
+                tracing::error!(shard = i, "shard thread panicked");
+            }
+        }
+        if self.controller.join().is_err() {
+            tracing::error!("control-plane thread panicked");
+        }
+    }
+}
