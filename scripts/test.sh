@@ -61,5 +61,9 @@ cargo clippy --workspace --all-targets --release -- -D warnings
 step "cargo test (release)"
 cargo test --workspace --release
 
+step "client compatibility tests against the real ringlog binary (pytest tests/clients)"
+cargo build --release -p node --bin ringlog
+python3 -m pytest -q tests/clients
+
 current=""
 section "all checks passed in $((SECONDS - START))s"

@@ -1,0 +1,120 @@
+"""Fixtures for client compatibility tests: start the real `ringlog` binary on loopback with a
+fresh data dir and free ports, and stop it afterwards. Tests talk to it with real Kafka clients.
+
+The binary is `target/release/ringlog` (built by scripts/test.sh); RINGLOG_BIN overrides it.
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BINARY = os.environ.get("RINGLOG_BIN", os.path.join(REPO, "target", "release", "ringlog"))
+
+
+def free_port_block(n):
+    """A base port such that base..base+n-1 are all free on 127.0.0.1."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + n >= 65535:
+            continue
+        ok = True
+        for p in range(base, base + n):
+            with socket.socket() as t:
+                try:
+                    t.bind(("127.0.0.1", p))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise RuntimeError("no free port block")
+
+
+class Broker:
+    """A running ringlog node."""
+
+    def __init__(self, shards=2, settings=None, data_dir=None):
+        self.shards = shards
+        self.settings = dict(settings or {})
+        self.own_dir = data_dir is None
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="ringlog-test-", dir=os.path.join(REPO, "target"))
+        self.port = free_port_block(shards)
+        self.proc = None
+        self.log_path = os.path.join(self.data_dir, "broker.log")
+
+    @property
+    def bootstrap(self):
+        return f"127.0.0.1:{self.port}"
+
+    def start(self):
+        args = [BINARY, "serve", "--data-dir", self.data_dir, "--listen", self.bootstrap, "--shards", str(self.shards)]
+        for k, v in self.settings.items():
+            args += ["--set", f"{k}={v}"]
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log)
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ringlog exited with {self.proc.returncode}:\n{self.read_log()}")
+            if all(self._port_open(self.port + i) for i in range(self.shards)):
+                return self
+            time.sleep(0.05)
+        raise RuntimeError(f"ringlog did not listen within 15 s:\n{self.read_log()}")
+
+    def _port_open(self, port):
+        with socket.socket() as s:
+            s.settimeout(0.2)
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    def read_log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")[-5000:]
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise RuntimeError("ringlog did not stop on SIGTERM within 30 s")
+        return self.proc.returncode if self.proc else None
+
+    def kill9(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    def cleanup(self):
+        self.stop()
+        if self.own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def broker():
+    b = Broker().start()
+    yield b
+    b.cleanup()
+
+
+@pytest.fixture
+def make_broker():
+    made = []
+
+    def make(**kw):
+        b = Broker(**kw)
+        made.append(b)
+        return b
+
+    yield make
+    for b in made:
+        b.cleanup()
