@@ -6,6 +6,7 @@
 //! handlers. It must not reach into a log's files, and it must not hand-write protocol codecs.
 //! Not built yet: replication, consumer groups, etcd metadata (see the issues).
 
+pub mod admin;
 pub mod config;
 pub mod handlers;
 pub mod metadata;

@@ -37,6 +37,60 @@ enum Commands {
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
     },
+    /// Manage topics on a running node over the Kafka protocol, like kafka-topics.sh.
+    Topic {
+        /// A broker of the node, HOST:PORT.
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap_server: String,
+        #[command(subcommand)]
+        action: TopicAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum TopicAction {
+    /// Create a topic.
+    Create {
+        name: String,
+        #[arg(long, default_value_t = -1)]
+        partitions: i32,
+        /// Topic config, as key=value (repeatable).
+        #[arg(long = "config", value_name = "KEY=VALUE")]
+        configs: Vec<String>,
+    },
+    /// List topics.
+    List,
+    /// Show a topic's partitions and configs.
+    Describe { name: String },
+    /// Delete a topic and its data.
+    Delete { name: String },
+}
+
+fn topic_command(bootstrap: &str, action: TopicAction) -> Result<String, String> {
+    use node::admin;
+    match action {
+        TopicAction::Create {
+            name,
+            partitions,
+            configs,
+        } => {
+            let mut pairs = Vec::new();
+            for c in configs {
+                let (k, v) = c
+                    .split_once('=')
+                    .ok_or_else(|| format!("--config takes key=value, got '{c}'"))?;
+                pairs.push((k.to_owned(), v.to_owned()));
+            }
+            admin::AdminClient::connect(bootstrap)?.create_topic(&name, partitions, &pairs)?;
+            Ok(format!("Created topic {name}."))
+        }
+        TopicAction::List => admin::list(bootstrap),
+        TopicAction::Describe { name } => admin::describe(bootstrap, &name),
+        TopicAction::Delete { name } => {
+            admin::AdminClient::connect(bootstrap)?.delete_topic(&name)?;
+            Ok(format!("Deleted topic {name}."))
+        }
+    }
 }
 
 fn properties(
@@ -117,5 +171,20 @@ fn main() -> ExitCode {
             tracing::info!("stopped");
             ExitCode::SUCCESS
         }
+        Commands::Topic {
+            bootstrap_server,
+            action,
+        } => match topic_command(&bootstrap_server, action) {
+            Ok(out) => {
+                if !out.is_empty() {
+                    println!("{out}");
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("ringlog topic: {e}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }

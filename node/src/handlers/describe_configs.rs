@@ -57,7 +57,8 @@ pub fn handle(
                 Vec::new()
             }
         };
-        if let Some(keys) = &res.configuration_keys {
+        // Null or empty: every config.
+        if let Some(keys) = res.configuration_keys.as_ref().filter(|k| !k.is_empty()) {
             configs.retain(|c| keys.iter().any(|k| *k == c.name));
         }
         r.configs = configs;
