@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Single-node broker benchmark with a real client: 2 shards, 1 KiB records produced by kcat
+# (librdkafka) and consumed back, MB/s and broker CPU-seconds per GB, next to
+# the same client producing into librdkafka's in-process mock cluster (the client's own
+# ceiling), measured in the same run. Not a test. (The mock cluster cannot be consumed from
+# another process, so it has no consume figure.)
+#
+#   scripts/bench-broker.sh [RECORDS]     (default 1000000)
+#
+# Env: BENCH_ZERO_COPY=false measures the copying fetch path instead of sendfile.
+set -euo pipefail
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
+cd "$REPO_ROOT"
+# shellcheck source=install-deps.sh
+source "$SCRIPT_DIR/install-deps.sh"
+ringlog_install_deps
+ringlog_raise_memlock
+RECORDS="${1:-1000000}"
+cargo build --release -q -p node --bin ringlog
+DATA="$(mktemp -d -p "$REPO_ROOT/target" bench-broker.XXXXXX)"
+PORT="${BENCH_PORT:-29092}"
+target/release/ringlog serve --data-dir "$DATA" --listen "127.0.0.1:$PORT" --shards 2 \
+  --set "fetch.zero.copy=${BENCH_ZERO_COPY:-true}" >"$DATA/broker.log" 2>&1 &
+PID=$!
+trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$DATA"' EXIT
+for _ in $(seq 100); do
+  (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
+  sleep 0.1
+done
+python3 "$SCRIPT_DIR/bench_clients.py" --bootstrap "127.0.0.1:$PORT" --broker-pid "$PID" --records "$RECORDS"
