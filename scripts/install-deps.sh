@@ -15,8 +15,10 @@
 # Idempotent and fast when everything is present (no `apt-get update`; that only runs when
 # a package has to be installed). Needs root or sudo only when installing.
 #
+# Also pip-installs the Python packages of the client tests (RINGLOG_PIP_DEPS below) into the
+# `python3` on PATH when one of them cannot be imported.
+#
 # Env: RINGLOG_EXTRA_APT_PKGS  extra apt packages to install, space separated. Planned:
-#        kcat         (later, for the Kafka-client interop tests)
 #        etcd-server  (not yet)
 
 # Apt packages always required, as "command:package" (command checked with `command -v`).
@@ -30,6 +32,19 @@ RINGLOG_APT_DEPS=(
   "mkfs.ext4:e2fsprogs"  # iouring-log io_failure test: a small loop-mounted ext4
   "losetup:mount"        # mount -o loop for the same test
   "flock:util-linux"     # scripts/fetch-kafka.sh
+  "kcat:kcat"            # tests/clients/test_kcat.py, scripts/bench-broker.sh
+  "pip3:python3-pip"     # the pip step below (Debian's python3 comes without pip)
+)
+
+# Python packages for tests/clients (pytest, the Kafka clients, kafka-python's optional codecs),
+# as "module:requirement": the requirement is pip-installed when the module cannot be imported.
+RINGLOG_PIP_DEPS=(
+  "pytest:pytest"
+  "confluent_kafka:confluent-kafka>=2.16"
+  "kafka:kafka-python>=3.0.12"
+  "lz4:lz4"                   # kafka-python lz4 codec
+  "snappy:python-snappy"      # kafka-python snappy codec (python-snappy 0.7 runs on cramjam)
+  "zstandard:zstandard"       # kafka-python zstd codec
 )
 
 _rl_log() { echo "install-deps: $*" >&2; }
@@ -70,6 +85,8 @@ ringlog_install_deps() {
       || { _rl_log "error: apt-get install ${missing[*]} failed"; return 1; }
   fi
 
+  ringlog_install_pip_deps || return 1
+
   # Java: Kafka 4.x needs 17+.
   local jv
   jv="$(java -version 2>&1 | sed -n 's/.*version "\([0-9][0-9]*\).*/\1/p' | head -n1)"
@@ -96,6 +113,23 @@ ringlog_install_deps() {
     fi
   fi
   return 0
+}
+
+# pip-installs the RINGLOG_PIP_DEPS whose module `python3` cannot import.
+ringlog_install_pip_deps() {
+  local entry mod req missing=() extra=()
+  for entry in "${RINGLOG_PIP_DEPS[@]}"; do
+    mod="${entry%%:*}" req="${entry#*:}"
+    python3 -c "import $mod" >/dev/null 2>&1 || missing+=("$req")
+  done
+  (( ${#missing[@]} > 0 )) || return 0
+  _rl_log "pip installing: ${missing[*]}"
+  # Debian's own python3 is "externally managed" (PEP 668): pip refuses without this flag.
+  if python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))'; then
+    extra+=(--break-system-packages)
+  fi
+  PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q --disable-pip-version-check "${extra[@]}" "${missing[@]}" >&2 \
+    || { _rl_log "error: pip install ${missing[*]} failed"; return 1; }
 }
 
 # ringlog_raise_memlock [MIN_KIB]: raise the soft (and if allowed hard) RLIMIT_MEMLOCK of

@@ -59,7 +59,7 @@ pub fn handle(
         };
         // Null or empty: every config.
         if let Some(keys) = res.configuration_keys.as_ref().filter(|k| !k.is_empty()) {
-            configs.retain(|c| keys.iter().any(|k| *k == c.name));
+            configs.retain(|c| keys.contains(&c.name));
         }
         r.configs = configs;
         resp.results.push(r);

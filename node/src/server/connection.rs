@@ -103,11 +103,21 @@ async fn read_frame(stream: &mut TcpStream, max: usize) -> Result<Bytes, Connect
     Ok(Bytes::from(body))
 }
 
-/// Decodes one request and runs its handler; `None` when no response is due (acks=0).
-async fn handle_frame(
-    ctx: &Rc<ShardCtx>,
-    mut frame: Bytes,
-) -> Result<Option<Outgoing>, ConnectionError> {
+/// A decoded request, or the immediate answer to an ApiVersions of an unknown version.
+pub enum Decoded {
+    Request {
+        api: ApiKey,
+        version: i16,
+        header: RequestHeader,
+        body: Box<RequestKind>,
+    },
+    ApiVersionsUnsupported {
+        correlation_id: i32,
+    },
+}
+
+/// Decodes one request frame (without its size prefix). Pure: the fuzz target calls it.
+pub fn decode_request(mut frame: Bytes) -> Result<Decoded, ConnectionError> {
     if frame.len() < 8 {
         return Err(ConnectionError::BadFrameSize {
             size: frame.len() as i32,
@@ -125,7 +135,7 @@ async fn handle_frame(
             // Kafka answers an unknown ApiVersions version with v0 and UNSUPPORTED_VERSION, so
             // the client can retry with a version it finds in the list.
             let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
-            return Ok(Some(handlers::api_versions::unsupported(correlation_id)));
+            return Ok(Decoded::ApiVersionsUnsupported { correlation_id });
         }
         return Err(ConnectionError::UnsupportedVersion { api, version });
     }
@@ -136,12 +146,42 @@ async fn handle_frame(
     };
     let header = RequestHeader::decode(&mut frame, api.request_header_version(version))
         .map_err(|e| malformed(e.to_string()))?;
-    let request =
+    let body =
         RequestKind::decode(api, &mut frame, version).map_err(|e| malformed(e.to_string()))?;
+    // ApiVersions v3+ may carry fields newer than ours; every other request must be consumed.
     if frame.has_remaining() && api != ApiKey::ApiVersions {
         return Err(malformed(format!("{} trailing bytes", frame.remaining())));
     }
-    let Some(body) = handlers::dispatch(ctx, request, version)
+    Ok(Decoded::Request {
+        api,
+        version,
+        header,
+        body: Box::new(body),
+    })
+}
+
+/// Decodes one request and runs its handler; `None` when no response is due (acks=0).
+async fn handle_frame(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+) -> Result<Option<Outgoing>, ConnectionError> {
+    let (api, version, header, request) = match decode_request(frame)? {
+        Decoded::ApiVersionsUnsupported { correlation_id } => {
+            return Ok(Some(handlers::api_versions::unsupported(correlation_id)))
+        }
+        Decoded::Request {
+            api,
+            version,
+            header,
+            body,
+        } => (api, version, header, body),
+    };
+    let malformed = |reason: String| ConnectionError::Malformed {
+        api,
+        version,
+        reason,
+    };
+    let Some(body) = handlers::dispatch(ctx, *request, version)
         .await
         .map_err(malformed)?
     else {
