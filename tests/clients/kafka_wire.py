@@ -27,13 +27,14 @@ def varint(n):
             return bytes(out)
 
 
-def record_batch(values, magic=2, ts=1_700_000_000_000):
+def record_batch(values, magic=2, ts=1_700_000_000_000, producer_id=-1, producer_epoch=-1, base_sequence=-1):
     """An uncompressed RecordBatch v2 with null keys (magic other than 2 only changes the byte)."""
     records = bytearray()
     for i, v in enumerate(values):
         body = b"\x00" + varint(0) + varint(i) + varint(-1) + varint(len(v)) + v + varint(0)
         records += varint(len(body)) + body
-    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, ts, ts, -1, -1, -1, len(values)) + bytes(records)
+    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, ts, ts, producer_id, producer_epoch, base_sequence,
+                            len(values)) + bytes(records)
     crc = crc32c(after_crc)
     head = struct.pack(">ib", 0, magic) + struct.pack(">I", crc)
     batch = head + after_crc
@@ -83,6 +84,15 @@ def recv_exact(s, n):
             return None
         buf += chunk
     return buf
+
+
+def produce_v3_result(payload):
+    """(error code, base offset) of the single partition of a Produce v3 response."""
+    off = 4 + 4
+    (name_len,) = struct.unpack_from(">h", payload, off)
+    off += 2 + name_len + 4
+    _index, error, base = struct.unpack_from(">ihq", payload, off)
+    return error, base
 
 
 def produce_v3_error_code(payload):

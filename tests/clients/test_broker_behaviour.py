@@ -1,0 +1,107 @@
+"""Broker behaviour that clients rely on: idempotent dedup, long-poll wake-up, acks=0,
+graceful shutdown, and both fetch paths (zero-copy and copying)."""
+import struct
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+import kafka_wire as w
+
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+INVALID_PRODUCER_EPOCH = 47
+
+
+def consume_all(bootstrap, topic, partitions, expected, timeout=30):
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "x", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = []
+    deadline = time.time() + timeout
+    while len(got) < expected and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is not None:
+            assert not m.error(), m.error()
+            got.append(m)
+    c.close()
+    return got
+
+
+def test_idempotent_retries_get_original_offsets_and_gaps_are_refused(broker):
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    p.produce("idem", b"seed", partition=0)
+    assert p.flush(10) == 0
+    s = w.connect(broker.bootstrap)
+
+    def send(values, seq, epoch=0, corr=1):
+        s.sendall(w.produce_v3("idem", 0, w.record_batch(values, producer_id=4242, producer_epoch=epoch, base_sequence=seq),
+                               correlation_id=corr))
+        return w.produce_v3_result(w.read_response(s))
+
+    assert send([b"a", b"b"], 0) == (0, 1)
+    assert send([b"a", b"b"], 0) == (0, 1), "a retried batch gets its original offset"
+    assert send([b"c"], 2) == (0, 3)
+    err, _ = send([b"gap"], 9)
+    assert err == OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert send([b"d"], 0, epoch=1) == (0, 4), "a new epoch starts at sequence 0"
+    err, _ = send([b"old"], 1, epoch=0)
+    assert err == INVALID_PRODUCER_EPOCH
+    values = [m.value() for m in consume_all(broker.bootstrap, "idem", 1, 5)]
+    assert values == [b"seed", b"a", b"b", b"c", b"d"], "duplicates and refused batches are not stored"
+
+
+def test_long_poll_wakes_when_data_arrives(broker):
+    Producer({"bootstrap.servers": broker.bootstrap}).list_topics("wake", timeout=10)  # auto-create
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "x", "enable.auto.commit": False,
+                  "fetch.wait.max.ms": 10_000, "fetch.min.bytes": 1})
+    c.assign([TopicPartition("wake", 0, 0)])
+    c.poll(1.0)  # the first fetch is now parked in the broker for up to 10 s
+
+    def produce_later():
+        time.sleep(1.0)
+        p = Producer({"bootstrap.servers": broker.bootstrap})
+        p.produce("wake", b"now", partition=0)
+        p.flush(10)
+
+    t = threading.Thread(target=produce_later)
+    start = time.time()
+    t.start()
+    m = None
+    while m is None and time.time() - start < 20:
+        m = c.poll(0.2)
+    elapsed = time.time() - start
+    t.join()
+    c.close()
+    assert m is not None and m.value() == b"now"
+    # Woken by the append, not by the 10 s max wait.
+    assert elapsed < 8, f"record arrived after {elapsed:.1f} s"
+
+
+def test_acks_zero_gets_no_response_but_stores(broker):
+    s = w.connect(broker.bootstrap)
+    Producer({"bootstrap.servers": broker.bootstrap}).list_topics("acks0", timeout=10)
+    s.sendall(w.produce_v3("acks0", 0, w.record_batch([b"fire-and-forget"]), acks=0, correlation_id=1))
+    # The next request's response is the first thing to arrive: no response for acks=0.
+    s.sendall(w.produce_v3("acks0", 0, w.record_batch([b"acked"]), acks=1, correlation_id=2))
+    payload = w.read_response(s)
+    (corr,) = struct.unpack_from(">i", payload, 0)
+    assert corr == 2
+    assert [m.value() for m in consume_all(broker.bootstrap, "acks0", 1, 2)] == [b"fire-and-forget", b"acked"]
+
+
+@pytest.mark.parametrize("zero_copy", ["true", "false"])
+def test_sigterm_flushes_and_restart_serves_everything(make_broker, zero_copy):
+    b = make_broker(settings={"fetch.zero.copy": zero_copy}).start()
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 2})
+    values = [f"rec-{i}".encode() * 20 for i in range(20_000)]
+    for i, v in enumerate(values):
+        p.produce("graceful", v, partition=i % 2)
+        if i % 1000 == 0:
+            p.poll(0)
+    assert p.flush(30) == 0
+    assert b.stop() == 0, "clean exit on SIGTERM"
+    log = b.read_log()
+    assert "stopping" in log and "panicked" not in log
+    b.start()
+    got = consume_all(b.bootstrap, "graceful", 2, len(values))
+    assert sorted(m.value() for m in got) == sorted(values)
