@@ -245,6 +245,24 @@ impl Appender {
         }
     }
 
+    /// Waits until `ready` holds, re-checking after every append, write completion or failure;
+    /// a latched write failure ends the wait with its message.
+    pub async fn wait_until(&self, ready: impl Fn(&WritePlanner) -> bool) -> Result<(), String> {
+        loop {
+            let seen = self.events.generation();
+            {
+                let io = self.io.borrow();
+                if let Some(f) = &io.failed {
+                    return Err(f.clone());
+                }
+                if ready(&io.planner) {
+                    return Ok(());
+                }
+            }
+            self.events.changed(seen).await;
+        }
+    }
+
     /// The writer task: issues writes as appends arrive until closed (and drained) or failed.
     pub async fn run_writer(self) {
         loop {

@@ -333,19 +333,10 @@ impl Log {
                 .expect("active segment has an appender")
                 .clone()
         };
-        loop {
-            let seen = appender.events.generation();
-            {
-                let io = appender.io.borrow();
-                if let Some(f) = &io.failed {
-                    return Err(AppendError::Failed(f.clone()));
-                }
-                if io.planner.appended() - io.planner.written() <= UNWRITTEN_BYTES_MAX {
-                    return Ok(());
-                }
-            }
-            appender.events.changed(seen).await;
-        }
+        appender
+            .wait_until(|p| p.appended() - p.written() <= UNWRITTEN_BYTES_MAX)
+            .await
+            .map_err(AppendError::Failed)
     }
 
     fn check_append_start(
@@ -525,19 +516,10 @@ impl Log {
     }
 
     async fn wait_written(&self, appender: &Appender, target_bytes: u64) -> Result<(), FlushError> {
-        loop {
-            let seen = appender.events.generation();
-            {
-                let io = appender.io.borrow();
-                if let Some(f) = &io.failed {
-                    return Err(FlushError::Failed(f.clone()));
-                }
-                if io.planner.written() >= target_bytes {
-                    return Ok(());
-                }
-            }
-            appender.events.changed(seen).await;
-        }
+        appender
+            .wait_until(|p| p.written() >= target_bytes)
+            .await
+            .map_err(FlushError::Failed)
     }
 
     /// The `flush.ms` policy and the periodic recovery-point checkpoint: call from a timer.

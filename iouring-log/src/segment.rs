@@ -245,28 +245,12 @@ pub async fn seal_appender(appender: &Appender, size: u64) -> Result<(), IoError
     let path = appender.path.as_path();
     appender.io.borrow_mut().closing = true;
     appender.events.notify_all();
-    loop {
-        let seen = appender.events.generation();
-        {
-            let io = appender.io.borrow();
-            if let Some(f) = &io.failed {
-                return Err(IoError::new(
-                    "writing",
-                    path,
-                    std::io::Error::other(f.clone()),
-                ));
-            }
-            if io.planner.is_idle() {
-                assert_eq!(
-                    io.planner.appended(),
-                    size,
-                    "sealed size differs from appended bytes"
-                );
-                break;
-            }
-        }
-        appender.events.changed(seen).await;
-    }
+    appender
+        .wait_until(|p| p.is_idle())
+        .await
+        .map_err(|f| IoError::new("writing", path, std::io::Error::other(f)))?;
+    let appended = appender.io.borrow().planner.appended();
+    assert_eq!(appended, size, "sealed size differs from appended bytes");
     appender
         .file
         .truncate(size)
