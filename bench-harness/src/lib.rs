@@ -1,5 +1,8 @@
-//! `bench-harness` will be the load generator `ringlog-bench` (not built yet; see the issues):
-//! a lean Kafka-protocol producer/consumer driver for any Kafka-compatible broker, OpenMessaging
-//! Benchmark-shaped workloads, HdrHistogram recording and result JSON.
+//! `bench-harness` is the load generator `ringlog-bench`: a lean Kafka-protocol producer and
+//! consumer driver for any Kafka-compatible broker (ringlog, Apache Kafka), OpenMessaging
+//! Benchmark-shaped workloads, HdrHistogram recording and result JSON with OMB's field names.
 //!
 //! It talks to brokers only over the Kafka protocol; it must not link the broker's crates.
+
+pub mod partitioner;
+pub mod workload;
