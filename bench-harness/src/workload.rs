@@ -22,7 +22,7 @@ pub struct Workload {
     #[serde(default)]
     pub key_distributor: KeyDistributor,
     /// Consumers start this many bytes behind (OMB's catch-up read), produced before the test.
-    #[serde(default)]
+    #[serde(default, rename = "consumerBacklogSizeGB")]
     pub consumer_backlog_size_gb: f64,
     pub test_duration_minutes: f64,
     #[serde(default)]
@@ -156,7 +156,7 @@ impl Workload {
                 "more than 10000 connections in all",
             ));
         }
-        if !(self.test_duration_minutes > 0.0) {
+        if self.test_duration_minutes.is_nan() || self.test_duration_minutes <= 0.0 {
             return Err(self.invalid(
                 "testDurationMinutes",
                 self.test_duration_minutes,
