@@ -1,29 +1,126 @@
-//! `ringlog-bench`: not runnable yet — the drivers are being built (see the issues). It checks a
-//! workload file and says so.
+//! `ringlog-bench`: runs a workload against any Kafka-compatible bootstrap address and writes
+//! the result JSON.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "ringlog-bench",
+    version,
+    about = "Kafka-protocol load generator"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Commands,
+}
+
+#[derive(Subcommand)]
+enum Commands {
+    /// Validate a workload file.
+    Check { workload: PathBuf },
+    /// Run a workload and write the result JSON.
+    Run {
+        #[arg(long)]
+        bootstrap: String,
+        #[arg(long)]
+        workload: PathBuf,
+        /// Result file (JSON, OpenMessaging Benchmark field names).
+        #[arg(long)]
+        out: PathBuf,
+        /// Name of the target in the result (ringlog, kafka, ...).
+        #[arg(long, default_value = "ringlog")]
+        target: String,
+        /// Broker process id, for its CPU seconds per GB.
+        #[arg(long)]
+        broker_pid: Option<u32>,
+        /// Override the workload's test duration (minutes), e.g. for a quick run.
+        #[arg(long)]
+        duration_minutes: Option<f64>,
+        #[arg(long)]
+        warmup_minutes: Option<f64>,
+    },
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().collect();
-    let [_, cmd, path] = args.as_slice() else {
-        eprintln!("usage: ringlog-bench check WORKLOAD.yaml");
-        return ExitCode::from(2);
-    };
-    if cmd != "check" {
-        eprintln!("ringlog-bench: '{cmd}' is not built yet; only 'check WORKLOAD.yaml' is");
-        return ExitCode::from(2);
-    }
-    match bench_harness::workload::Workload::load(std::path::Path::new(path)) {
-        Ok(w) => {
-            println!(
-                "{}: valid ({} topic(s) x {} partitions, {} B messages)",
-                w.name, w.topics, w.partitions_per_topic, w.message_size
-            );
-            ExitCode::SUCCESS
+    match Cli::parse().command {
+        Commands::Check { workload } => match bench_harness::workload::Workload::load(&workload) {
+            Ok(w) => {
+                println!("{}: valid", w.name);
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("ringlog-bench: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Commands::Run {
+            bootstrap,
+            workload,
+            out,
+            target,
+            broker_pid,
+            duration_minutes,
+            warmup_minutes,
+        } => {
+            let mut w = match bench_harness::workload::Workload::load(&workload) {
+                Ok(w) => w,
+                Err(e) => {
+                    eprintln!("ringlog-bench: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            if let Some(d) = duration_minutes {
+                w.test_duration_minutes = d;
+            }
+            if let Some(d) = warmup_minutes {
+                w.warmup_duration_minutes = d;
+            }
+            if let Err(e) = w.validate() {
+                eprintln!("ringlog-bench: {e}");
+                return ExitCode::FAILURE;
+            }
+            let opts = bench_harness::run::RunOptions {
+                bootstrap,
+                target,
+                broker_pid,
+                progress: true,
+            };
+            match bench_harness::run::run(w, &opts) {
+                Ok(result) => {
+                    let text = serde_json::to_string_pretty(&result).expect("result serialises");
+                    if let Err(e) = std::fs::write(&out, text) {
+                        eprintln!("ringlog-bench: writing {}: {e}", out.display());
+                        return ExitCode::FAILURE;
+                    }
+                    println!("{}", summary(&result));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("ringlog-bench: {e}");
+                    ExitCode::FAILURE
+                }
+            }
         }
-        Err(e) => {
-            eprintln!("ringlog-bench: {e}");
-            ExitCode::FAILURE
-        }
     }
+}
+
+fn summary(r: &serde_json::Value) -> String {
+    let rates = r["publishRate"].as_array().cloned().unwrap_or_default();
+    let mean = rates.iter().filter_map(|v| v.as_f64()).sum::<f64>() / rates.len().max(1) as f64;
+    format!(
+        "{} on {}: publish {:.0} msg/s; publish latency ms p50 {} p99 {} p99.9 {} max {}; end-to-end ms p50 {} p99 {}; errors {}",
+        r["workload"].as_str().unwrap_or(""),
+        r["driver"].as_str().unwrap_or(""),
+        mean,
+        r["aggregatedPublishLatency50pct"],
+        r["aggregatedPublishLatency99pct"],
+        r["aggregatedPublishLatency999pct"],
+        r["aggregatedPublishLatencyMax"],
+        r["aggregatedEndToEndLatency50pct"],
+        r["aggregatedEndToEndLatency99pct"],
+        r["errors"],
+    )
 }

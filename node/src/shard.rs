@@ -31,6 +31,8 @@ pub struct ShardCtx {
     pub data_arrived: Notify,
     pub producer_ids: Arc<AtomicI64>,
     pub stopping: Arc<AtomicBool>,
+    /// Notified once when the shard starts stopping: idle connections close at once.
+    pub stop_notify: Notify,
     pub connections: Cell<usize>,
 }
 
@@ -245,7 +247,10 @@ async fn accept_until_stopped(ctx: &Rc<ShardCtx>, listener: TcpListener) {
             None
         };
         match futures_lite::future::or(accept, stop).await {
-            None => return,
+            None => {
+                ctx.stop_notify.notify_all();
+                return;
+            }
             Some(Ok(stream)) => {
                 let ctx = ctx.clone();
                 glommio::spawn_local(async move {

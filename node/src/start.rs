@@ -67,6 +67,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, String> {
                     data_arrived: Notify::default(),
                     producer_ids,
                     stopping,
+                    stop_notify: Notify::default(),
                     connections: Cell::new(0),
                 });
                 run_shard(ctx, rx).await;

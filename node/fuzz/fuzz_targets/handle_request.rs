@@ -54,6 +54,7 @@ fn setup() -> Harness {
             data_arrived: Default::default(),
             producer_ids: Arc::new(AtomicI64::new(1)),
             stopping: Arc::new(AtomicBool::new(false)),
+            stop_notify: Default::default(),
             connections: Cell::new(0),
         });
         let part = Partition { topic: "fuzz".into(), index: 0, log, producers: RefCell::default(), max_message_bytes: 1 << 20 };

@@ -6,7 +6,6 @@
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
@@ -60,8 +59,9 @@ pub async fn serve_connection(ctx: &Rc<ShardCtx>, mut stream: TcpStream) {
 }
 
 async fn serve_requests(ctx: &Rc<ShardCtx>, stream: &mut TcpStream) -> Result<(), ConnectionError> {
+    let mut reader = FrameReader::default();
     loop {
-        let frame = read_frame_or_stop(ctx, stream).await?;
+        let frame = read_frame_or_stop(ctx, &mut reader, stream).await?;
         let response = handle_frame(ctx, frame).await?;
         if let Some(out) = response {
             write_outgoing(ctx, stream, out).await?;
@@ -71,13 +71,22 @@ async fn serve_requests(ctx: &Rc<ShardCtx>, stream: &mut TcpStream) -> Result<()
 
 async fn read_frame_or_stop(
     ctx: &ShardCtx,
+    reader: &mut FrameReader,
     stream: &mut TcpStream,
 ) -> Result<Bytes, ConnectionError> {
-    let read = async { Some(read_frame(stream, ctx.config.socket_request_max_bytes).await) };
+    let seen = ctx.stop_notify.generation();
+    if ctx.stopping.load(Ordering::SeqCst) {
+        return Err(ConnectionError::Stopping);
+    }
+    let read = async {
+        Some(
+            reader
+                .next(stream, ctx.config.socket_request_max_bytes)
+                .await,
+        )
+    };
     let stop = async {
-        while !ctx.stopping.load(Ordering::SeqCst) {
-            glommio::timer::sleep(Duration::from_millis(50)).await;
-        }
+        ctx.stop_notify.changed(seen).await;
         None
     };
     futures_lite::future::or(read, stop)
@@ -85,22 +94,40 @@ async fn read_frame_or_stop(
         .unwrap_or(Err(ConnectionError::Stopping))
 }
 
-async fn read_frame(stream: &mut TcpStream, max: usize) -> Result<Bytes, ConnectionError> {
-    let mut len = [0u8; 4];
-    match stream.read_exact(&mut len).await {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-            return Err(ConnectionError::Closed)
+/// Bytes read from a connection but not yet handed out as frames: one `recv` usually brings
+/// several pipelined requests.
+#[derive(Default)]
+struct FrameReader {
+    buf: BytesMut,
+    chunk: Vec<u8>,
+}
+
+/// Bytes asked of the socket at once.
+const READ_CHUNK_BYTES: usize = 64 << 10;
+
+impl FrameReader {
+    async fn next(&mut self, stream: &mut TcpStream, max: usize) -> Result<Bytes, ConnectionError> {
+        loop {
+            if self.buf.len() >= 4 {
+                let size = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
+                if size <= 0 || size as usize > max {
+                    return Err(ConnectionError::BadFrameSize { size, max });
+                }
+                if self.buf.len() >= 4 + size as usize {
+                    self.buf.advance(4);
+                    return Ok(self.buf.split_to(size as usize).freeze());
+                }
+            }
+            if self.chunk.is_empty() {
+                self.chunk = vec![0; READ_CHUNK_BYTES];
+            }
+            let n = stream.read(&mut self.chunk).await?;
+            if n == 0 {
+                return Err(ConnectionError::Closed);
+            }
+            self.buf.extend_from_slice(&self.chunk[..n]);
         }
-        Err(e) => return Err(e.into()),
     }
-    let size = i32::from_be_bytes(len);
-    if size <= 0 || size as usize > max {
-        return Err(ConnectionError::BadFrameSize { size, max });
-    }
-    let mut body = vec![0u8; size as usize];
-    stream.read_exact(&mut body).await?;
-    Ok(Bytes::from(body))
 }
 
 /// A decoded request, or the immediate answer to an ApiVersions of an unknown version.
@@ -202,41 +229,42 @@ async fn write_outgoing(
     stream: &mut TcpStream,
     out: Outgoing,
 ) -> Result<(), ConnectionError> {
-    let size = out.len() as u32;
-    stream.write_all(&size.to_be_bytes()).await?;
+    // Everything up to a zero-copy file range goes out in one write.
+    let mut pending = Vec::with_capacity(out.len().min(1 << 20) + 4);
+    pending.extend_from_slice(&(out.len() as u32).to_be_bytes());
     for part in out.parts {
         match part {
-            Part::Bytes(b) => stream.write_all(&b).await?,
+            Part::Bytes(b) => pending.extend_from_slice(&b),
             Part::Records(slices) => {
                 for s in slices {
-                    write_slice(ctx, stream, &s).await?;
+                    match &s {
+                        ReadSlice::Memory(m) => pending.extend_from_slice(m.as_bytes()),
+                        ReadSlice::File { .. } if ctx.config.fetch_zero_copy => {
+                            stream.write_all(&pending).await?;
+                            pending.clear();
+                            write_slice(stream, &s).await?;
+                        }
+                        ReadSlice::File { .. } => {
+                            let bytes = s
+                                .to_vec()
+                                .await
+                                .map_err(|e| std::io::Error::other(e.to_string()))?;
+                            pending.extend_from_slice(&bytes);
+                        }
+                    }
                 }
             }
         }
     }
+    stream.write_all(&pending).await?;
     stream.flush().await?;
     Ok(())
 }
 
-async fn write_slice(
-    ctx: &ShardCtx,
-    stream: &mut TcpStream,
-    slice: &ReadSlice,
-) -> Result<(), ConnectionError> {
-    match slice {
-        ReadSlice::Memory(m) => stream.write_all(m.as_bytes()).await?,
-        ReadSlice::File { .. } if ctx.config.fetch_zero_copy => {
-            let (fd, position, len) = slice.file_range().expect("file slice");
-            stream.flush().await?;
-            sendfile_all(stream.as_raw_fd(), fd, position, len).await?;
-        }
-        ReadSlice::File { .. } => {
-            let bytes = slice
-                .to_vec()
-                .await
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
-            stream.write_all(&bytes).await?;
-        }
-    }
+/// Sends a file range with `sendfile` (zero-copy).
+async fn write_slice(stream: &mut TcpStream, slice: &ReadSlice) -> Result<(), ConnectionError> {
+    let (fd, position, len) = slice.file_range().expect("a file slice");
+    stream.flush().await?;
+    sendfile_all(stream.as_raw_fd(), fd, position, len).await?;
     Ok(())
 }

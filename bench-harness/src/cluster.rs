@@ -1,0 +1,103 @@
+//! Preparing a run: creating the workload's topics and finding each partition's leader.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
+use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
+use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
+use kafka_protocol::messages::metadata_response::MetadataResponse;
+use kafka_protocol::messages::{ApiKey, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::client::{call, ClientError};
+
+/// Where each partition of the run's topics is led.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    pub topics: Vec<String>,
+    pub partitions: u32,
+    /// `(topic, partition)` → leader `host:port`.
+    pub leaders: HashMap<(String, u32), String>,
+}
+
+pub fn create_topics(
+    bootstrap: &str,
+    topics: &[String],
+    partitions: u32,
+) -> Result<(), ClientError> {
+    let mut req = CreateTopicsRequest::default();
+    req.timeout_ms = 30_000;
+    req.topics = topics
+        .iter()
+        .map(|t| {
+            let mut c = CreatableTopic::default();
+            c.name = TopicName(StrBytes::from_string(t.clone()));
+            c.num_partitions = partitions as i32;
+            c.replication_factor = 1;
+            c
+        })
+        .collect();
+    let resp: CreateTopicsResponse = call(bootstrap, ApiKey::CreateTopics, 4, &req)?;
+    for t in resp.topics {
+        if t.error_code != 0 {
+            return Err(ClientError::Broker(format!(
+                "creating topic {}: error {}",
+                t.name.0, t.error_code
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Waits (up to 30 s) until every partition has a leader, and returns them.
+pub fn discover(
+    bootstrap: &str,
+    topics: &[String],
+    partitions: u32,
+) -> Result<Cluster, ClientError> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut req = MetadataRequest::default();
+        req.topics = Some(
+            topics
+                .iter()
+                .map(|t| {
+                    let mut mt = MetadataRequestTopic::default();
+                    mt.name = Some(TopicName(StrBytes::from_string(t.clone())));
+                    mt
+                })
+                .collect(),
+        );
+        let md: MetadataResponse = call(bootstrap, ApiKey::Metadata, 9, &req)?;
+        let brokers: HashMap<i32, String> = md
+            .brokers
+            .iter()
+            .map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port)))
+            .collect();
+        let mut leaders = HashMap::new();
+        for t in &md.topics {
+            let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
+            for p in &t.partitions {
+                if let Some(addr) = brokers.get(&p.leader_id.0) {
+                    leaders.insert((name.clone(), p.partition_index as u32), addr.clone());
+                }
+            }
+        }
+        if leaders.len() == topics.len() * partitions as usize {
+            return Ok(Cluster {
+                topics: topics.to_vec(),
+                partitions,
+                leaders,
+            });
+        }
+        if Instant::now() > deadline {
+            return Err(ClientError::Broker(format!(
+                "only {} of {} partitions have a leader after 30 s",
+                leaders.len(),
+                topics.len() * partitions as usize
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

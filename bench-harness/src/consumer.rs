@@ -1,0 +1,171 @@
+//! A consumer: fetches its assigned partitions from their leaders (by assignment, no group),
+//! counts what it reads and records end-to-end latency from the send time each producer wrote
+//! into the first 8 bytes of every value.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
+use kafka_protocol::messages::fetch_response::FetchResponse;
+use kafka_protocol::messages::{ApiKey, BrokerId, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::RecordBatchDecoder;
+
+use crate::client::{connect, ClientError};
+use crate::producer::now_us;
+use crate::stats::{histogram, record, Counters, Histograms};
+
+const FETCH_VERSION: i16 = 11;
+
+pub struct ConsumerTask {
+    /// `(topic, partition, leader)` assigned to this consumer.
+    pub assigned: Vec<(String, u32, String)>,
+    pub measure_from: Instant,
+    pub end: Instant,
+    pub counters: Arc<Counters>,
+    pub histograms: Arc<Histograms>,
+}
+
+impl ConsumerTask {
+    pub fn run(self) -> Result<(), ClientError> {
+        let mut by_leader: HashMap<String, Vec<(String, u32)>> = HashMap::new();
+        for (t, p, leader) in &self.assigned {
+            by_leader
+                .entry(leader.clone())
+                .or_default()
+                .push((t.clone(), *p));
+        }
+        let mut conns = HashMap::new();
+        for leader in by_leader.keys() {
+            conns.insert(leader.clone(), connect(leader)?);
+        }
+        let mut offsets: HashMap<(String, u32), i64> = self
+            .assigned
+            .iter()
+            .map(|(t, p, _)| ((t.clone(), *p), 0))
+            .collect();
+        let mut e2e = histogram();
+        while Instant::now() < self.end {
+            for (leader, parts) in &by_leader {
+                let (tx, rx) = conns.get_mut(leader).expect("connection");
+                tx.send(
+                    ApiKey::Fetch,
+                    FETCH_VERSION,
+                    &fetch_request(parts, &offsets),
+                )?;
+                let (_, resp): (i32, FetchResponse) =
+                    rx.recv_decoded(ApiKey::Fetch, FETCH_VERSION)?;
+                self.take(resp, &mut offsets, &mut e2e);
+            }
+        }
+        Histograms::merge(&self.histograms.end_to_end_us, &e2e);
+        Ok(())
+    }
+
+    fn take(
+        &self,
+        resp: FetchResponse,
+        offsets: &mut HashMap<(String, u32), i64>,
+        e2e: &mut Histogram<u64>,
+    ) {
+        for t in resp.responses {
+            let topic = t.topic.0.to_string();
+            for p in t.partitions {
+                if p.error_code != 0 {
+                    Counters::add(&self.counters.errors, 1);
+                    continue;
+                }
+                let Some(records) = p.records else { continue };
+                let next = offsets
+                    .get_mut(&(topic.clone(), p.partition_index as u32))
+                    .expect("assigned");
+                consume_batches(records, next, &self.counters, e2e, self.measure_from);
+            }
+        }
+    }
+}
+
+fn fetch_request(parts: &[(String, u32)], offsets: &HashMap<(String, u32), i64>) -> FetchRequest {
+    let mut topics: HashMap<&str, Vec<FetchPartition>> = HashMap::new();
+    for (t, p) in parts {
+        let mut fp = FetchPartition::default();
+        fp.partition = *p as i32;
+        fp.fetch_offset = offsets[&(t.clone(), *p)];
+        fp.partition_max_bytes = 4 << 20;
+        topics.entry(t.as_str()).or_default().push(fp);
+    }
+    let mut req = FetchRequest::default();
+    req.replica_id = BrokerId(-1);
+    req.max_wait_ms = 100;
+    req.min_bytes = 1;
+    req.max_bytes = 32 << 20;
+    req.topics = topics
+        .into_iter()
+        .map(|(t, ps)| {
+            let mut ft = FetchTopic::default();
+            ft.topic = TopicName(StrBytes::from_string(t.to_owned()));
+            ft.partitions = ps;
+            ft
+        })
+        .collect();
+    req
+}
+
+/// Decodes the whole batches in `records` (a trailing partial batch is left for the next
+/// fetch), advancing `next` past what was read.
+fn consume_batches(
+    records: Bytes,
+    next: &mut i64,
+    counters: &Counters,
+    e2e: &mut Histogram<u64>,
+    measure_from: Instant,
+) {
+    let mut at = 0usize;
+    while at + 12 <= records.len() {
+        let len =
+            i32::from_be_bytes(records[at + 8..at + 12].try_into().expect("4 bytes")) as usize + 12;
+        if at + len > records.len() {
+            break;
+        }
+        let mut batch = records.slice(at..at + len);
+        at += len;
+        let Ok(set) = RecordBatchDecoder::decode(&mut batch) else {
+            Counters::add(&counters.errors, 1);
+            continue;
+        };
+        let now = now_us();
+        let measuring = Instant::now() >= measure_from;
+        for r in set.records {
+            if r.offset < *next {
+                continue;
+            }
+            *next = r.offset + 1;
+            let value = r.value.unwrap_or_default();
+            Counters::add(&counters.consumed_messages, 1);
+            Counters::add(&counters.consumed_bytes, value.len() as u64);
+            if measuring && value.len() >= 8 {
+                let sent = u64::from_be_bytes(value[..8].try_into().expect("8 bytes"));
+                record(e2e, now.saturating_sub(sent));
+            }
+        }
+    }
+}
+
+/// Gives each of `consumers` consumers a share of the partitions, round-robin.
+pub fn assign(
+    topic: &str,
+    partitions: u32,
+    consumers: u32,
+    leaders: &HashMap<(String, u32), String>,
+) -> Vec<Vec<(String, u32, String)>> {
+    let mut out = vec![Vec::new(); consumers as usize];
+    for p in 0..partitions {
+        let leader = leaders[&(topic.to_owned(), p)].clone();
+        out[(p % consumers) as usize].push((topic.to_owned(), p, leader));
+    }
+    out.retain(|a| !a.is_empty());
+    out
+}

@@ -1,0 +1,234 @@
+//! One benchmark run: create fresh topics, start producers and consumers on threads, sample
+//! throughput once a second, merge the histograms, and build the result JSON with OpenMessaging
+//! Benchmark's field names plus ringlog's additions (CPU seconds per GB, machine, versions).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hdrhistogram::Histogram;
+use serde_json::{json, Map, Value};
+
+use crate::client::ClientError;
+use crate::cluster::{create_topics, discover};
+use crate::consumer::{assign, ConsumerTask};
+use crate::producer::ProducerTask;
+use crate::stats::{Counters, Histograms};
+use crate::workload::Workload;
+
+pub struct RunOptions {
+    pub bootstrap: String,
+    pub target: String,
+    pub broker_pid: Option<u32>,
+    /// Print a progress line every second to stderr.
+    pub progress: bool,
+}
+
+fn proc_cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // SAFETY: sysconf has no preconditions; it only reads a system constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some(ticks / hz)
+}
+
+pub fn run(workload: Workload, opts: &RunOptions) -> Result<Value, ClientError> {
+    let w = Arc::new(workload);
+    let suffix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let topics: Vec<String> = (0..w.topics)
+        .map(|i| format!("{}-{i}-{suffix}", w.name))
+        .collect();
+    create_topics(&opts.bootstrap, &topics, w.partitions_per_topic)?;
+    let cluster = Arc::new(discover(&opts.bootstrap, &topics, w.partitions_per_topic)?);
+    let counters = Arc::new(Counters::default());
+    let histograms = Arc::new(Histograms::default());
+    let start = Instant::now();
+    let measure_from = start + Duration::from_secs_f64(w.warmup_duration_minutes * 60.0);
+    let end = measure_from + Duration::from_secs_f64(w.test_duration_minutes * 60.0);
+    let broker_cpu0 = opts.broker_pid.and_then(proc_cpu_seconds);
+    let own_pid = std::process::id();
+    let harness_cpu0 = proc_cpu_seconds(own_pid);
+    let mut threads = Vec::new();
+    let producers = w.topics * w.producers_per_topic;
+    let rate = if w.producer_rate == 0 {
+        0.0
+    } else {
+        w.producer_rate as f64 / producers as f64
+    };
+    for topic in &topics {
+        for _ in 0..w.producers_per_topic {
+            let t = ProducerTask {
+                workload: w.clone(),
+                cluster: cluster.clone(),
+                topic: topic.clone(),
+                rate,
+                start,
+                measure_from,
+                end,
+                counters: counters.clone(),
+                histograms: histograms.clone(),
+            };
+            threads.push(std::thread::spawn(move || t.run()));
+        }
+        for _ in 0..w.subscriptions_per_topic {
+            for assigned in assign(
+                topic,
+                w.partitions_per_topic,
+                w.consumer_per_subscription,
+                &cluster.leaders,
+            ) {
+                let t = ConsumerTask {
+                    assigned,
+                    measure_from,
+                    end: end + Duration::from_secs(2),
+                    counters: counters.clone(),
+                    histograms: histograms.clone(),
+                };
+                threads.push(std::thread::spawn(move || t.run()));
+            }
+        }
+    }
+    let series = sample_until(
+        &counters,
+        start,
+        measure_from,
+        end + Duration::from_secs(2),
+        opts.progress,
+    );
+    for t in threads {
+        t.join().expect("worker thread")?;
+    }
+    let secs = end.duration_since(measure_from).as_secs_f64();
+    let cpu = |pid: Option<u32>, before: Option<f64>| match (pid.and_then(proc_cpu_seconds), before)
+    {
+        (Some(a), Some(b)) => Some(a - b),
+        _ => None,
+    };
+    let acked_gb = Counters::get(&counters.acked_bytes) as f64 / 1e9;
+    let per_gb = |s: Option<f64>| s.map(|s| s / acked_gb.max(1e-9));
+    let mut result = Map::new();
+    result.insert("workload".into(), json!(w.name));
+    result.insert("driver".into(), json!(opts.target));
+    result.insert("messageSize".into(), json!(w.message_size));
+    result.insert("topics".into(), json!(w.topics));
+    result.insert("partitions".into(), json!(w.partitions_per_topic));
+    result.insert("producersPerTopic".into(), json!(w.producers_per_topic));
+    result.insert(
+        "consumersPerTopic".into(),
+        json!(w.subscriptions_per_topic * w.consumer_per_subscription),
+    );
+    result.insert("publishRate".into(), json!(series.publish_rate));
+    result.insert("consumeRate".into(), json!(series.consume_rate));
+    result.insert("backlog".into(), json!(series.backlog));
+    result.insert("sampleRateSeconds".into(), json!(1));
+    insert_latency(
+        &mut result,
+        "aggregatedPublishLatency",
+        &histograms.publish_latency_us.lock().expect("lock"),
+        1000.0,
+    );
+    insert_latency(
+        &mut result,
+        "aggregatedPublishDelayLatency",
+        &histograms.publish_delay_us.lock().expect("lock"),
+        1.0,
+    );
+    insert_latency(
+        &mut result,
+        "aggregatedEndToEndLatency",
+        &histograms.end_to_end_us.lock().expect("lock"),
+        1000.0,
+    );
+    result.insert("measuredSeconds".into(), json!(secs));
+    result.insert("errors".into(), json!(Counters::get(&counters.errors)));
+    result.insert(
+        "brokerCpuSecondsPerGB".into(),
+        json!(per_gb(cpu(opts.broker_pid, broker_cpu0))),
+    );
+    result.insert(
+        "harnessCpuSecondsPerGB".into(),
+        json!(per_gb(cpu(Some(own_pid), harness_cpu0))),
+    );
+    result.insert(
+        "workloadDefinition".into(),
+        serde_json::to_value(w.as_ref()).expect("workload serialises"),
+    );
+    Ok(Value::Object(result))
+}
+
+/// OMB's latency fields: Avg, 50pct … 9999pct, Max, and a quantile map, in `unit` (1000 for ms
+/// from microseconds, 1 for microseconds as OMB's publish delay).
+fn insert_latency(out: &mut Map<String, Value>, prefix: &str, h: &Histogram<u64>, unit: f64) {
+    let q = |p: f64| h.value_at_quantile(p) as f64 / unit;
+    out.insert(format!("{prefix}Avg"), json!(h.mean() / unit));
+    for (name, p) in [
+        ("50pct", 0.5),
+        ("75pct", 0.75),
+        ("95pct", 0.95),
+        ("99pct", 0.99),
+        ("999pct", 0.999),
+        ("9999pct", 0.9999),
+    ] {
+        out.insert(format!("{prefix}{name}"), json!(q(p)));
+    }
+    out.insert(format!("{prefix}Max"), json!(h.max() as f64 / unit));
+    let quantiles: Map<String, Value> = h
+        .iter_quantiles(1)
+        .map(|v| {
+            (
+                format!("{:.6}", v.quantile_iterated_to() * 100.0),
+                json!(v.value_iterated_to() as f64 / unit),
+            )
+        })
+        .collect();
+    out.insert(format!("{prefix}Quantiles"), Value::Object(quantiles));
+    out.insert(format!("{prefix}Count"), json!(h.len()));
+}
+
+struct Series {
+    publish_rate: Vec<f64>,
+    consume_rate: Vec<f64>,
+    backlog: Vec<i64>,
+}
+
+fn sample_until(
+    c: &Counters,
+    start: Instant,
+    measure_from: Instant,
+    end: Instant,
+    progress: bool,
+) -> Series {
+    let mut s = Series {
+        publish_rate: Vec::new(),
+        consume_rate: Vec::new(),
+        backlog: Vec::new(),
+    };
+    let (mut last_p, mut last_c) = (0u64, 0u64);
+    let mut tick = start;
+    while tick < end {
+        tick += Duration::from_secs(1);
+        std::thread::sleep(tick.saturating_duration_since(Instant::now()));
+        let (p, cons) = (
+            Counters::get(&c.acked_messages),
+            Counters::get(&c.consumed_messages),
+        );
+        if tick > measure_from {
+            s.publish_rate.push((p - last_p) as f64);
+            s.consume_rate.push((cons - last_c) as f64);
+            s.backlog.push(p as i64 - cons as i64);
+        }
+        if progress {
+            let phase = if tick <= measure_from {
+                "warm-up"
+            } else {
+                "measuring"
+            };
+            let left = end.saturating_duration_since(tick).as_secs();
+            eprintln!("[{phase}] {:>9.0} msg/s published, {:>9.0} msg/s consumed, backlog {:>9}, {left:>4} s left", (p - last_p) as f64, (cons - last_c) as f64, p as i64 - cons as i64);
+        }
+        (last_p, last_c) = (p, cons);
+    }
+    s
+}
