@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: build, start a single ringlog node with its embedded defaults (one shard per
 # core, a fresh data dir), run a short workload with ringlog-bench (about 40 s), print the
-# summary and write the result JSON (and the HTML report, once perf/ renders one).
+# summary table and write the result JSON and the HTML report (perf/results/quickstart-*).
 #
 #   scripts/quickstart.sh [WORKLOAD.yaml]     (default perf/workloads/quickstart.yaml)
 set -euo pipefail
@@ -14,7 +14,7 @@ ringlog_install_deps
 ringlog_raise_memlock
 WORKLOAD="${1:-perf/workloads/quickstart.yaml}"
 echo "== building ringlog and ringlog-bench (release)" >&2
-cargo build --release -q -p node -p bench-harness
+cargo build --release -q -p node -p bench-harness -p perf
 target/release/ringlog-bench check "$WORKLOAD" >/dev/null
 DATA="$(mktemp -d -p "$REPO_ROOT/target" quickstart.XXXXXX)"
 PORT="$(python3 -c 'import socket
@@ -41,4 +41,4 @@ target/release/ringlog-bench run --bootstrap "127.0.0.1:$PORT" --workload "$WORK
 kill -TERM $PID; wait $PID || true
 trap - EXIT
 echo "result JSON: $OUT"
-echo "HTML report: not built yet (the perf/ report renderer is an open part of the bench issue)"
+target/release/ringlog-perf report "$OUT" --html "${OUT%.json}.html" --title "ringlog quickstart"

@@ -47,6 +47,10 @@ pub const BATCH_LOG_OVERHEAD: usize = 12;
 /// (backpressure: memory use per partition is bounded by this plus one tail chunk).
 pub const UNWRITTEN_BYTES_MAX: u64 = 64 << 20;
 
+/// Least time between two periodic recovery-point checkpoints (Kafka's
+/// `log.flush.offset.checkpoint.interval.ms` default). Roll and close always write it.
+pub const RECOVERY_POINT_CHECKPOINT_INTERVAL_MS: i64 = 60_000;
+
 /// Preallocation step of active segment files.
 pub const PREALLOCATE_BYTES: u64 = 64 << 20;
 

@@ -23,7 +23,7 @@ use crate::checkpoint::{sync_dir, write_checkpoint, LEADER_EPOCH_FILE, RECOVERY_
 use crate::config::LogConfig;
 use crate::error::{AppendError, FlushError, IoError};
 use crate::leader_epoch_cache::LeaderEpochCache;
-use crate::limits::UNWRITTEN_BYTES_MAX;
+use crate::limits::{RECOVERY_POINT_CHECKPOINT_INTERVAL_MS, UNWRITTEN_BYTES_MAX};
 use crate::segment::{seal_appender, write_index_files, Segment};
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 
@@ -44,6 +44,9 @@ pub(crate) struct LogState {
     pub recovery_point: Offset,
     pub unflushed_records: u64,
     pub first_unflushed_ms: Option<i64>,
+    /// The recovery point last written to the checkpoint file, and when (for `maybe_flush`).
+    pub checkpointed_recovery_point: Option<Offset>,
+    pub checkpointed_at_ms: i64,
     pub closed: bool,
 }
 
@@ -522,7 +525,9 @@ impl Log {
             .map_err(FlushError::Failed)
     }
 
-    /// The `flush.ms` policy and the periodic recovery-point checkpoint: call from a timer.
+    /// The `flush.ms` policy and the periodic recovery-point checkpoint (written when it moved,
+    /// at most every `RECOVERY_POINT_CHECKPOINT_INTERVAL_MS`, like Kafka's
+    /// `log.flush.offset.checkpoint.interval.ms`): call from a timer.
     pub async fn maybe_flush(&self, now_ms: i64) -> Result<(), FlushError> {
         let due = {
             let st = self.inner.state.borrow();
@@ -534,7 +539,15 @@ impl Log {
         if due {
             self.flush().await?;
         }
-        self.write_recovery_point_checkpoint().await?;
+        let checkpoint_due = {
+            let st = self.inner.state.borrow();
+            st.checkpointed_recovery_point != Some(st.recovery_point)
+                && now_ms - st.checkpointed_at_ms >= RECOVERY_POINT_CHECKPOINT_INTERVAL_MS
+        };
+        if checkpoint_due {
+            self.write_recovery_point_checkpoint().await?;
+            self.inner.state.borrow_mut().checkpointed_at_ms = now_ms;
+        }
         Ok(())
     }
 
@@ -542,6 +555,9 @@ impl Log {
         let rp = self.recovery_point();
         let written =
             write_checkpoint(&self.inner.dir, RECOVERY_POINT_FILE, &[rp.0.to_string()]).await;
+        if written.is_ok() {
+            self.inner.state.borrow_mut().checkpointed_recovery_point = Some(rp);
+        }
         self.poison_on_error(written)
     }
 

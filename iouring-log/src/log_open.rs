@@ -262,6 +262,8 @@ impl Log {
             recovery_point: end,
             unflushed_records: 0,
             first_unflushed_ms: None,
+            checkpointed_recovery_point: None,
+            checkpointed_at_ms: now_ms,
             closed: false,
         };
         state.check();

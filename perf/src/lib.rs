@@ -1,5 +1,9 @@
-//! `perf` will be the performance lab (not built yet; see the issues): workload files, suites
-//! that run ringlog and Apache Kafka side by side, the HTML/Markdown report renderer and
-//! recorded baselines.
+//! `perf` is the performance lab: it turns `ringlog-bench` result files (JSON with
+//! OpenMessaging Benchmark's field names) into one HTML report — throughput over time, latency
+//! percentile curves on a log axis as HdrHistogram plots them, side-by-side tables with ratios
+//! — and a Markdown summary for the README.
 //!
-//! It reads result files written by `ringlog-bench`; it must not measure anything itself.
+//! It reads result files; it must not measure anything itself. Not built yet: suites that start
+//! ringlog and Apache Kafka and run several workloads in one go, and recorded baselines.
+
+pub mod report;

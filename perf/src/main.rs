@@ -1,0 +1,55 @@
+//! `ringlog-perf report RESULT.json... --html OUT.html [--markdown OUT.md]`.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: ringlog-perf report RESULT.json... --html OUT.html [--markdown OUT.md] [--title TITLE]";
+    if args.first().map(String::as_str) != Some("report") {
+        eprintln!("{usage}");
+        return ExitCode::from(2);
+    }
+    let (mut files, mut html, mut md, mut title) = (
+        Vec::new(),
+        None,
+        None,
+        "ringlog benchmark report".to_owned(),
+    );
+    let mut it = args.into_iter().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--html" => html = it.next(),
+            "--markdown" => md = it.next(),
+            "--title" => title = it.next().unwrap_or(title),
+            _ => files.push(a),
+        }
+    }
+    let (Some(html), false) = (html, files.is_empty()) else {
+        eprintln!("{usage}");
+        return ExitCode::from(2);
+    };
+    let mut results = Vec::new();
+    for f in &files {
+        match perf::report::RunResult::load(f) {
+            Ok(r) => results.push(r),
+            Err(e) => {
+                eprintln!("ringlog-perf: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    if let Err(e) = std::fs::write(&html, perf::report::html(&results, &title)) {
+        eprintln!("ringlog-perf: writing {html}: {e}");
+        return ExitCode::FAILURE;
+    }
+    let summary = perf::report::markdown(&results);
+    if let Some(md) = md {
+        if let Err(e) = std::fs::write(&md, &summary) {
+            eprintln!("ringlog-perf: writing {md}: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    print!("{summary}");
+    println!("HTML report: {html}");
+    ExitCode::SUCCESS
+}
