@@ -20,7 +20,7 @@ pub async fn write_checkpoint(dir: &Path, name: &str, lines: &[String]) -> Resul
     let path = dir.join(name);
     let tmp = dir.join(format!("{name}.tmp"));
     write_file_durably(&tmp, text.into_bytes()).await?;
-    glommio::io::rename(&tmp, &path)
+    crate::helper_thread::on_helper_thread(glommio::io::rename(&tmp, &path))
         .await
         .map_err(|e| IoError::new("renaming checkpoint to", &path, e))?;
     sync_dir(dir).await

@@ -17,6 +17,7 @@ pub mod batch;
 pub mod checkpoint;
 pub mod config;
 pub mod error;
+mod helper_thread;
 pub mod leader_epoch_cache;
 pub mod limits;
 mod log;

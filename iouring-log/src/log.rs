@@ -59,6 +59,19 @@ pub(crate) struct LogInner {
     pub failed: RefCell<Option<String>>,
 }
 
+impl Drop for LogInner {
+    /// A log dropped without `close` stops its writer task once the appended bytes are written
+    /// (nothing is fsynced: that is what `close` is for).
+    fn drop(&mut self) {
+        if let Ok(st) = self.state.try_borrow() {
+            if let Some(a) = st.segments.last().and_then(|s| s.appender()) {
+                a.io.borrow_mut().closing = true;
+                a.events.notify_all();
+            }
+        }
+    }
+}
+
 /// One partition's log. See the module doc for the contract.
 #[derive(Clone)]
 pub struct Log {

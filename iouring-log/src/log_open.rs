@@ -180,7 +180,7 @@ async fn activate(segment: &mut Segment, now_ms: i64) -> Result<(), IoError> {
         .dma_open(path)
         .await
         .map_err(|e| IoError::new("opening segment for appends", path, e))?;
-    file.truncate(segment.size)
+    crate::helper_thread::on_helper_thread(file.truncate(segment.size))
         .await
         .map_err(|e| IoError::new("trimming", path, e))?;
     file.fdatasync()
@@ -202,7 +202,7 @@ async fn trim_file(path: &Path, size: u64) -> Result<(), IoError> {
         .dma_open(path)
         .await
         .map_err(|e| IoError::new("opening", path, e))?;
-    file.truncate(size)
+    crate::helper_thread::on_helper_thread(file.truncate(size))
         .await
         .map_err(|e| IoError::new("trimming", path, e))?;
     file.fdatasync()
@@ -219,7 +219,7 @@ async fn delete_segment_files(dir: &Path, bases: &[Offset]) -> Result<(), IoErro
         for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
             let path = segment_file(dir, base, suffix);
             if path.exists() {
-                glommio::io::remove(&path)
+                crate::helper_thread::on_helper_thread(glommio::io::remove(&path))
                     .await
                     .map_err(|e| IoError::new("deleting", &path, e))?;
             }

@@ -203,7 +203,7 @@ impl Log {
             .dma_open(p)
             .await
             .map_err(|e| IoError::new("opening segment for appends", p, e))?;
-        file.truncate(position)
+        crate::helper_thread::on_helper_thread(file.truncate(position))
             .await
             .map_err(|e| IoError::new("truncating", p, e))?;
         file.fdatasync()

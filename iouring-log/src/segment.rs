@@ -203,7 +203,8 @@ impl Segment {
             .expect("segment file has a directory");
         for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
             let path = segment_file(dir, self.base_offset, suffix);
-            if let Err(e) = glommio::io::remove(&path).await {
+            if let Err(e) = crate::helper_thread::on_helper_thread(glommio::io::remove(&path)).await
+            {
                 let e = std::io::Error::from(e);
                 if e.kind() != std::io::ErrorKind::NotFound {
                     return Err(IoError::new("deleting", path, e));
@@ -251,9 +252,7 @@ pub async fn seal_appender(appender: &Appender, size: u64) -> Result<(), IoError
         .map_err(|f| IoError::new("writing", path, std::io::Error::other(f)))?;
     let appended = appender.io.borrow().planner.appended();
     assert_eq!(appended, size, "sealed size differs from appended bytes");
-    appender
-        .file
-        .truncate(size)
+    crate::helper_thread::on_helper_thread(appender.file.truncate(size))
         .await
         .map_err(|e| IoError::new("trimming", path, e))?;
     appender

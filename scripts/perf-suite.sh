@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The performance lab's suite: runs workloads against ringlog and Apache Kafka 4.x (KRaft,
+# started from the jars scripts/fetch-kafka.sh resolves) one after the other on this machine,
+# then renders one HTML report and a Markdown summary from all result files.
+#
+#   scripts/perf-suite.sh OUT_DIR WORKLOAD.yaml...
+#
+# Env: SUITE_DURATION_MINUTES / SUITE_WARMUP_MINUTES override the workloads' durations;
+# SUITE_TARGETS (default "ringlog kafka"). Durability is the same for both: neither fsyncs per
+# message (Kafka's default flush policy; ringlog's log.flush.interval.messages=-1), acks=1 as the
+# workloads say. Both brokers use all cores; ringlog-bench runs beside them.
+set -euo pipefail
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
+cd "$REPO_ROOT"
+(( $# >= 2 )) || { echo "usage: $0 OUT_DIR WORKLOAD.yaml..." >&2; exit 2; }
+OUT_DIR="$1"; shift
+mkdir -p "$OUT_DIR"
+# shellcheck source=install-deps.sh
+source "$SCRIPT_DIR/install-deps.sh"
+ringlog_install_deps
+ringlog_raise_memlock
+cargo build --release -q -p node -p bench-harness -p perf
+for w in "$@"; do target/release/ringlog-bench check "$w" >/dev/null; done
+OVERRIDES=()
+[[ -n "${SUITE_DURATION_MINUTES:-}" ]] && OVERRIDES+=(--duration-minutes "$SUITE_DURATION_MINUTES")
+[[ -n "${SUITE_WARMUP_MINUTES:-}" ]] && OVERRIDES+=(--warmup-minutes "$SUITE_WARMUP_MINUTES")
+RESULTS=()
+
+run_workloads() { # TARGET BOOTSTRAP PID
+  for w in "${WORKLOADS[@]}"; do
+    local name; name="$(basename "$w" .yaml)"
+    local out="$OUT_DIR/$1-$name.json"
+    echo "== $1: $name" >&2
+    target/release/ringlog-bench run --bootstrap "$2" --workload "$w" --out "$out" --target "$1" --broker-pid "$3" "${OVERRIDES[@]}"
+    RESULTS+=("$out")
+  done
+}
+
+WORKLOADS=("$@")
+for target in ${SUITE_TARGETS:-ringlog kafka}; do
+  case "$target" in
+    ringlog)
+      DATA="$(mktemp -d -p "$REPO_ROOT/target" suite-ringlog.XXXXXX)"
+      target/release/ringlog serve --data-dir "$DATA" --listen 127.0.0.1:39092 >"$DATA/broker.log" 2>&1 &
+      PID=$!
+      for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/39092) 2>/dev/null && break; sleep 0.1; done
+      kill -0 $PID || { cat "$DATA/broker.log" >&2; echo "ringlog did not start" >&2; exit 1; }
+      run_workloads ringlog 127.0.0.1:39092 "$PID"
+      kill -TERM $PID; wait $PID || true
+      rm -rf "$DATA"
+      ;;
+    kafka)
+      export KAFKA_DATA_DIR; KAFKA_DATA_DIR="$(mktemp -d -p "$REPO_ROOT/target" suite-kafka.XXXXXX)"
+      export KAFKA_PORT=39192 KAFKA_CONTROLLER_PORT=39193 KAFKA_HEAP_OPTS="-Xms1g -Xmx1g"
+      "$SCRIPT_DIR/kafka-start.sh" >/dev/null || { echo "Apache Kafka did not start (see $KAFKA_DATA_DIR)" >&2; exit 1; }
+      run_workloads kafka 127.0.0.1:39192 "$(cat "$KAFKA_DATA_DIR/kafka.pid")"
+      "$SCRIPT_DIR/kafka-stop.sh" >/dev/null
+      rm -rf "$KAFKA_DATA_DIR"
+      ;;
+    *) echo "unknown target '$target' (ringlog, kafka)" >&2; exit 2 ;;
+  esac
+done
+target/release/ringlog-perf report "${RESULTS[@]}" --html "$OUT_DIR/report.html" --markdown "$OUT_DIR/summary.md" --title "ringlog vs Apache Kafka"
