@@ -26,6 +26,8 @@ use crate::stats::{histogram, record, Counters, Histograms};
 use crate::workload::{KeyDistributor, Workload};
 
 const PRODUCE_VERSION: i16 = 7;
+/// Bytes a record adds around its value in a v2 batch, roughly (varints of a small record).
+const RECORD_OVERHEAD_BYTES: usize = 16;
 /// Distinct keys cycled through by KEY_ROUND_ROBIN.
 const KEYS: u64 = 10_000;
 
@@ -142,7 +144,8 @@ impl ProducerTask {
             b.records
                 .push(bench_record(b.records.len() as i64, key, value.freeze()));
             b.sent_at.push(now);
-            b.bytes += w.message_size;
+            // Record framing (length, attributes, deltas, key length, headers count) on top.
+            b.bytes += w.message_size + RECORD_OVERHEAD_BYTES;
             Counters::add(&self.counters.sent_messages, 1);
             if b.bytes >= w.producer.batch_size_bytes {
                 let b = batches.remove(&partition).expect("batch present");

@@ -140,37 +140,38 @@ fn fmt(v: Option<f64>) -> String {
     }
 }
 
-/// A Markdown table of the results side by side, with ratios to the first.
+/// A Markdown table of the results side by side, results of the same workload next to each
+/// other, each with its ratio to the first result of that workload.
 pub fn markdown(results: &[RunResult]) -> String {
+    let mut order: Vec<&RunResult> = results.iter().collect();
+    let workloads: Vec<&str> = results.iter().fold(Vec::new(), |mut acc, r| {
+        if !acc.contains(&r.workload.as_str()) {
+            acc.push(r.workload.as_str());
+        }
+        acc
+    });
+    order.sort_by_key(|r| workloads.iter().position(|w| *w == r.workload));
+    let base_of = |r: &RunResult| order.iter().find(|b| b.workload == r.workload).copied();
     let mut out = String::new();
-    let names: Vec<String> = results
-        .iter()
-        .map(|r| format!("{} ({})", r.driver, r.workload))
-        .collect();
+    let names: Vec<String> = order.iter().map(|r| format!("{} ({})", r.driver, r.workload)).collect();
     writeln!(out, "| metric | {} |", names.join(" | ")).ok();
-    writeln!(out, "|---|{}", "---|".repeat(results.len())).ok();
-    let base = results.first();
-    let row = |label: &str, vals: Vec<Option<f64>>| {
-        let cells: Vec<String> = vals
+    writeln!(out, "|---|{}", "---|".repeat(order.len())).ok();
+    let row = |label: &str, value: &dyn Fn(&RunResult) -> Option<f64>| {
+        let cells: Vec<String> = order
             .iter()
-            .enumerate()
-            .map(|(i, v)| match (i, base.and(vals[0]), v) {
-                (0, _, v) => fmt(*v),
-                (_, Some(b), Some(v)) if b != 0.0 => format!("{} ({:.2}×)", fmt(Some(*v)), v / b),
-                (_, _, v) => fmt(*v),
+            .map(|r| {
+                let base = base_of(r).filter(|b| !std::ptr::eq(*b, *r));
+                match (value(r), base.and_then(|b| value(b))) {
+                    (Some(v), Some(b)) if b != 0.0 => format!("{} ({:.2}×)", fmt(Some(v)), v / b),
+                    (v, _) => fmt(v),
+                }
             })
             .collect();
         format!("| {label} | {} |\n", cells.join(" | "))
     };
-    out.push_str(&row(
-        "publish rate (msg/s)",
-        results
-            .iter()
-            .map(|r| Some(r.mean_publish_rate()))
-            .collect(),
-    ));
+    out.push_str(&row("publish rate (msg/s)", &|r| Some(r.mean_publish_rate())));
     for (label, key, _) in TABLE {
-        out.push_str(&row(label, results.iter().map(|r| r.metric(key)).collect()));
+        out.push_str(&row(label, &|r| r.metric(key)));
     }
     out
 }
