@@ -18,6 +18,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use glommio::io::DmaFile;
 
@@ -28,6 +29,10 @@ use crate::notify::Notify;
 use crate::tail::Tail;
 
 const BLOCK: u64 = DIRECT_IO_ALIGNMENT as u64;
+
+/// Longest a partial last block waits in memory before it is written when nothing asks for it
+/// (flush, close). Like Kafka's page cache, unflushed data is not durable either way.
+pub const PARTIAL_WRITE_DELAY: Duration = Duration::from_millis(20);
 
 pub fn align_down(v: u64) -> u64 {
     v - v % BLOCK
@@ -114,7 +119,9 @@ impl WritePlanner {
     }
 
     /// The next write to issue, if any may be issued now.
-    pub fn plan(&mut self) -> Option<WriteJob> {
+    /// `partial_allowed`: whether the last, partial block may be written now (a flush waits for
+    /// it, the segment is closing, or it has waited long enough).
+    pub fn plan(&mut self, partial_allowed: bool) -> Option<WriteJob> {
         if self.inflight.len() >= WRITES_IN_FLIGHT_MAX {
             return None;
         }
@@ -136,7 +143,8 @@ impl WritePlanner {
             let start = self.next_full;
             self.next_full += len;
             (start, len, start + len)
-        } else if self.appended > self.next_full
+        } else if partial_allowed
+            && self.appended > self.next_full
             && self.inflight.is_empty()
             && !wait_for_whole_chunk
             && self.written < self.appended
@@ -216,6 +224,24 @@ pub struct AppenderIo {
     pub preallocated: u64,
     /// Set when the segment is being sealed or closed: the writer drains and exits.
     pub closing: bool,
+    /// Highest byte end a flush is waiting to see written.
+    pub flush_wanted_through: u64,
+    /// Since when appended bytes of a partial block have been waiting unwritten.
+    pub partial_pending_since: Option<Instant>,
+}
+
+impl AppenderIo {
+    /// Whether the last, partial block may be written now: a flush waits for it, the segment
+    /// is closing, or it has waited [`PARTIAL_WRITE_DELAY`]. Otherwise it stays in memory
+    /// (readers are served from the tail) so that a trickle of small appends does not cost one
+    /// O_DIRECT rewrite of the same block each.
+    pub fn partial_allowed(&self, now: Instant) -> bool {
+        self.closing
+            || self.flush_wanted_through > self.planner.written()
+            || self
+                .partial_pending_since
+                .is_some_and(|t| now >= t + PARTIAL_WRITE_DELAY)
+    }
 }
 
 /// Everything the writer task needs.
@@ -240,6 +266,8 @@ impl Appender {
                 failed: None,
                 preallocated: 0,
                 closing: false,
+                flush_wanted_through: 0,
+                partial_pending_since: None,
             })),
             events: Rc::new(Notify::default()),
         }
@@ -274,7 +302,13 @@ impl Appender {
                     if io.failed.is_some() {
                         return;
                     }
-                    io.planner.plan()
+                    let partial_allowed = io.partial_allowed(Instant::now());
+                    let job = io.planner.plan(partial_allowed);
+                    if job.is_some_and(|j| j.logical_end % BLOCK != 0) {
+                        // The partial block goes out now; its wait starts again afterwards.
+                        io.partial_pending_since = None;
+                    }
+                    job
                 };
                 let Some(job) = job else { break };
                 issued = true;
@@ -289,7 +323,34 @@ impl Appender {
                 }
             }
             if !issued || self.events.generation() == seen {
-                self.events.changed(seen).await;
+                self.wait_for_event_or_partial_deadline(seen).await;
+            }
+        }
+    }
+
+    /// Waits for the next event, or until the unwritten partial block has waited
+    /// [`PARTIAL_WRITE_DELAY`], whichever comes first.
+    async fn wait_for_event_or_partial_deadline(&self, seen: u64) {
+        let deadline = {
+            let mut io = self.io.borrow_mut();
+            let pending = io.planner.appended() > io.planner.written();
+            if !pending {
+                io.partial_pending_since = None;
+                None
+            } else {
+                let since = *io.partial_pending_since.get_or_insert_with(Instant::now);
+                Some(since + PARTIAL_WRITE_DELAY)
+            }
+        };
+        match deadline {
+            // Past the deadline a partial write is already allowed; if none was planned, one
+            // is in flight and its completion is the event to wait for (a zero timer here would
+            // spin and starve that completion).
+            None => self.events.changed(seen).await,
+            Some(at) if at <= Instant::now() => self.events.changed(seen).await,
+            Some(at) => {
+                let timer = glommio::timer::sleep(at.saturating_duration_since(Instant::now()));
+                futures_lite::future::or(self.events.changed(seen), timer).await;
             }
         }
     }
@@ -380,15 +441,15 @@ mod tests {
     fn full_blocks_pipeline_and_partial_waits_for_idle() {
         let mut p = WritePlanner::new(0);
         p.on_append(3 * WRITE_BYTES_MAX as u64 + 100);
-        let a = p.plan().unwrap();
-        let b = p.plan().unwrap();
-        let c = p.plan().unwrap();
+        let a = p.plan(true).unwrap();
+        let b = p.plan(true).unwrap();
+        let c = p.plan(true).unwrap();
         assert_eq!(
             (a.start, b.start, c.start),
             (0, WRITE_BYTES_MAX as u64, 2 * WRITE_BYTES_MAX as u64)
         );
         assert_eq!(
-            p.plan(),
+            p.plan(true),
             None,
             "partial block waits while full writes are in flight"
         );
@@ -397,19 +458,19 @@ mod tests {
         p.complete(a.id);
         p.complete(c.id);
         assert_eq!(p.written(), 3 * WRITE_BYTES_MAX as u64);
-        let d = p.plan().unwrap();
+        let d = p.plan(true).unwrap();
         assert_eq!(
             (d.len, d.logical_end),
             (4096, 3 * WRITE_BYTES_MAX as u64 + 100)
         );
         p.on_append(3 * WRITE_BYTES_MAX as u64 + 5000);
         assert_eq!(
-            p.plan(),
+            p.plan(true),
             None,
             "the block being written is not written twice at once"
         );
         p.complete(d.id);
-        let e = p.plan().unwrap();
+        let e = p.plan(true).unwrap();
         assert_eq!(
             e.start,
             3 * WRITE_BYTES_MAX as u64,
@@ -430,7 +491,7 @@ mod tests {
                 match rng.gen_range(0..3) {
                     0 => p.on_append(p.appended() + rng.gen_range(1..300_000)),
                     1 => {
-                        while let Some(j) = p.plan() {
+                        while let Some(j) = p.plan(true) {
                             for f in &flying {
                                 let overlap = j.start < f.start + f.len as u64
                                     && f.start < j.start + j.len as u64;
@@ -447,7 +508,7 @@ mod tests {
                 }
             }
             loop {
-                while let Some(j) = p.plan() {
+                while let Some(j) = p.plan(true) {
                     flying.push(j);
                 }
                 if flying.is_empty() {

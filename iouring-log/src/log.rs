@@ -532,6 +532,11 @@ impl Log {
     }
 
     async fn wait_written(&self, appender: &Appender, target_bytes: u64) -> Result<(), FlushError> {
+        {
+            let mut io = appender.io.borrow_mut();
+            io.flush_wanted_through = io.flush_wanted_through.max(target_bytes);
+        }
+        appender.events.notify_all();
         appender
             .wait_until(|p| p.written() >= target_bytes)
             .await

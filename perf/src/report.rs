@@ -153,7 +153,10 @@ pub fn markdown(results: &[RunResult]) -> String {
     order.sort_by_key(|r| workloads.iter().position(|w| *w == r.workload));
     let base_of = |r: &RunResult| order.iter().find(|b| b.workload == r.workload).copied();
     let mut out = String::new();
-    let names: Vec<String> = order.iter().map(|r| format!("{} ({})", r.driver, r.workload)).collect();
+    let names: Vec<String> = order
+        .iter()
+        .map(|r| format!("{} ({})", r.driver, r.workload))
+        .collect();
     writeln!(out, "| metric | {} |", names.join(" | ")).ok();
     writeln!(out, "|---|{}", "---|".repeat(order.len())).ok();
     let row = |label: &str, value: &dyn Fn(&RunResult) -> Option<f64>| {
@@ -169,7 +172,9 @@ pub fn markdown(results: &[RunResult]) -> String {
             .collect();
         format!("| {label} | {} |\n", cells.join(" | "))
     };
-    out.push_str(&row("publish rate (msg/s)", &|r| Some(r.mean_publish_rate())));
+    out.push_str(&row("publish rate (msg/s)", &|r| {
+        Some(r.mean_publish_rate())
+    }));
     for (label, key, _) in TABLE {
         out.push_str(&row(label, &|r| r.metric(key)));
     }
