@@ -164,7 +164,7 @@ pub fn markdown(results: &[RunResult]) -> String {
             .iter()
             .map(|r| {
                 let base = base_of(r).filter(|b| !std::ptr::eq(*b, *r));
-                match (value(r), base.and_then(|b| value(b))) {
+                match (value(r), base.and_then(value)) {
                     (Some(v), Some(b)) if b != 0.0 => format!("{} ({:.2}×)", fmt(Some(v)), v / b),
                     (v, _) => fmt(v),
                 }
