@@ -90,13 +90,8 @@ pub fn run(workload: Workload, opts: &RunOptions) -> Result<Value, ClientError> 
             }
         }
     }
-    let series = sample_until(
-        &counters,
-        start,
-        measure_from,
-        end + Duration::from_secs(2),
-        opts.progress,
-    );
+    // Sampled over the measured interval only; consumers then get 2 s more to drain.
+    let series = sample_until(&counters, start, measure_from, end, opts.progress);
     for t in threads {
         t.join().expect("worker thread")?;
     }
