@@ -1,7 +1,7 @@
 //! Small checkpoint files written atomically: temporary file, fdatasync, rename, directory
 //! fsync. Format as Kafka's checkpoint files: a version line, a count line, one entry a line.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use glommio::io::{BufferedFile, Directory};
 
@@ -103,10 +103,6 @@ pub fn parse_checkpoint(bytes: &[u8]) -> Option<Vec<String>> {
     let count: usize = lines.next()?.parse().ok()?;
     let entries: Vec<String> = lines.map(str::to_owned).collect();
     (entries.len() == count).then_some(entries)
-}
-
-pub fn checkpoint_path(dir: &Path, name: &str) -> PathBuf {
-    dir.join(name)
 }
 
 #[cfg(test)]

@@ -101,3 +101,14 @@ pub enum FlushError {
     #[error(transparent)]
     Io(#[from] IoError),
 }
+
+/// A flush, roll or permit failure met while appending.
+impl From<FlushError> for AppendError {
+    fn from(e: FlushError) -> AppendError {
+        match e {
+            FlushError::Io(io) => AppendError::Io(io),
+            FlushError::Failed(f) => AppendError::Failed(f),
+            other => AppendError::Failed(other.to_string()),
+        }
+    }
+}

@@ -269,15 +269,7 @@ impl Log {
         leader_epoch: Option<LeaderEpoch>,
         now_ms: i64,
     ) -> Result<AppendInfo, AppendError> {
-        let permit = self
-            .inner
-            .mutation
-            .acquire_permit(1)
-            .await
-            .expect("log semaphore never closes");
-        if let Some(f) = self.failure() {
-            return Err(AppendError::Failed(f));
-        }
+        let permit = self.mutation_permit().await?;
         self.check_append_start(&headers, leader_epoch)?;
         let mut info = AppendInfo {
             first_offset: self.log_end_offset(),
@@ -330,12 +322,7 @@ impl Log {
                 .is_some_and(|n| st.unflushed_records >= n)
         };
         if flush_due {
-            self.flush_through(info.last_offset.next())
-                .await
-                .map_err(|e| match e {
-                    FlushError::Io(io) => AppendError::Io(io),
-                    other => AppendError::Failed(other.to_string()),
-                })?;
+            self.flush_through(info.last_offset.next()).await?;
         }
         Ok(info)
     }
@@ -401,10 +388,7 @@ impl Log {
             a.size > 0 && (full || old || overflow)
         };
         if due {
-            self.roll_locked(now_ms).await.map_err(|e| match e {
-                FlushError::Io(io) => AppendError::Io(io),
-                other => AppendError::Failed(other.to_string()),
-            })?;
+            self.roll_locked(now_ms).await?;
         }
         Ok(())
     }

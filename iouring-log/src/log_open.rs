@@ -6,7 +6,6 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use glommio::io::OpenOptions;
 use glommio::sync::Semaphore;
 
 use crate::appender::Appender;
@@ -20,8 +19,9 @@ use crate::log::{Log, LogInner, LogState};
 use crate::offset_index::OffsetIndex;
 use crate::recovery::{next_offset_from_index, scan_segment};
 use crate::segment::{
-    open_read_file, read_partial_block, segment_file, write_index_files, ActiveSegment, Segment,
-    SegmentIndexes, SegmentState, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+    delete_segment_files, open_read_file, open_trimmed, read_partial_block, segment_file,
+    write_index_files, ActiveSegment, Segment, SegmentIndexes, SegmentState, INDEX_SUFFIX,
+    LOG_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use crate::time_index::TimeIndex;
 use crate::types::Offset;
@@ -174,57 +174,13 @@ async fn load_scanned(
 /// the last partial block in memory.
 async fn activate(segment: &mut Segment, now_ms: i64) -> Result<(), IoError> {
     let path = segment.log_path.as_path();
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .dma_open(path)
-        .await
-        .map_err(|e| IoError::new("opening segment for appends", path, e))?;
-    crate::helper_thread::on_helper_thread(file.truncate(segment.size))
-        .await
-        .map_err(|e| IoError::new("trimming", path, e))?;
-    file.fdatasync()
-        .await
-        .map_err(|e| IoError::new("syncing", path, e))?;
+    let file = open_trimmed(path, segment.size).await?;
     let partial = read_partial_block(&segment.read_file, path, segment.size).await?;
     let appender = Appender::new(file, path.to_path_buf(), segment.size, &partial);
     if segment.size == 0 {
         segment.rolling_timestamp_ms = now_ms;
     }
     segment.state = SegmentState::Active(ActiveSegment::start(appender));
-    Ok(())
-}
-
-/// Cuts a segment file to its valid size, durably.
-async fn trim_file(path: &Path, size: u64) -> Result<(), IoError> {
-    let file = OpenOptions::new()
-        .write(true)
-        .dma_open(path)
-        .await
-        .map_err(|e| IoError::new("opening", path, e))?;
-    crate::helper_thread::on_helper_thread(file.truncate(size))
-        .await
-        .map_err(|e| IoError::new("trimming", path, e))?;
-    file.fdatasync()
-        .await
-        .map_err(|e| IoError::new("syncing", path, e))?;
-    file.close()
-        .await
-        .map_err(|e| IoError::new("closing", path, e))
-}
-
-/// Deletes every file of the segments in `bases` (data found after damage).
-async fn delete_segment_files(dir: &Path, bases: &[Offset]) -> Result<(), IoError> {
-    for &base in bases {
-        for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
-            let path = segment_file(dir, base, suffix);
-            if path.exists() {
-                crate::helper_thread::on_helper_thread(glommio::io::remove(&path))
-                    .await
-                    .map_err(|e| IoError::new("deleting", &path, e))?;
-            }
-        }
-    }
     Ok(())
 }
 
@@ -317,8 +273,15 @@ async fn load_segments(
         if damaged && !last {
             let later = &bases[i + 1..];
             tracing::warn!(dir = %dir.display(), segments = later.len(), "deleting segments after damaged data");
-            trim_file(&seg.log_path, seg.size).await?;
-            delete_segment_files(dir, later).await?;
+            let path = seg.log_path.as_path();
+            let trimmed = open_trimmed(path, seg.size).await?;
+            trimmed
+                .close()
+                .await
+                .map_err(|e| IoError::new("closing", path, e))?;
+            for &base in later {
+                delete_segment_files(dir, base).await?;
+            }
             sync_dir(dir).await?;
             segments.push(seg);
             break;

@@ -1,15 +1,15 @@
 //! Retention: deleting whole old segments by `retention.bytes` and `retention.ms`, and
 //! truncation of the log end for followers.
 
-use glommio::io::OpenOptions;
-
 use crate::appender::Appender;
 use crate::error::{FlushError, IoError};
 use crate::leader_epoch_cache::LeaderEpochCache;
 use crate::log::Log;
 use crate::reader::SegmentView;
 use crate::recovery::scan_segment;
-use crate::segment::{read_partial_block, seal_appender, ActiveSegment, SegmentState};
+use crate::segment::{
+    open_trimmed, read_partial_block, seal_appender, ActiveSegment, SegmentState,
+};
 use crate::types::{Offset, TimestampMs};
 
 /// What retention may know about one segment.
@@ -197,18 +197,7 @@ impl Log {
             (a.log_path.clone(), a.base_offset, a.read_file.clone())
         };
         let p = path.as_path();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .dma_open(p)
-            .await
-            .map_err(|e| IoError::new("opening segment for appends", p, e))?;
-        crate::helper_thread::on_helper_thread(file.truncate(position))
-            .await
-            .map_err(|e| IoError::new("truncating", p, e))?;
-        file.fdatasync()
-            .await
-            .map_err(|e| IoError::new("syncing", p, e))?;
+        let file = open_trimmed(p, position).await?;
         let interval = self.inner.config.index_interval_bytes;
         let mut scratch_epochs = LeaderEpochCache::default();
         let scan =

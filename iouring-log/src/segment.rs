@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use glommio::io::{BufferedFile, OpenOptions};
+use glommio::io::{BufferedFile, DmaFile, OpenOptions};
 
 use crate::appender::Appender;
 use crate::batch::BatchHeader;
@@ -201,17 +201,7 @@ impl Segment {
             .log_path
             .parent()
             .expect("segment file has a directory");
-        for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
-            let path = segment_file(dir, self.base_offset, suffix);
-            if let Err(e) = crate::helper_thread::on_helper_thread(glommio::io::remove(&path)).await
-            {
-                let e = std::io::Error::from(e);
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    return Err(IoError::new("deleting", path, e));
-                }
-            }
-        }
-        Ok(())
+        delete_segment_files(dir, self.base_offset).await
     }
 }
 
@@ -287,4 +277,37 @@ pub async fn read_partial_block(
         .await
         .map_err(|e| IoError::new("reading last block", path, e))?;
     Ok(r.to_vec())
+}
+
+/// Deletes the `.log`, `.index` and `.timeindex` of the segment at `base_offset`; files
+/// already gone are fine.
+pub async fn delete_segment_files(dir: &Path, base_offset: Offset) -> Result<(), IoError> {
+    for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+        let path = segment_file(dir, base_offset, suffix);
+        if let Err(e) = crate::helper_thread::on_helper_thread(glommio::io::remove(&path)).await {
+            let e = std::io::Error::from(e);
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(IoError::new("deleting", path, e));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Opens a segment file for O_DIRECT appends, cut to `size` (dropping torn or truncated
+/// bytes and preallocation) and synced.
+pub async fn open_trimmed(path: &Path, size: u64) -> Result<DmaFile, IoError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .dma_open(path)
+        .await
+        .map_err(|e| IoError::new("opening segment for appends", path, e))?;
+    crate::helper_thread::on_helper_thread(file.truncate(size))
+        .await
+        .map_err(|e| IoError::new("trimming", path, e))?;
+    file.fdatasync()
+        .await
+        .map_err(|e| IoError::new("syncing", path, e))?;
+    Ok(file)
 }
