@@ -14,6 +14,7 @@ use futures_lite::StreamExt;
 use glommio::net::TcpListener;
 use iouring_log::notify::Notify;
 use iouring_log::{Log, LogConfig, Offset};
+use kafka_protocol::ResponseError;
 
 use crate::config::BrokerConfig;
 use crate::metadata::{Command, Snapshot, SnapshotUpdate, TopicMeta};
@@ -52,6 +53,16 @@ impl ShardCtx {
             .borrow()
             .get(&(topic.to_owned(), index))
             .cloned()
+    }
+
+    /// Kafka's answer for a partition this shard does not serve: another shard leads it, or it
+    /// does not exist.
+    pub fn not_served(&self, topic: &str, index: i32) -> ResponseError {
+        if self.snapshot.borrow().partition(topic, index).is_some() {
+            ResponseError::NotLeaderOrFollower
+        } else {
+            ResponseError::UnknownTopicOrPartition
+        }
     }
 
     /// The log config of a topic: broker defaults overridden by the topic's configs.

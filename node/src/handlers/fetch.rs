@@ -100,16 +100,7 @@ async fn read_partition(
     pd.log_start_offset = -1;
     pd.preferred_read_replica = BrokerId(-1);
     let Some(part) = ctx.partition(topic, fp.partition) else {
-        let known = ctx
-            .snapshot
-            .borrow()
-            .partition(topic, fp.partition)
-            .is_some();
-        let e = if known {
-            ResponseError::NotLeaderOrFollower
-        } else {
-            ResponseError::UnknownTopicOrPartition
-        };
+        let e = ctx.not_served(topic, fp.partition);
         pd.error_code = e.code();
         return (pd, Vec::new());
     };

@@ -32,16 +32,7 @@ pub async fn handle(
             pr.leader_epoch = -1;
             match ctx.partition(&name, p.partition_index) {
                 None => {
-                    let known = ctx
-                        .snapshot
-                        .borrow()
-                        .partition(&name, p.partition_index)
-                        .is_some();
-                    let e = if known {
-                        ResponseError::NotLeaderOrFollower
-                    } else {
-                        ResponseError::UnknownTopicOrPartition
-                    };
+                    let e = ctx.not_served(&name, p.partition_index);
                     pr.error_code = e.code();
                 }
                 Some(part) => {

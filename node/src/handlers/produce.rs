@@ -79,18 +79,13 @@ async fn produce_partition(
     version: i16,
 ) -> Outcome {
     let Some(part) = ctx.partition(topic, pd.index) else {
-        let known = ctx.snapshot.borrow().partition(topic, pd.index).is_some();
-        return Err(if known {
-            (
-                ResponseError::NotLeaderOrFollower,
-                format!("{topic}-{} is led by another shard", pd.index),
-            )
+        let e = ctx.not_served(topic, pd.index);
+        let why = if e == ResponseError::NotLeaderOrFollower {
+            "is led by another shard"
         } else {
-            (
-                ResponseError::UnknownTopicOrPartition,
-                format!("{topic}-{} does not exist", pd.index),
-            )
-        });
+            "does not exist"
+        };
+        return Err((e, format!("{topic}-{} {why}", pd.index)));
     };
     let records = pd.records.unwrap_or_default();
     if records.len() > part.max_message_bytes {
