@@ -6,7 +6,9 @@
 #   scripts/perf-suite.sh OUT_DIR WORKLOAD.yaml...
 #
 # Env: SUITE_DURATION_MINUTES / SUITE_WARMUP_MINUTES override the workloads' durations;
-# SUITE_TARGETS (default "ringlog kafka"). Durability is the same for both: neither fsyncs per
+# SUITE_TARGETS (default "ringlog kafka"); SUITE_BROKER_CPUS / SUITE_HARNESS_CPUS (taskset CPU
+# lists, e.g. 1 and 0) pin each broker and ringlog-bench to separate cores — ringlog then runs one
+# shard per allowed CPU, Kafka's JVM sizes its thread pools to the same CPUs. Durability is the same for both: neither fsyncs per
 # message (Kafka's default flush policy; ringlog's log.flush.interval.messages=-1), acks=1 as the
 # workloads say. Both brokers use all cores; ringlog-bench runs beside them.
 set -euo pipefail
@@ -22,6 +24,9 @@ ringlog_install_deps
 ringlog_raise_memlock
 cargo build --release -q -p node -p bench-harness -p perf
 for w in "$@"; do target/release/ringlog-bench check "$w" >/dev/null; done
+BROKER_PIN=(); HARNESS_PIN=()
+[[ -n "${SUITE_BROKER_CPUS:-}" ]] && BROKER_PIN=(taskset -c "$SUITE_BROKER_CPUS")
+[[ -n "${SUITE_HARNESS_CPUS:-}" ]] && HARNESS_PIN=(taskset -c "$SUITE_HARNESS_CPUS")
 OVERRIDES=()
 [[ -n "${SUITE_DURATION_MINUTES:-}" ]] && OVERRIDES+=(--duration-minutes "$SUITE_DURATION_MINUTES")
 [[ -n "${SUITE_WARMUP_MINUTES:-}" ]] && OVERRIDES+=(--warmup-minutes "$SUITE_WARMUP_MINUTES")
@@ -32,7 +37,7 @@ run_workloads() { # TARGET BOOTSTRAP PID
     local name; name="$(basename "$w" .yaml)"
     local out="$OUT_DIR/$1-$name.json"
     echo "== $1: $name" >&2
-    target/release/ringlog-bench run --bootstrap "$2" --workload "$w" --out "$out" --target "$1" --broker-pid "$3" "${OVERRIDES[@]}"
+    "${HARNESS_PIN[@]}" target/release/ringlog-bench run --bootstrap "$2" --workload "$w" --out "$out" --target "$1" --broker-pid "$3" "${OVERRIDES[@]}"
     RESULTS+=("$out")
   done
 }
@@ -42,7 +47,7 @@ for target in ${SUITE_TARGETS:-ringlog kafka}; do
   case "$target" in
     ringlog)
       DATA="$(mktemp -d -p "$REPO_ROOT/target" suite-ringlog.XXXXXX)"
-      target/release/ringlog serve --data-dir "$DATA" --listen 127.0.0.1:39092 >"$DATA/broker.log" 2>&1 &
+      "${BROKER_PIN[@]}" target/release/ringlog serve --data-dir "$DATA" --listen 127.0.0.1:39092 >"$DATA/broker.log" 2>&1 &
       PID=$!
       for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/39092) 2>/dev/null && break; sleep 0.1; done
       kill -0 $PID || { cat "$DATA/broker.log" >&2; echo "ringlog did not start" >&2; exit 1; }
@@ -53,7 +58,7 @@ for target in ${SUITE_TARGETS:-ringlog kafka}; do
     kafka)
       export KAFKA_DATA_DIR; KAFKA_DATA_DIR="$(mktemp -d -p "$REPO_ROOT/target" suite-kafka.XXXXXX)"
       export KAFKA_PORT=39192 KAFKA_CONTROLLER_PORT=39193 KAFKA_HEAP_OPTS="-Xms1g -Xmx1g"
-      "$SCRIPT_DIR/kafka-start.sh" >/dev/null || { echo "Apache Kafka did not start (see $KAFKA_DATA_DIR)" >&2; exit 1; }
+      "${BROKER_PIN[@]}" "$SCRIPT_DIR/kafka-start.sh" >/dev/null || { echo "Apache Kafka did not start (see $KAFKA_DATA_DIR)" >&2; exit 1; }
       run_workloads kafka 127.0.0.1:39192 "$(cat "$KAFKA_DATA_DIR/kafka.pid")"
       "$SCRIPT_DIR/kafka-stop.sh" >/dev/null
       rm -rf "$KAFKA_DATA_DIR"

@@ -115,14 +115,18 @@ pub struct FoundBatch {
 }
 
 impl SegmentView {
-    /// `(file readable end, logical end)` right now.
+    /// `(end of the bytes served from the file, logical end)` right now. Bytes the tail still
+    /// holds are served from memory even when they are already written: O_DIRECT writes bypass
+    /// the page cache, so reading them back from the file would go to the device, and a
+    /// consumer at the head of the log would pay a disk read and a blocking-pool hop per fetch.
     fn live_bounds(&self) -> (u64, u64) {
         match &self.io {
             None => (self.size, self.size),
             Some(io) => {
                 let io = io.borrow();
                 let end = io.tail.end();
-                (align_down(io.planner.written()).min(end), end)
+                let file_end = align_down(io.planner.written()).min(io.tail.first_position());
+                (file_end.min(end), end)
             }
         }
     }

@@ -385,3 +385,38 @@ fn concurrent_append_and_read_on_one_shard() {
         );
     });
 }
+
+#[test]
+fn head_reads_come_from_memory_until_the_tail_releases_them() {
+    run(|| async {
+        let dir = tmpdir();
+        let log = Log::open(dir.path(), LogConfig::default(), 0)
+            .await
+            .unwrap();
+        fill(&log, 50).await;
+        log.flush().await.unwrap();
+        let opts = ReadOptions {
+            max_bytes: 1 << 20,
+            max_offset: None,
+            min_one_batch: true,
+        };
+        // Written and fsynced, but still in the active segment's tail: O_DIRECT wrote around the
+        // page cache, so the head is served from memory, not read back from the device.
+        let r = log.read(Offset(10), opts).await.unwrap();
+        assert!(!r.is_empty());
+        assert!(
+            r.slices.iter().all(|s| s.file_range().is_none()),
+            "head of the log read from the file: {:?}",
+            r.slices.iter().map(|s| s.file_range()).collect::<Vec<_>>()
+        );
+        let head = decode(&iouring_log::read_slices_to_vec(&r.slices).await.unwrap());
+        assert_eq!(head.first().map(|r| r.offset), Some(10));
+        assert_eq!(head.last().map(|r| r.offset), Some(49));
+        // Once the segment is sealed its bytes come from the file (sendfile-able).
+        log.roll(0).await.unwrap();
+        let r = log.read(Offset(10), opts).await.unwrap();
+        assert!(r.slices.iter().all(|s| s.file_range().is_some()));
+        let sealed = decode(&iouring_log::read_slices_to_vec(&r.slices).await.unwrap());
+        assert_eq!(sealed.len(), head.len());
+    });
+}

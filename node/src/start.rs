@@ -44,7 +44,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, String> {
     let (commands, command_rx) = mpsc::channel();
     let mut to_shards = Vec::new();
     let mut shards = Vec::new();
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpus = allowed_cpus();
     for shard in 0..config.shards {
         let (tx, rx) = fmpsc::unbounded();
         to_shards.push(tx);
@@ -54,7 +54,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, String> {
             stopping.clone(),
             producer_ids.clone(),
         );
-        let handle = LocalExecutorBuilder::new(Placement::Fixed(shard % cpus))
+        let handle = LocalExecutorBuilder::new(Placement::Fixed(cpus[shard % cpus.len()]))
             .name(&format!("shard-{shard}"))
             .io_memory(SHARD_IO_MEMORY_BYTES)
             .spawn(move || async move {
@@ -107,5 +107,27 @@ impl Node {
         if self.controller.join().is_err() {
             tracing::error!("control-plane thread panicked");
         }
+    }
+}
+
+/// The CPUs this process may run on (its affinity mask, e.g. from `taskset`), in order: shard
+/// `i` is pinned to the `i`-th of them, so `taskset -c 1 ringlog serve --shards 1` keeps the
+/// broker on CPU 1 and leaves CPU 0 to a load generator.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: `set` is a plain bit mask the kernel fills; its size is passed along.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    let cpus: Vec<usize> = if rc == 0 {
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if cpus.is_empty() {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        (0..n).collect()
+    } else {
+        cpus
     }
 }
