@@ -44,7 +44,32 @@ pub const PROPERTIES: &[(&str, &str)] = &[
     ("message.max.bytes", "1048588"),
     ("socket.request.max.bytes", "104857600"),
     ("fetch.zero.copy", "true"),
+    ("offsets.topic.num.partitions", "50"),
+    ("offsets.topic.segment.bytes", "104857600"),
+    ("offsets.retention.minutes", "10080"),
+    ("offsets.retention.check.interval.ms", "600000"),
+    ("offset.metadata.max.bytes", "4096"),
+    ("group.initial.rebalance.delay.ms", "3000"),
+    ("group.min.session.timeout.ms", "6000"),
+    ("group.max.session.timeout.ms", "1800000"),
+    ("group.max.size", "2147483647"),
 ];
+
+/// The group coordinator's settings (Kafka's names and defaults).
+#[derive(Debug, Clone)]
+pub struct GroupConfig {
+    /// Partitions of `__consumer_offsets` when the node creates it.
+    pub offsets_topic_partitions: i32,
+    pub offsets_topic_segment_bytes: i64,
+    /// How long the committed offsets of an empty group are kept.
+    pub offsets_retention_ms: i64,
+    pub offsets_retention_check_interval_ms: i64,
+    pub offset_metadata_max_bytes: usize,
+    pub initial_rebalance_delay_ms: i64,
+    pub min_session_timeout_ms: i32,
+    pub max_session_timeout_ms: i32,
+    pub max_size: usize,
+}
 
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -63,6 +88,7 @@ pub struct BrokerConfig {
     pub message_max_bytes: usize,
     pub socket_request_max_bytes: usize,
     pub fetch_zero_copy: bool,
+    pub group: GroupConfig,
 }
 
 /// The raw property map, validated as it is filled.
@@ -240,6 +266,44 @@ impl Properties {
             message_max_bytes: self.int("message.max.bytes")?,
             socket_request_max_bytes: self.int("socket.request.max.bytes")?,
             fetch_zero_copy: self.bool("fetch.zero.copy")?,
+            group: self.group()?,
+        })
+    }
+
+    fn group(&self) -> Result<GroupConfig, ConfigError> {
+        let positive = |key: &str| -> Result<i64, ConfigError> {
+            let v: i64 = self.int(key)?;
+            if v < 1 {
+                return Err(self.invalid(key, "must be at least 1"));
+            }
+            Ok(v)
+        };
+        let partitions = positive("offsets.topic.num.partitions")?;
+        if partitions > i64::from(crate::metadata::PARTITIONS_MAX) {
+            return Err(self.invalid("offsets.topic.num.partitions", "too many partitions"));
+        }
+        let min_session: i32 = self.int("group.min.session.timeout.ms")?;
+        let max_session: i32 = self.int("group.max.session.timeout.ms")?;
+        if min_session < 1 || max_session < min_session {
+            return Err(self.invalid(
+                "group.max.session.timeout.ms",
+                "group.min.session.timeout.ms must be >= 1 and <= group.max.session.timeout.ms",
+            ));
+        }
+        let delay: i64 = self.int("group.initial.rebalance.delay.ms")?;
+        if delay < 0 {
+            return Err(self.invalid("group.initial.rebalance.delay.ms", "must be >= 0"));
+        }
+        Ok(GroupConfig {
+            offsets_topic_partitions: partitions as i32,
+            offsets_topic_segment_bytes: positive("offsets.topic.segment.bytes")?,
+            offsets_retention_ms: positive("offsets.retention.minutes")?.saturating_mul(60_000),
+            offsets_retention_check_interval_ms: positive("offsets.retention.check.interval.ms")?,
+            offset_metadata_max_bytes: self.int("offset.metadata.max.bytes")?,
+            initial_rebalance_delay_ms: delay,
+            min_session_timeout_ms: min_session,
+            max_session_timeout_ms: max_session,
+            max_size: positive("group.max.size")? as usize,
         })
     }
 }

@@ -1,13 +1,17 @@
 //! `node` is the broker `ringlog`: shards (one glommio executor per core, each a Kafka broker
 //! endpoint), the Kafka protocol server on the `kafka-protocol` crate, topic/partition
-//! management, the embedded cluster metadata, configuration and the CLI.
+//! management, the group coordinator and committed offsets (`group`), the embedded cluster
+//! metadata, configuration and the CLI.
 //!
 //! It wires `iouring-log` to the network and maps its errors to Kafka error codes in the
-//! handlers. It must not reach into a log's files, and it must not hand-write protocol codecs.
-//! Not built yet: replication, consumer groups, etcd metadata (see the issues).
+//! handlers. It must not reach into a log's files, and it must not hand-write protocol codecs
+//! (the one exception: the `__consumer_offsets` record layouts in `group/records.rs`, which
+//! are Kafka-internal and not in `kafka-protocol`). Not built yet: replication, etcd metadata,
+//! transactions (see the issues).
 
 pub mod admin;
 pub mod config;
+pub mod group;
 pub mod handlers;
 pub mod metadata;
 pub mod partition;

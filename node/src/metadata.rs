@@ -84,6 +84,21 @@ pub struct SnapshotUpdate {
     pub applied: oneshot::Sender<()>,
 }
 
+/// Kafka's internal topics: written only by the broker itself.
+pub fn is_internal(name: &str) -> bool {
+    name == crate::group::OFFSETS_TOPIC
+}
+
+fn refuse_internal(name: &str, what: &str) -> Result<(), (ResponseError, String)> {
+    if is_internal(name) {
+        return Err((
+            ResponseError::InvalidTopicException,
+            format!("'{name}' is an internal topic and cannot be {what}"),
+        ));
+    }
+    Ok(())
+}
+
 /// Kafka's topic name rule: 1..=249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
 pub fn validate_topic_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name == "." || name == ".." {
@@ -261,6 +276,7 @@ impl Controller {
     }
 
     fn delete_topic(&mut self, name: &str) -> Result<bool, (ResponseError, String)> {
+        refuse_internal(name, "deleted")?;
         if self.snapshot.topics.remove(name).is_none() {
             return Err((
                 ResponseError::UnknownTopicOrPartition,
@@ -275,6 +291,10 @@ impl Controller {
         name: &str,
         count: i32,
     ) -> Result<bool, (ResponseError, String)> {
+        refuse_internal(
+            name,
+            "given more partitions (group coordinators would move)",
+        )?;
         let shards = self.shards;
         let topic = self.snapshot.topics.get_mut(name).ok_or_else(|| {
             (

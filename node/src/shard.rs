@@ -35,6 +35,8 @@ pub struct ShardCtx {
     /// Notified once when the shard starts stopping: idle connections close at once.
     pub stop_notify: Notify,
     pub connections: Cell<usize>,
+    /// The group coordinator for the `__consumer_offsets` partitions this shard leads.
+    pub groups: crate::group::Coordinator,
 }
 
 pub fn now_ms() -> i64 {
@@ -113,9 +115,13 @@ impl ShardCtx {
                         producers: RefCell::default(),
                         max_message_bytes,
                     };
+                    let part = Rc::new(part);
                     self.partitions
                         .borrow_mut()
-                        .insert((topic.name.clone(), p), Rc::new(part));
+                        .insert((topic.name.clone(), p), part.clone());
+                    if topic.name == crate::group::OFFSETS_TOPIC {
+                        self.groups.load_partition(&part).await;
+                    }
                 }
                 Err(e) => {
                     tracing::error!(shard = self.shard, dir = %dir.display(), error = %e, "cannot open partition; it stays offline")
@@ -132,6 +138,15 @@ impl ShardCtx {
         for key in gone {
             let part = self.partitions.borrow_mut().remove(&key);
             if let Some(part) = part {
+                if part.topic == crate::group::OFFSETS_TOPIC {
+                    let count = self
+                        .snapshot
+                        .borrow()
+                        .topics
+                        .get(&part.topic)
+                        .map_or(0, |t| t.partitions.len());
+                    self.groups.unload_partition(part.index, count as i32);
+                }
                 if let Err(e) = part.log.close().await {
                     tracing::warn!(error = %e, "closing a deleted partition");
                 }
@@ -237,7 +252,9 @@ pub async fn run_shard(ctx: Rc<ShardCtx>, mut updates: fmpsc::UnboundedReceiver<
         }
     })
     .detach();
+    let group_ticker = crate::group::spawn_ticker(ctx.clone());
     accept_until_stopped(&ctx, listener).await;
+    group_ticker.cancel();
     maintenance.cancel();
     // In-flight requests finish: connections close after their current request.
     while ctx.connections.get() > 0 {

@@ -69,6 +69,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, String> {
                     stopping,
                     stop_notify: Notify::default(),
                     connections: Cell::new(0),
+                    groups: Default::default(),
                 });
                 run_shard(ctx, rx).await;
             })

@@ -56,6 +56,7 @@ fn setup() -> Harness {
             stopping: Arc::new(AtomicBool::new(false)),
             stop_notify: Default::default(),
             connections: Cell::new(0),
+            groups: Default::default(),
         });
         let part = Partition { topic: "fuzz".into(), index: 0, log, producers: RefCell::default(), max_message_bytes: 1 << 20 };
         ctx.partitions.borrow_mut().insert(("fuzz".into(), 0), Rc::new(part));
@@ -76,7 +77,7 @@ fuzz_target!(|data: &[u8]| {
                     return;
                 }
             }
-            let _ = node::handlers::dispatch(&ctx, *body, version).await;
+            let _ = node::handlers::dispatch(&ctx, &Default::default(), *body, version).await;
         });
     });
 });

@@ -96,6 +96,7 @@ fn fill_topic(ctx: &ShardCtx, t: &mut MetadataResponseTopic, m: &TopicMeta, vers
     if version >= 10 {
         t.topic_id = m.id;
     }
+    t.is_internal = crate::metadata::is_internal(&m.name);
     t.partitions = m
         .partitions
         .iter()

@@ -4,6 +4,7 @@
 pub mod api_versions;
 pub mod describe_configs;
 pub mod fetch;
+pub mod groups;
 pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
@@ -33,6 +34,16 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::InitProducerId, 0, 4),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::DeleteGroups, 0, 2),
 ];
 
 pub fn supported_versions(api: ApiKey) -> Option<(i16, i16)> {
@@ -54,6 +65,7 @@ pub fn encode<T: Encodable>(body: &T, version: i16) -> Result<Outgoing, String> 
 /// `Err`: the request cannot be answered; the connection is closed.
 pub async fn dispatch(
     ctx: &Rc<ShardCtx>,
+    client: &groups::Client,
     request: RequestKind,
     version: i16,
 ) -> Result<Option<Outgoing>, String> {
@@ -81,6 +93,20 @@ pub async fn dispatch(
             encode(&describe_configs::handle(ctx, r, version), version)?
         }
         RequestKind::InitProducerId(r) => encode(&init_producer_id::handle(ctx, r), version)?,
+        RequestKind::FindCoordinator(r) => {
+            encode(&groups::find_coordinator(ctx, r, version).await, version)?
+        }
+        RequestKind::JoinGroup(r) => encode(&groups::join(ctx, client, r, version).await, version)?,
+        RequestKind::SyncGroup(r) => encode(&groups::sync(ctx, r, version).await, version)?,
+        RequestKind::Heartbeat(r) => encode(&groups::heartbeat(ctx, r), version)?,
+        RequestKind::LeaveGroup(r) => encode(&groups::leave(ctx, r, version).await, version)?,
+        RequestKind::OffsetCommit(r) => {
+            encode(&groups::offset_commit(ctx, r, version).await, version)?
+        }
+        RequestKind::OffsetFetch(r) => encode(&groups::offset_fetch(ctx, r, version), version)?,
+        RequestKind::ListGroups(r) => encode(&groups::list(ctx, r, version), version)?,
+        RequestKind::DescribeGroups(r) => encode(&groups::describe(ctx, r, version), version)?,
+        RequestKind::DeleteGroups(r) => encode(&groups::delete(ctx, r).await, version)?,
         other => return Err(format!("no handler for {other:?}")),
     };
     Ok(Some(out))

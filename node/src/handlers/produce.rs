@@ -87,6 +87,12 @@ async fn produce_partition(
         };
         return Err((e, format!("{topic}-{} {why}", pd.index)));
     };
+    if crate::metadata::is_internal(topic) {
+        return Err((
+            ResponseError::InvalidTopicException,
+            format!("cannot produce to internal topic {topic}"),
+        ));
+    }
     let records = pd.records.unwrap_or_default();
     if records.len() > part.max_message_bytes {
         return Err((
@@ -162,7 +168,7 @@ fn batch_error(e: BatchError) -> (ResponseError, String) {
     }
 }
 
-async fn append(
+pub(crate) async fn append(
     ctx: &ShardCtx,
     part: &Partition,
     records: &[u8],

@@ -15,6 +15,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeade
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::handlers;
+use crate::handlers::groups::Client;
 use crate::server::response::{Outgoing, Part};
 use crate::server::zero_copy::sendfile_all;
 use crate::shard::ShardCtx;
@@ -50,7 +51,12 @@ pub async fn serve_connection(ctx: &Rc<ShardCtx>, mut stream: TcpStream) {
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(%peer, error = %e, "TCP_NODELAY");
     }
-    let result = serve_requests(ctx, &mut stream).await;
+    // Kafka shows a member's host as "/address" in DescribeGroups.
+    let host = stream
+        .peer_addr()
+        .map(|a| format!("/{}", a.ip()))
+        .unwrap_or_default();
+    let result = serve_requests(ctx, &mut stream, host).await;
     match result {
         Err(ConnectionError::Closed) | Err(ConnectionError::Stopping) | Ok(()) => {}
         Err(ConnectionError::Io(e)) => tracing::debug!(%peer, error = %e, "connection I/O error"),
@@ -58,11 +64,19 @@ pub async fn serve_connection(ctx: &Rc<ShardCtx>, mut stream: TcpStream) {
     }
 }
 
-async fn serve_requests(ctx: &Rc<ShardCtx>, stream: &mut TcpStream) -> Result<(), ConnectionError> {
+async fn serve_requests(
+    ctx: &Rc<ShardCtx>,
+    stream: &mut TcpStream,
+    host: String,
+) -> Result<(), ConnectionError> {
     let mut reader = FrameReader::default();
+    let mut client = Client {
+        id: String::new(),
+        host,
+    };
     loop {
         let frame = read_frame_or_stop(ctx, &mut reader, stream).await?;
-        let response = handle_frame(ctx, frame).await?;
+        let response = handle_frame(ctx, &mut client, frame).await?;
         if let Some(out) = response {
             write_outgoing(ctx, stream, out).await?;
         }
@@ -190,6 +204,7 @@ pub fn decode_request(mut frame: Bytes) -> Result<Decoded, ConnectionError> {
 /// Decodes one request and runs its handler; `None` when no response is due (acks=0).
 async fn handle_frame(
     ctx: &Rc<ShardCtx>,
+    client: &mut Client,
     frame: Bytes,
 ) -> Result<Option<Outgoing>, ConnectionError> {
     let (api, version, header, request) = match decode_request(frame)? {
@@ -208,7 +223,12 @@ async fn handle_frame(
         version,
         reason,
     };
-    let Some(body) = handlers::dispatch(ctx, *request, version)
+    if let Some(id) = &header.client_id {
+        if id.as_str() != client.id {
+            client.id = id.to_string();
+        }
+    }
+    let Some(body) = handlers::dispatch(ctx, client, *request, version)
         .await
         .map_err(malformed)?
     else {
