@@ -45,7 +45,7 @@ impl AdminClient {
         })
     }
 
-    fn call<Req: Encodable, Resp: Decodable>(
+    pub(crate) fn call<Req: Encodable, Resp: Decodable>(
         &mut self,
         api: ApiKey,
         version: i16,
@@ -121,12 +121,17 @@ impl AdminClient {
         check(r.error_code, r.error_message.as_ref())
     }
 
-    pub fn metadata(&mut self, topic: Option<&str>) -> Result<MetadataResponse, String> {
+    /// Metadata of the given topics (`None`: all; an empty list: brokers only).
+    pub fn metadata(&mut self, topics: Option<&[&str]>) -> Result<MetadataResponse, String> {
         let mut req = MetadataRequest::default();
-        req.topics = topic.map(|t| {
-            let mut mt = MetadataRequestTopic::default();
-            mt.name = Some(TopicName(StrBytes::from_string(t.to_owned())));
-            vec![mt]
+        req.topics = topics.map(|ts| {
+            ts.iter()
+                .map(|t| {
+                    let mut mt = MetadataRequestTopic::default();
+                    mt.name = Some(TopicName(StrBytes::from_string((*t).to_owned())));
+                    mt
+                })
+                .collect()
         });
         req.allow_auto_topic_creation = false;
         self.call(ApiKey::Metadata, 9, &req)
@@ -156,7 +161,7 @@ impl AdminClient {
     }
 }
 
-fn check(code: i16, message: Option<&StrBytes>) -> Result<(), String> {
+pub(crate) fn check(code: i16, message: Option<&StrBytes>) -> Result<(), String> {
     if code == 0 {
         return Ok(());
     }
@@ -183,7 +188,7 @@ pub fn list(bootstrap: &str) -> Result<String, String> {
 /// `ringlog topic describe NAME`.
 pub fn describe(bootstrap: &str, topic: &str) -> Result<String, String> {
     let mut c = AdminClient::connect(bootstrap)?;
-    let md = c.metadata(Some(topic))?;
+    let md = c.metadata(Some(&[topic]))?;
     let t = md.topics.first().ok_or("empty Metadata response")?;
     check(t.error_code, None).map_err(|e| format!("topic '{topic}': {e}"))?;
     let mut out = format!("Topic: {topic}\tPartitionCount: {}\n", t.partitions.len());

@@ -12,6 +12,7 @@
 pub mod admin;
 pub mod config;
 pub mod group;
+pub mod group_admin;
 pub mod handlers;
 pub mod metadata;
 pub mod partition;

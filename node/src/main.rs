@@ -45,6 +45,47 @@ enum Commands {
         #[command(subcommand)]
         action: TopicAction,
     },
+    /// Inspect and manage consumer groups over the Kafka protocol, like kafka-consumer-groups.sh.
+    Group {
+        /// A broker of the node, HOST:PORT.
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap_server: String,
+        #[command(subcommand)]
+        action: GroupAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum GroupAction {
+    /// List every group with its state.
+    List,
+    /// Show a group's members and, per partition, committed offset, log end offset and lag.
+    Describe { group: String },
+    /// Move a group's committed offsets on a topic (the group must have no active members).
+    /// Prints the plan; commits only with --execute.
+    ResetOffsets {
+        group: String,
+        #[arg(long)]
+        topic: String,
+        /// To each partition's log start offset.
+        #[arg(long, group = "to")]
+        to_earliest: bool,
+        /// To each partition's log end offset.
+        #[arg(long, group = "to")]
+        to_latest: bool,
+        /// To this offset (clamped to each partition's range).
+        #[arg(long, group = "to", allow_hyphen_values = true)]
+        to_offset: Option<i64>,
+        /// To the first offset at or after YYYY-MM-DDTHH:MM:SS[.sss] (UTC) or epoch ms.
+        #[arg(long, group = "to")]
+        to_datetime: Option<String>,
+        /// Move the committed offsets by N (negative: back).
+        #[arg(long, group = "to", allow_hyphen_values = true)]
+        shift_by: Option<i64>,
+        /// Commit the new offsets (otherwise only print them).
+        #[arg(long)]
+        execute: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -89,6 +130,39 @@ fn topic_command(bootstrap: &str, action: TopicAction) -> Result<String, String>
         TopicAction::Delete { name } => {
             admin::AdminClient::connect(bootstrap)?.delete_topic(&name)?;
             Ok(format!("Deleted topic {name}."))
+        }
+    }
+}
+
+fn group_command(bootstrap: &str, action: GroupAction) -> Result<String, String> {
+    use node::group_admin::{self, ResetTo};
+    match action {
+        GroupAction::List => group_admin::list(bootstrap),
+        GroupAction::Describe { group } => group_admin::describe(bootstrap, &group),
+        GroupAction::ResetOffsets {
+            group,
+            topic,
+            to_earliest,
+            to_latest,
+            to_offset,
+            to_datetime,
+            shift_by,
+            execute,
+        } => {
+            let to = if to_earliest {
+                ResetTo::Earliest
+            } else if to_latest {
+                ResetTo::Latest
+            } else if let Some(o) = to_offset {
+                ResetTo::Offset(o)
+            } else if let Some(d) = to_datetime {
+                ResetTo::Timestamp(group_admin::parse_datetime(&d)?)
+            } else if let Some(n) = shift_by {
+                ResetTo::ShiftBy(n)
+            } else {
+                return Err("reset-offsets needs one of --to-earliest, --to-latest, --to-offset N, --to-datetime T, --shift-by N".into());
+            };
+            group_admin::reset_offsets(bootstrap, &group, &topic, &to, execute)
         }
     }
 }
@@ -183,6 +257,21 @@ fn main() -> ExitCode {
             }
             Err(e) => {
                 eprintln!("ringlog topic: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Commands::Group {
+            bootstrap_server,
+            action,
+        } => match group_command(&bootstrap_server, action) {
+            Ok(out) => {
+                if !out.is_empty() {
+                    println!("{out}");
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("ringlog group: {e}");
                 ExitCode::FAILURE
             }
         },

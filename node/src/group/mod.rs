@@ -605,11 +605,7 @@ fn whole_batches(bytes: Bytes) -> Vec<Bytes> {
 
 /// Appends coordinator records to partition `p` of `__consumer_offsets` (the topic flushes
 /// every append: a commit is on disk before it is acknowledged).
-async fn append(
-    ctx: &ShardCtx,
-    p: i32,
-    records: KeyValues,
-) -> Result<(), ResponseError> {
+async fn append(ctx: &ShardCtx, p: i32, records: KeyValues) -> Result<(), ResponseError> {
     let part = ctx
         .partition(OFFSETS_TOPIC, p)
         .ok_or(ResponseError::NotCoordinator)?;
