@@ -120,3 +120,110 @@ def closed_by_broker(s, wait=5):
         except socket.timeout:
             return False
     return False
+
+
+# --- group protocol requests at fixed, non-flexible versions (for the group error tests) ---
+
+def bytes_field(b):
+    return struct.pack(">i", len(b)) + b
+
+
+def array(items):
+    return struct.pack(">i", len(items)) + b"".join(items)
+
+
+def call(s, api_key, version, body, correlation_id=11):
+    """Sends one request with header v1 and returns the response body after the correlation id."""
+    header = struct.pack(">hhi", api_key, version, correlation_id) + string("group-wire-test")
+    s.sendall(frame(header + body))
+    payload = read_response(s)
+    assert payload is not None, f"broker closed the connection on api {api_key} v{version}"
+    (cid,) = struct.unpack_from(">i", payload, 0)
+    assert cid == correlation_id
+    return payload[4:]
+
+
+class Reader:
+    def __init__(self, data):
+        self.data, self.off = data, 0
+
+    def take(self, fmt):
+        vals = struct.unpack_from(fmt, self.data, self.off)
+        self.off += struct.calcsize(fmt)
+        return vals if len(vals) > 1 else vals[0]
+
+    def string(self):
+        n = self.take(">h")
+        if n < 0:
+            return None
+        v = self.data[self.off:self.off + n].decode()
+        self.off += n
+        return v
+
+    def bytes(self):
+        n = self.take(">i")
+        v = self.data[self.off:self.off + max(n, 0)]
+        self.off += max(n, 0)
+        return v
+
+
+def find_coordinator_v0(s, group):
+    r = Reader(call(s, 10, 0, string(group)))
+    return r.take(">h"), r.take(">i"), r.string(), r.take(">i")
+
+
+def join_group_v1(s, group, member_id="", session_timeout=10_000, protocol_type="consumer",
+                  protocols=(("range", b"\x00\x00\x00\x00\x00\x00\x00\x00"),)):
+    """(error, generation, protocol, leader, member id, members) — v1 has no MEMBER_ID_REQUIRED step."""
+    body = string(group) + struct.pack(">ii", session_timeout, 30_000) + string(member_id)
+    body += string(protocol_type) + array([string(n) + bytes_field(m) for n, m in protocols])
+    r = Reader(call(s, 11, 1, body))
+    error, generation = r.take(">h"), r.take(">i")
+    protocol, leader, member = r.string(), r.string(), r.string()
+    members = [(r.string(), r.bytes()) for _ in range(r.take(">i"))]
+    return error, generation, protocol, leader, member, members
+
+
+def sync_group_v1(s, group, generation, member_id, assignments=()):
+    body = string(group) + struct.pack(">i", generation) + string(member_id)
+    body += array([string(m) + bytes_field(a) for m, a in assignments])
+    r = Reader(call(s, 14, 1, body))
+    _throttle, error = r.take(">i"), r.take(">h")
+    return error, r.bytes()
+
+
+def heartbeat_v1(s, group, generation, member_id):
+    r = Reader(call(s, 12, 1, string(group) + struct.pack(">i", generation) + string(member_id)))
+    _throttle = r.take(">i")
+    return r.take(">h")
+
+
+def offset_commit_v2(s, group, generation, member_id, offsets):
+    """offsets: [(topic, partition, offset, metadata)] -> {(topic, partition): error}"""
+    topics = {}
+    for t, p, o, m in offsets:
+        topics.setdefault(t, []).append(struct.pack(">iq", p, o) + string(m))
+    body = string(group) + struct.pack(">i", generation) + string(member_id) + struct.pack(">q", -1)
+    body += array([string(t) + array(ps) for t, ps in topics.items()])
+    r = Reader(call(s, 8, 2, body))
+    out = {}
+    for _ in range(r.take(">i")):
+        t = r.string()
+        for _ in range(r.take(">i")):
+            p, e = r.take(">ih")
+            out[(t, p)] = e
+    return out
+
+
+def offset_fetch_v1(s, group, topic, partitions):
+    """{partition: (offset, metadata, error)}"""
+    body = string(group) + array([string(topic) + array([struct.pack(">i", p) for p in partitions])])
+    r = Reader(call(s, 9, 1, body))
+    out = {}
+    for _ in range(r.take(">i")):
+        r.string()
+        for _ in range(r.take(">i")):
+            p, o = r.take(">iq")
+            m = r.string()
+            out[p] = (o, m, r.take(">h"))
+    return out

@@ -86,9 +86,8 @@ async fn offsets_topic(ctx: &Rc<ShardCtx>) -> Result<i32, ResponseError> {
         })
         .await;
     match created {
-        Some(Ok(())) | Some(Err((ResponseError::TopicAlreadyExists, _))) => {
-            tracing::info!(partitions, "created {OFFSETS_TOPIC}");
-        }
+        Some(Ok(())) => tracing::info!(partitions, "created {OFFSETS_TOPIC}"),
+        Some(Err((ResponseError::TopicAlreadyExists, _))) => {}
         Some(Err((e, msg))) => {
             tracing::error!(error = %msg, code = e.code(), "creating {OFFSETS_TOPIC}");
             return Err(ResponseError::CoordinatorNotAvailable);
