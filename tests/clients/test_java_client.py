@@ -1,10 +1,12 @@
 """The Apache Kafka Java client (kafka-clients 4.1.1) against a real ringlog node.
 
 The checks live in tests/clients/java (a small Maven project, ClientCheck.java: admin, an
-idempotent producer per codec, an assign()+seekToBeginning() consumer verifying every field).
-This wrapper builds it with Maven when its jar is missing or older than its sources (output in
-tests/clients/java/target/, git-ignored), starts a broker and runs it; the program exits 0 only
-when everything matched.
+idempotent producer per codec, an assign()+seekToBeginning() consumer verifying every field;
+GroupCheck.java, run as `ClientCheck groups`, checks consumer groups: three subscribe()d
+consumers sharing a topic with commitSync, the committed offsets and the group through the Admin
+API, and a static member rejoining with the same group.instance.id). This wrapper builds it with
+Maven when its jar is missing or older than its sources (output in tests/clients/java/target/,
+git-ignored), starts a broker and runs it; the program exits 0 only when everything matched.
 """
 import os
 import shutil
@@ -55,3 +57,17 @@ def test_admin_produce_consume_every_codec(broker, client_check):
     assert {b["codec"] for b in batches} == {"none", "gzip", "snappy", "lz4", "zstd"}, batches
     assert all(b["magic"] == 2 and b["producer_id"] >= 0 for b in batches), batches
     assert sum(b["records"] for b in batches) == 1250
+
+
+def test_consumer_group_share_commit_static_rejoin(make_broker, client_check):
+    # no initial rebalance delay: the first JoinGroup of each group completes at once
+    broker = make_broker(settings={"group.initial.rebalance.delay.ms": "0"}).start()
+    try:
+        r = subprocess.run(client_check + ["groups", broker.bootstrap, "java-groups"], capture_output=True,
+                           text=True, timeout=80)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"ClientCheck groups timed out:\n{e.stdout}\n{e.stderr}\n--- broker log ---\n{broker.read_log()}")
+    assert r.returncode == 0, (f"ClientCheck groups exited {r.returncode}\n--- stdout ---\n{r.stdout}\n"
+                               f"--- stderr ---\n{r.stderr}\n--- broker log ---\n{broker.read_log()}")
+    assert r.stdout.startswith("OK: 600 records consumed exactly once by 3 members"), r.stdout
+    assert broker.stop() == 0, broker.read_log()

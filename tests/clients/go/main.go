@@ -5,7 +5,8 @@
 // (kgo.ConsumePartitions from the start) reads everything back and compares every field.
 //
 // Usage: clientcheck BOOTSTRAP [TOPIC]. Exit 0 when everything matched, 1 on a mismatch, 2 on
-// an error.
+// an error. clientcheck groups BOOTSTRAP [TOPIC] runs the consumer-group check of groups.go
+// instead.
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -88,14 +90,22 @@ func showHeaders(hs []kgo.RecordHeader) string {
 }
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: clientcheck BOOTSTRAP [TOPIC]")
+	args := os.Args[1:]
+	groupMode := len(args) > 0 && args[0] == "groups"
+	if groupMode {
+		args = args[1:]
+	}
+	if len(args) < 1 {
+		fmt.Fprintln(os.Stderr, "usage: clientcheck [groups] BOOTSTRAP [TOPIC]")
 		os.Exit(2)
 	}
-	bootstrap := os.Args[1]
+	bootstrap := args[0]
 	topic := "franz-codecs"
-	if len(os.Args) > 2 {
-		topic = os.Args[2]
+	if groupMode {
+		topic = "franz-groups"
+	}
+	if len(args) > 1 {
+		topic = args[1]
 	}
 	start := time.Now()
 	defer func() {
@@ -105,11 +115,19 @@ func main() {
 				os.Exit(1)
 			}
 			fmt.Fprintln(os.Stderr, "ERROR:", r)
+			os.Stderr.Write(debug.Stack())
 			os.Exit(2)
 		}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+
+	if groupMode {
+		what := groups(ctx, bootstrap, topic)
+		fmt.Printf("OK: %d records consumed exactly once by %d group members of %s over %d partitions, committed offsets sum to %d; %d ms\n",
+			groupRecords, groupMembers, what, groupPartitions, groupRecords, time.Since(start).Milliseconds())
+		return
+	}
 
 	admin(ctx, bootstrap, topic)
 	all := map[at]sent{}

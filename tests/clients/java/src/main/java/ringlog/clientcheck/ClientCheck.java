@@ -45,7 +45,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * with assign() + seekToBeginning() that reads everything back and compares every field.
  *
  * Usage: ClientCheck BOOTSTRAP [TOPIC]. Exit 0 when everything matched, 1 on a mismatch, 2 on
- * an exception.
+ * an exception. ClientCheck groups BOOTSTRAP [TOPIC] runs the consumer-group checks instead
+ * (GroupCheck).
  */
 public final class ClientCheck {
     static final String[] CODECS = {"none", "gzip", "snappy", "lz4", "zstd"};
@@ -87,8 +88,12 @@ public final class ClientCheck {
     }
 
     public static void main(String[] args) {
+        if (args.length > 0 && args[0].equals("groups")) {
+            GroupCheck.main(Arrays.copyOfRange(args, 1, args.length));
+            return;
+        }
         if (args.length < 1) {
-            System.err.println("usage: ClientCheck BOOTSTRAP [TOPIC]");
+            System.err.println("usage: ClientCheck BOOTSTRAP [TOPIC] | ClientCheck groups BOOTSTRAP [TOPIC]");
             System.exit(2);
         }
         String bootstrap = args[0];
