@@ -8,7 +8,10 @@
 # Env: SUITE_DURATION_MINUTES / SUITE_WARMUP_MINUTES override the workloads' durations;
 # SUITE_TARGETS (default "ringlog kafka"); SUITE_BROKER_CPUS / SUITE_HARNESS_CPUS (taskset CPU
 # lists, e.g. 1 and 0) pin each broker and ringlog-bench to separate cores — ringlog then runs one
-# shard per allowed CPU, Kafka's JVM sizes its thread pools to the same CPUs. Durability is the same for both: neither fsyncs per
+# shard per allowed CPU, Kafka's JVM sizes its thread pools to the same CPUs.
+# SUITE_DURABILITY=fsync makes both brokers fsync every message before acknowledging it
+# (ringlog log.flush.interval.messages=1, Kafka log.flush.interval.messages=1); results then go
+# to files named *-fsync-*. Durability is the same for both: neither fsyncs per
 # message (Kafka's default flush policy; ringlog's log.flush.interval.messages=-1), acks=1 as the
 # workloads say. Both brokers use all cores; ringlog-bench runs beside them.
 set -euo pipefail
@@ -27,6 +30,15 @@ for w in "$@"; do target/release/ringlog-bench check "$w" >/dev/null; done
 BROKER_PIN=(); HARNESS_PIN=()
 [[ -n "${SUITE_BROKER_CPUS:-}" ]] && BROKER_PIN=(taskset -c "$SUITE_BROKER_CPUS")
 [[ -n "${SUITE_HARNESS_CPUS:-}" ]] && HARNESS_PIN=(taskset -c "$SUITE_HARNESS_CPUS")
+RINGLOG_SET=(); SUFFIX=""
+case "${SUITE_DURABILITY:-none}" in
+  none) ;;
+  fsync)
+    RINGLOG_SET=(--set log.flush.interval.messages=1)
+    export KAFKA_EXTRA_PROPS="log.flush.interval.messages=1"
+    SUFFIX="-fsync" ;;
+  *) echo "SUITE_DURABILITY must be none or fsync, got '${SUITE_DURABILITY}'" >&2; exit 2 ;;
+esac
 OVERRIDES=()
 [[ -n "${SUITE_DURATION_MINUTES:-}" ]] && OVERRIDES+=(--duration-minutes "$SUITE_DURATION_MINUTES")
 [[ -n "${SUITE_WARMUP_MINUTES:-}" ]] && OVERRIDES+=(--warmup-minutes "$SUITE_WARMUP_MINUTES")
@@ -35,9 +47,9 @@ RESULTS=()
 run_workloads() { # TARGET BOOTSTRAP PID
   for w in "${WORKLOADS[@]}"; do
     local name; name="$(basename "$w" .yaml)"
-    local out="$OUT_DIR/$1-$name.json"
+    local out="$OUT_DIR/$1$SUFFIX-$name.json"
     echo "== $1: $name" >&2
-    "${HARNESS_PIN[@]}" target/release/ringlog-bench run --bootstrap "$2" --workload "$w" --out "$out" --target "$1" --broker-pid "$3" "${OVERRIDES[@]}"
+    "${HARNESS_PIN[@]}" target/release/ringlog-bench run --bootstrap "$2" --workload "$w" --out "$out" --target "$1$SUFFIX" --broker-pid "$3" "${OVERRIDES[@]}"
     RESULTS+=("$out")
   done
 }
@@ -47,7 +59,7 @@ for target in ${SUITE_TARGETS:-ringlog kafka}; do
   case "$target" in
     ringlog)
       DATA="$(mktemp -d -p "$REPO_ROOT/target" suite-ringlog.XXXXXX)"
-      "${BROKER_PIN[@]}" target/release/ringlog serve --data-dir "$DATA" --listen 127.0.0.1:39092 >"$DATA/broker.log" 2>&1 &
+      "${BROKER_PIN[@]}" target/release/ringlog serve --data-dir "$DATA" --listen 127.0.0.1:39092 "${RINGLOG_SET[@]}" >"$DATA/broker.log" 2>&1 &
       PID=$!
       for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/39092) 2>/dev/null && break; sleep 0.1; done
       kill -0 $PID || { cat "$DATA/broker.log" >&2; echo "ringlog did not start" >&2; exit 1; }

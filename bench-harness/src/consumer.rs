@@ -1,6 +1,6 @@
-//! A consumer: fetches its assigned partitions from their leaders (by assignment, no group),
-//! counts what it reads and records end-to-end latency from the send time each producer wrote
-//! into the first 8 bytes of every value.
+//! A consumer: fetches its partitions from their leaders — given by assignment, or by a consumer
+//! group it joins (`crate::group`) — counts what it reads and records end-to-end latency from
+//! the send time each producer wrote into the first 8 bytes of every value.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,15 +14,33 @@ use kafka_protocol::messages::{ApiKey, BrokerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
 
-use crate::client::{connect, ClientError};
+use crate::client::{connect, ClientError, Receiver, Sender};
+use crate::group::GroupMember;
 use crate::producer::now_us;
 use crate::stats::{histogram, record, Counters, Histograms};
 
 const FETCH_VERSION: i16 = 11;
 
+/// A consumer that gets its partitions from a consumer group.
+#[derive(Clone)]
+pub struct GroupSpec {
+    pub bootstrap: String,
+    pub group: String,
+    pub topic: String,
+    pub partitions: u32,
+    pub leaders: HashMap<(String, u32), String>,
+}
+
+/// `(topic, partition, leader)` per assigned partition.
+pub type Assigned = Vec<(String, u32, String)>;
+type Connections = HashMap<String, (Sender, Receiver)>;
+type Offsets = HashMap<(String, u32), i64>;
+
 pub struct ConsumerTask {
-    /// `(topic, partition, leader)` assigned to this consumer.
+    /// `(topic, partition, leader)` assigned to this consumer (unused with `group`).
     pub assigned: Vec<(String, u32, String)>,
+    /// Join this group instead of using `assigned`.
+    pub group: Option<GroupSpec>,
     pub measure_from: Instant,
     pub end: Instant,
     pub counters: Arc<Counters>,
@@ -31,51 +49,103 @@ pub struct ConsumerTask {
 
 impl ConsumerTask {
     pub fn run(self) -> Result<(), ClientError> {
-        let mut by_leader: HashMap<String, Vec<(String, u32)>> = HashMap::new();
-        for (t, p, leader) in &self.assigned {
-            by_leader
-                .entry(leader.clone())
-                .or_default()
-                .push((t.clone(), *p));
-        }
-        let mut conns = HashMap::new();
-        for leader in by_leader.keys() {
-            conns.insert(leader.clone(), connect(leader)?);
-        }
-        let mut offsets: HashMap<(String, u32), i64> = self
-            .assigned
-            .iter()
-            .map(|(t, p, _)| ((t.clone(), *p), 0))
-            .collect();
+        let mut conns = Connections::new();
         let mut e2e = histogram();
-        while Instant::now() < self.end {
-            for (leader, parts) in &by_leader {
-                let (tx, rx) = conns.get_mut(leader).expect("connection");
-                tx.send(
-                    ApiKey::Fetch,
-                    FETCH_VERSION,
-                    &fetch_request(parts, &offsets),
-                )?;
-                let (_, resp): (i32, FetchResponse) =
-                    rx.recv_decoded(ApiKey::Fetch, FETCH_VERSION)?;
-                self.take(resp, &mut offsets, &mut e2e);
+        match self.group.clone() {
+            None => {
+                let by_leader = by_leader(&self.assigned);
+                let mut offsets: Offsets = self
+                    .assigned
+                    .iter()
+                    .map(|(t, p, _)| ((t.clone(), *p), 0))
+                    .collect();
+                while Instant::now() < self.end {
+                    self.fetch_round(&by_leader, &mut conns, &mut offsets, &mut e2e)?;
+                }
             }
+            Some(g) => self.run_in_group(&g, &mut conns, &mut e2e)?,
         }
         Histograms::merge(&self.histograms.end_to_end_us, &e2e);
         Ok(())
     }
 
-    fn take(
+    /// Joins the group, fetches what it is given from the committed offsets, commits and
+    /// heartbeats every second, rejoins on a rebalance, commits and leaves at the end.
+    fn run_in_group(
         &self,
-        resp: FetchResponse,
-        offsets: &mut HashMap<(String, u32), i64>,
+        g: &GroupSpec,
+        conns: &mut Connections,
         e2e: &mut Histogram<u64>,
-    ) {
+    ) -> Result<(), ClientError> {
+        let mut member = GroupMember::new(&g.bootstrap, &g.group, &g.topic, g.partitions)?;
+        loop {
+            let parts = member.join()?;
+            let committed = member.committed(&parts)?;
+            let assigned: Vec<(String, u32, String)> = parts
+                .iter()
+                .map(|&p| (g.topic.clone(), p, g.leaders[&(g.topic.clone(), p)].clone()))
+                .collect();
+            let by_leader = by_leader(&assigned);
+            let mut offsets: Offsets = parts
+                .iter()
+                .map(|&p| {
+                    (
+                        (g.topic.clone(), p),
+                        committed.get(&p).copied().unwrap_or(0),
+                    )
+                })
+                .collect();
+            let mut last_heartbeat = Instant::now();
+            let mut rejoin = false;
+            while Instant::now() < self.end {
+                if by_leader.is_empty() {
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                } else {
+                    self.fetch_round(&by_leader, conns, &mut offsets, e2e)?;
+                }
+                if last_heartbeat.elapsed().as_millis() >= 1000 {
+                    member.commit(&by_partition(&offsets))?;
+                    rejoin = member.heartbeat()?;
+                    last_heartbeat = Instant::now();
+                    if rejoin {
+                        break;
+                    }
+                }
+            }
+            member.commit(&by_partition(&offsets))?;
+            if !rejoin {
+                return member.leave();
+            }
+        }
+    }
+
+    /// One fetch from each leader of the assigned partitions.
+    fn fetch_round(
+        &self,
+        by_leader: &HashMap<String, Vec<(String, u32)>>,
+        conns: &mut Connections,
+        offsets: &mut Offsets,
+        e2e: &mut Histogram<u64>,
+    ) -> Result<(), ClientError> {
+        for (leader, parts) in by_leader {
+            if !conns.contains_key(leader) {
+                conns.insert(leader.clone(), connect(leader)?);
+            }
+            let (tx, rx) = conns.get_mut(leader).expect("connection");
+            tx.send(ApiKey::Fetch, FETCH_VERSION, &fetch_request(parts, offsets))?;
+            let (_, resp): (i32, FetchResponse) = rx.recv_decoded(ApiKey::Fetch, FETCH_VERSION)?;
+            self.take(resp, offsets, e2e);
+        }
+        Ok(())
+    }
+
+    fn take(&self, resp: FetchResponse, offsets: &mut Offsets, e2e: &mut Histogram<u64>) {
         for t in resp.responses {
             let topic = t.topic.0.to_string();
             for p in t.partitions {
                 if p.error_code != 0 {
-                    Counters::add(&self.counters.errors, 1);
+                    self.counters
+                        .error(Counters::code_name("fetch", p.error_code));
                     continue;
                 }
                 let Some(records) = p.records else { continue };
@@ -88,7 +158,20 @@ impl ConsumerTask {
     }
 }
 
-fn fetch_request(parts: &[(String, u32)], offsets: &HashMap<(String, u32), i64>) -> FetchRequest {
+fn by_leader(assigned: &[(String, u32, String)]) -> HashMap<String, Vec<(String, u32)>> {
+    let mut out: HashMap<String, Vec<(String, u32)>> = HashMap::new();
+    for (t, p, leader) in assigned {
+        out.entry(leader.clone()).or_default().push((t.clone(), *p));
+    }
+    out
+}
+
+/// Next offset per partition, for a commit (one topic per group consumer).
+fn by_partition(offsets: &Offsets) -> HashMap<u32, i64> {
+    offsets.iter().map(|((_, p), o)| (*p, *o)).collect()
+}
+
+fn fetch_request(parts: &[(String, u32)], offsets: &Offsets) -> FetchRequest {
     let mut topics: HashMap<&str, Vec<FetchPartition>> = HashMap::new();
     for (t, p) in parts {
         let mut fp = FetchPartition::default();
@@ -133,7 +216,7 @@ fn consume_batches(
         let mut batch = records.slice(at..at + len);
         at += len;
         let Ok(set) = RecordBatchDecoder::decode(&mut batch) else {
-            Counters::add(&counters.errors, 1);
+            counters.error("fetch: undecodable record batch");
             continue;
         };
         let now = now_us();

@@ -3,11 +3,13 @@
 //! Benchmark-shaped workloads, HdrHistogram recording and result JSON with OMB's field names.
 //!
 //! It talks to brokers only over the Kafka protocol; it must not link the broker's crates.
-//! Not built yet: consumer groups in the driver, the HTML report (that is `perf`).
+//! Consumers read by assigned partitions or, with `consumerAssignment: group`, as members of a
+//! consumer group (`group`). The HTML report is `perf`'s job.
 
 pub mod client;
 pub mod cluster;
 pub mod consumer;
+pub mod group;
 pub mod partitioner;
 pub mod producer;
 pub mod run;

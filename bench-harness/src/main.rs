@@ -111,7 +111,7 @@ fn summary(r: &serde_json::Value) -> String {
     let rates = r["publishRate"].as_array().cloned().unwrap_or_default();
     let mean = rates.iter().filter_map(|v| v.as_f64()).sum::<f64>() / rates.len().max(1) as f64;
     format!(
-        "{} on {}: publish {:.0} msg/s; publish latency ms p50 {} p99 {} p99.9 {} max {}; end-to-end ms p50 {} p99 {}; errors {}",
+        "{} on {}: publish {:.0} msg/s; publish latency ms p50 {} p99 {} p99.9 {} max {}; end-to-end ms p50 {} p99 {}; errors {} {}",
         r["workload"].as_str().unwrap_or(""),
         r["driver"].as_str().unwrap_or(""),
         mean,
@@ -122,5 +122,6 @@ fn summary(r: &serde_json::Value) -> String {
         r["aggregatedEndToEndLatency50pct"],
         r["aggregatedEndToEndLatency99pct"],
         r["errors"],
+        r.get("errorKinds").map_or(String::new(), |k| k.to_string()),
     )
 }

@@ -226,9 +226,9 @@ impl ProducerTask {
                             .responses
                             .iter()
                             .flat_map(|t| &t.partition_responses)
-                            .any(|p| p.error_code != 0);
-                        if failed {
-                            Counters::add(&counters.errors, 1);
+                            .find(|p| p.error_code != 0);
+                        if let Some(p) = failed {
+                            counters.error(Counters::code_name("produce", p.error_code));
                             continue;
                         }
                         let now = Instant::now();

@@ -10,9 +10,10 @@ use serde_json::{json, Map, Value};
 
 use crate::client::ClientError;
 use crate::cluster::{create_topics, discover};
-use crate::consumer::{assign, ConsumerTask};
+use crate::consumer::{assign, Assigned, ConsumerTask, GroupSpec};
 use crate::producer::ProducerTask;
 use crate::stats::{Counters, Histograms};
+use crate::workload::ConsumerAssignment;
 use crate::workload::Workload;
 
 pub struct RunOptions {
@@ -72,15 +73,34 @@ pub fn run(workload: Workload, opts: &RunOptions) -> Result<Value, ClientError> 
             };
             threads.push(std::thread::spawn(move || t.run()));
         }
-        for _ in 0..w.subscriptions_per_topic {
-            for assigned in assign(
-                topic,
-                w.partitions_per_topic,
-                w.consumer_per_subscription,
-                &cluster.leaders,
-            ) {
+        for sub in 0..w.subscriptions_per_topic {
+            let tasks: Vec<(Assigned, Option<GroupSpec>)> = match w.consumer_assignment {
+                ConsumerAssignment::Partitions => assign(
+                    topic,
+                    w.partitions_per_topic,
+                    w.consumer_per_subscription,
+                    &cluster.leaders,
+                )
+                .into_iter()
+                .map(|a| (a, None))
+                .collect(),
+                ConsumerAssignment::Group => {
+                    let spec = GroupSpec {
+                        bootstrap: opts.bootstrap.clone(),
+                        group: format!("{topic}-sub-{sub}"),
+                        topic: topic.clone(),
+                        partitions: w.partitions_per_topic,
+                        leaders: cluster.leaders.clone(),
+                    };
+                    (0..w.consumer_per_subscription)
+                        .map(|_| (Vec::new(), Some(spec.clone())))
+                        .collect()
+                }
+            };
+            for (assigned, group) in tasks {
                 let t = ConsumerTask {
                     assigned,
+                    group,
                     measure_from,
                     end: end + Duration::from_secs(2),
                     counters: counters.clone(),
@@ -138,6 +158,10 @@ pub fn run(workload: Workload, opts: &RunOptions) -> Result<Value, ClientError> 
     );
     result.insert("measuredSeconds".into(), json!(secs));
     result.insert("errors".into(), json!(Counters::get(&counters.errors)));
+    result.insert(
+        "errorKinds".into(),
+        json!(*counters.error_kinds.lock().expect("error kinds lock")),
+    );
     result.insert(
         "brokerCpuSecondsPerGB".into(),
         json!(per_gb(cpu(opts.broker_pid, broker_cpu0))),

@@ -23,9 +23,29 @@ pub struct Counters {
     pub errors: AtomicU64,
     pub consumed_messages: AtomicU64,
     pub consumed_bytes: AtomicU64,
+    /// Kafka error code (or "undecodable batch") → how often, for the result file.
+    pub error_kinds: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 impl Counters {
+    /// Counts one error and what it was.
+    pub fn error(&self, kind: impl Into<String>) {
+        Counters::add(&self.errors, 1);
+        *self
+            .error_kinds
+            .lock()
+            .expect("error kinds lock")
+            .entry(kind.into())
+            .or_default() += 1;
+    }
+
+    /// The name of a Kafka error code, for `error`.
+    pub fn code_name(api: &str, code: i16) -> String {
+        let name = kafka_protocol::ResponseError::try_from_code(code)
+            .map_or_else(|| format!("error {code}"), |e| format!("{e:?}"));
+        format!("{api}: {name}")
+    }
+
     pub fn add(c: &AtomicU64, n: u64) {
         c.fetch_add(n, Ordering::Relaxed);
     }

@@ -29,6 +29,19 @@ pub struct Workload {
     pub warmup_duration_minutes: f64,
     #[serde(default)]
     pub producer: ProducerSettings,
+    /// ringlog's addition: how consumers get their partitions.
+    #[serde(default)]
+    pub consumer_assignment: ConsumerAssignment,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConsumerAssignment {
+    /// Partitions split round-robin among a subscription's consumers, no group.
+    #[default]
+    Partitions,
+    /// Each subscription is a consumer group; its consumers join it (range assignor) and commit.
+    Group,
 }
 
 fn one() -> u32 {
@@ -219,6 +232,18 @@ producer: { acks: 1, batchSizeBytes: 1048576, lingerMs: 5, compression: none, ma
             (4, 1024, KeyDistributor::NoKey)
         );
         assert_eq!(w.producer.batch_size_bytes, 1 << 20);
+        assert_eq!(w.consumer_assignment, ConsumerAssignment::Partitions);
+        let g = format!("{GOOD}consumerAssignment: group\n");
+        let w = Workload::from_yaml(&g, "group.yaml").unwrap();
+        assert_eq!(w.consumer_assignment, ConsumerAssignment::Group);
+        let bad = format!("{GOOD}consumerAssignment: groups\n");
+        let e = Workload::from_yaml(&bad, "bad.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("consumerAssignment") && e.contains("groups"),
+            "{e}"
+        );
     }
 
     #[test]
