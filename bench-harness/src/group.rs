@@ -91,6 +91,7 @@ pub struct GroupMember {
 
 impl GroupMember {
     /// Finds the group's coordinator and connects to it.
+    /// Retries for 30 s while the broker is still creating or loading `__consumer_offsets`.
     pub fn new(
         bootstrap: &str,
         group: &str,
@@ -99,10 +100,22 @@ impl GroupMember {
     ) -> Result<GroupMember, ClientError> {
         let mut req = FindCoordinatorRequest::default();
         req.key = s(group);
-        let resp: FindCoordinatorResponse = call(bootstrap, ApiKey::FindCoordinator, 3, &req)?;
-        if resp.error_code != 0 {
-            return Err(broker_error("FindCoordinator", resp.error_code));
-        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let resp = loop {
+            let resp: FindCoordinatorResponse = call(bootstrap, ApiKey::FindCoordinator, 3, &req)?;
+            let retriable = [
+                ResponseError::CoordinatorNotAvailable.code(),
+                ResponseError::CoordinatorLoadInProgress.code(),
+            ]
+            .contains(&resp.error_code);
+            if resp.error_code == 0 {
+                break resp;
+            }
+            if !retriable || std::time::Instant::now() > deadline {
+                return Err(broker_error("FindCoordinator", resp.error_code));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        };
         let (tx, rx) = connect(&format!("{}:{}", resp.host, resp.port))?;
         Ok(GroupMember {
             group: group.to_owned(),
@@ -148,6 +161,10 @@ impl GroupMember {
             }
             if resp.error_code == ResponseError::UnknownMemberId.code() {
                 self.member_id.clear();
+                continue;
+            }
+            if resp.error_code == ResponseError::CoordinatorLoadInProgress.code() {
+                std::thread::sleep(std::time::Duration::from_millis(200));
                 continue;
             }
             if resp.error_code != 0 {

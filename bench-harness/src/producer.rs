@@ -59,6 +59,8 @@ pub struct ProducerTask {
     pub end: Instant,
     pub counters: Arc<Counters>,
     pub histograms: Arc<Histograms>,
+    /// Set by the driver to stop early (the backlog fill stops at a byte count).
+    pub stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Requests in flight on one connection: their messages' send instants, oldest first.
@@ -112,7 +114,7 @@ impl ProducerTask {
         let mut delay = histogram();
         let linger = Duration::from_millis(w.producer.linger_ms);
         let mut seq: u64 = 0;
-        while Instant::now() < self.end {
+        while Instant::now() < self.end && !self.stop.load(std::sync::atomic::Ordering::Relaxed) {
             let intended = if self.rate > 0.0 {
                 self.start + Duration::from_secs_f64(seq as f64 / self.rate)
             } else {

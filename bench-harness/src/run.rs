@@ -2,6 +2,7 @@
 //! throughput once a second, merge the histograms, and build the result JSON with OpenMessaging
 //! Benchmark's field names plus ringlog's additions (CPU seconds per GB, machine, versions).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -9,7 +10,7 @@ use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
 
 use crate::client::ClientError;
-use crate::cluster::{create_topics, discover};
+use crate::cluster::{create_topics, discover, Cluster};
 use crate::consumer::{assign, Assigned, ConsumerTask, GroupSpec};
 use crate::producer::ProducerTask;
 use crate::stats::{Counters, Histograms};
@@ -33,6 +34,66 @@ fn proc_cpu_seconds(pid: u32) -> Option<f64> {
     Some(ticks / hz)
 }
 
+/// OMB's catch-up read: before the test, the producers write `consumerBacklogSizeGB` as fast as
+/// they can (nothing consumes, nothing is measured); the consumers then start at the beginning
+/// of the partitions, that many bytes behind, while the producers go on at the workload's rate.
+fn fill_backlog(
+    w: &Arc<Workload>,
+    cluster: &Arc<Cluster>,
+    topics: &[String],
+    progress: bool,
+) -> Result<(), ClientError> {
+    let target = (w.consumer_backlog_size_gb * 1e9) as u64;
+    let counters = Arc::new(Counters::default());
+    let histograms = Arc::new(Histograms::default());
+    let stop: Arc<AtomicBool> = Arc::default();
+    let start = Instant::now();
+    // Never measured; an hour at most.
+    let end = start + Duration::from_secs(3600);
+    let mut threads = Vec::new();
+    for topic in topics {
+        for _ in 0..w.producers_per_topic {
+            let t = ProducerTask {
+                workload: w.clone(),
+                cluster: cluster.clone(),
+                topic: topic.clone(),
+                rate: 0.0,
+                start,
+                measure_from: end,
+                end,
+                counters: counters.clone(),
+                histograms: histograms.clone(),
+                stop: stop.clone(),
+            };
+            threads.push(std::thread::spawn(move || t.run()));
+        }
+    }
+    let mut last = Instant::now();
+    while Counters::get(&counters.acked_bytes) < target && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+        if progress && last.elapsed() >= Duration::from_secs(1) {
+            last = Instant::now();
+            eprintln!(
+                "[backlog] {:.2} of {:.2} GB written",
+                Counters::get(&counters.acked_bytes) as f64 / 1e9,
+                target as f64 / 1e9
+            );
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().expect("backlog producer thread")?;
+    }
+    let errors = Counters::get(&counters.errors);
+    if errors > 0 {
+        return Err(ClientError::Broker(format!(
+            "{errors} produce errors while writing the backlog: {:?}",
+            counters.error_kinds.lock().expect("error kinds lock")
+        )));
+    }
+    Ok(())
+}
+
 pub fn run(workload: Workload, opts: &RunOptions) -> Result<Value, ClientError> {
     let w = Arc::new(workload);
     let suffix = SystemTime::now()
@@ -43,6 +104,9 @@ pub fn run(workload: Workload, opts: &RunOptions) -> Result<Value, ClientError> 
         .collect();
     create_topics(&opts.bootstrap, &topics, w.partitions_per_topic)?;
     let cluster = Arc::new(discover(&opts.bootstrap, &topics, w.partitions_per_topic)?);
+    if w.consumer_backlog_size_gb > 0.0 {
+        fill_backlog(&w, &cluster, &topics, opts.progress)?;
+    }
     let counters = Arc::new(Counters::default());
     let histograms = Arc::new(Histograms::default());
     let start = Instant::now();
@@ -70,6 +134,7 @@ pub fn run(workload: Workload, opts: &RunOptions) -> Result<Value, ClientError> 
                 end,
                 counters: counters.clone(),
                 histograms: histograms.clone(),
+                stop: Arc::default(),
             };
             threads.push(std::thread::spawn(move || t.run()));
         }

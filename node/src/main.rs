@@ -167,6 +167,22 @@ fn group_command(bootstrap: &str, action: GroupAction) -> Result<String, String>
     }
 }
 
+/// Prints an admin command's output (or its error, naming the command) and picks the exit code.
+fn admin_outcome(command: &str, result: Result<String, String>) -> ExitCode {
+    match result {
+        Ok(out) => {
+            if !out.is_empty() {
+                println!("{out}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("ringlog {command}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn properties(
     config: Option<PathBuf>,
     data_dir: Option<PathBuf>,
@@ -248,32 +264,10 @@ fn main() -> ExitCode {
         Commands::Topic {
             bootstrap_server,
             action,
-        } => match topic_command(&bootstrap_server, action) {
-            Ok(out) => {
-                if !out.is_empty() {
-                    println!("{out}");
-                }
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("ringlog topic: {e}");
-                ExitCode::FAILURE
-            }
-        },
+        } => admin_outcome("topic", topic_command(&bootstrap_server, action)),
         Commands::Group {
             bootstrap_server,
             action,
-        } => match group_command(&bootstrap_server, action) {
-            Ok(out) => {
-                if !out.is_empty() {
-                    println!("{out}");
-                }
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("ringlog group: {e}");
-                ExitCode::FAILURE
-            }
-        },
+        } => admin_outcome("group", group_command(&bootstrap_server, action)),
     }
 }

@@ -28,7 +28,7 @@ use kafka_protocol::ResponseError;
 use crate::partition::Partition;
 use crate::shard::{now_ms, ShardCtx};
 use records::{OffsetValue, RecordKey};
-use state::{Group, GroupState, JoinLimits, JoinRequest, JoinResult, Reply, SyncResult};
+use state::{Caller, Group, GroupState, JoinLimits, JoinRequest, JoinResult, Reply, SyncResult};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
@@ -136,66 +136,42 @@ impl Coordinator {
         if let Err(e) = self.persist_group(ctx, p, group).await {
             tracing::warn!(group, code = e.code(), "writing group metadata failed");
         }
-        match reply {
-            Reply::Now(r) => r,
-            Reply::Wait(rx) => match wait_or_stop(ctx, rx).await {
-                Some(r) => r,
-                None => JoinResult::error(ResponseError::NotCoordinator, member_id),
-            },
-        }
+        answer(ctx, reply, || {
+            JoinResult::error(ResponseError::NotCoordinator, member_id)
+        })
+        .await
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub async fn sync(
         &self,
         ctx: &ShardCtx,
         group: &str,
-        member_id: &str,
-        instance_id: Option<&str>,
-        generation: i32,
-        protocol_type: Option<&str>,
-        protocol: Option<&str>,
+        who: Caller<'_>,
+        protocol: (Option<&str>, Option<&str>),
         assignments: Vec<(String, Bytes)>,
     ) -> SyncResult {
         let p = self.locate(ctx, group)?;
         let now = now_ms();
         let reply = self
             .with_group(group, false, |g| {
-                g.sync(
-                    member_id,
-                    instance_id,
-                    generation,
-                    protocol_type,
-                    protocol,
-                    assignments,
-                    now,
-                )
+                g.sync(who, protocol.0, protocol.1, assignments, now)
             })
             .ok_or(ResponseError::UnknownMemberId)?;
         // The leader's assignment is written before the leader hears back.
         self.persist_group(ctx, p, group).await?;
-        match reply {
-            Reply::Now(r) => r,
-            Reply::Wait(rx) => wait_or_stop(ctx, rx)
-                .await
-                .unwrap_or(Err(ResponseError::NotCoordinator)),
-        }
+        answer(ctx, reply, || Err(ResponseError::NotCoordinator)).await
     }
 
     pub fn heartbeat(
         &self,
         ctx: &ShardCtx,
         group: &str,
-        member_id: &str,
-        instance_id: Option<&str>,
-        generation: i32,
+        who: Caller<'_>,
     ) -> Result<(), ResponseError> {
         self.locate(ctx, group)?;
         let now = now_ms();
-        self.with_group(group, false, |g| {
-            g.heartbeat(member_id, instance_id, generation, now)
-        })
-        .unwrap_or(Err(ResponseError::UnknownMemberId))
+        self.with_group(group, false, |g| g.heartbeat(who, now))
+            .unwrap_or(Err(ResponseError::UnknownMemberId))
     }
 
     /// LeaveGroup: one result per `(member id, group instance id)`.
@@ -217,26 +193,21 @@ impl Coordinator {
 
     /// OffsetCommit. `Err` is an error for the whole request; otherwise one result per
     /// partition, in request order.
-    #[allow(clippy::too_many_arguments)]
     pub async fn commit(
         &self,
         ctx: &ShardCtx,
         group: &str,
-        member_id: &str,
-        instance_id: Option<&str>,
-        generation: i32,
+        who: Caller<'_>,
         offsets: Vec<(String, i32, OffsetValue)>,
     ) -> Result<Vec<Result<(), ResponseError>>, ResponseError> {
         let p = self.locate(ctx, group)?;
         let now = now_ms();
         let exists = self.groups.borrow().contains_key(group);
-        if !exists && generation >= 0 {
+        if !exists && who.generation >= 0 {
             return Err(ResponseError::IllegalGeneration);
         }
-        self.with_group(group, true, |g| {
-            g.check_commit(member_id, instance_id, generation, now)
-        })
-        .expect("created")?;
+        self.with_group(group, true, |g| g.check_commit(who, now))
+            .expect("created")?;
         let max_metadata = ctx.config.group.offset_metadata_max_bytes;
         let mut results = Vec::with_capacity(offsets.len());
         let mut records = Vec::new();
@@ -652,19 +623,25 @@ async fn append(ctx: &ShardCtx, p: i32, records: KeyValues) -> Result<(), Respon
         })
 }
 
-/// Waits for a JoinGroup/SyncGroup answer; `None` when the shard stops first or the sender
-/// is gone.
-async fn wait_or_stop<T>(ctx: &ShardCtx, rx: futures_channel::oneshot::Receiver<T>) -> Option<T> {
+/// The answer to a JoinGroup/SyncGroup, waiting for the rebalance step when it is not ready;
+/// `stopped()` when the shard stops first or the group dropped the request.
+async fn answer<T>(ctx: &ShardCtx, reply: Reply<T>, stopped: impl FnOnce() -> T) -> T {
+    let rx = match reply {
+        Reply::Now(r) => return r,
+        Reply::Wait(rx) => rx,
+    };
     let seen = ctx.stop_notify.generation();
     if ctx.stopping.load(std::sync::atomic::Ordering::SeqCst) {
-        return None;
+        return stopped();
     }
     let answer = async { rx.await.ok() };
     let stop = async {
         ctx.stop_notify.changed(seen).await;
         None
     };
-    futures_lite::future::or(answer, stop).await
+    futures_lite::future::or(answer, stop)
+        .await
+        .unwrap_or_else(stopped)
 }
 
 /// The coordinator of the shard, as a shared handle for the timer task.

@@ -91,6 +91,14 @@ impl JoinResult {
 
 pub type SyncResult = Result<Bytes, ResponseError>;
 
+/// Who a SyncGroup, Heartbeat or OffsetCommit says it is.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller<'a> {
+    pub member_id: &'a str,
+    pub instance_id: Option<&'a str>,
+    pub generation: i32,
+}
+
 pub enum Reply<T> {
     Now(T),
     Wait(oneshot::Receiver<T>),
@@ -665,24 +673,22 @@ impl Group {
     }
 
     /// SyncGroup. The leader's call carries every member's assignment.
-    #[allow(clippy::too_many_arguments)]
     pub fn sync(
         &mut self,
-        member_id: &str,
-        instance_id: Option<&str>,
-        generation: i32,
+        who: Caller<'_>,
         protocol_type: Option<&str>,
         protocol: Option<&str>,
         assignments: Vec<(String, Bytes)>,
         now_ms: i64,
     ) -> Reply<SyncResult> {
+        let member_id = who.member_id;
         if self.state == GroupState::Dead {
             return Reply::Now(Err(ResponseError::CoordinatorNotAvailable));
         }
-        if let Err(e) = self.validate_member(member_id, instance_id) {
+        if let Err(e) = self.validate_member(member_id, who.instance_id) {
             return Reply::Now(Err(e));
         }
-        if generation != self.generation {
+        if who.generation != self.generation {
             return Reply::Now(Err(ResponseError::IllegalGeneration));
         }
         if protocol_type.is_some_and(|t| Some(t) != self.protocol_type.as_deref())
@@ -721,23 +727,17 @@ impl Group {
         }
     }
 
-    pub fn heartbeat(
-        &mut self,
-        member_id: &str,
-        instance_id: Option<&str>,
-        generation: i32,
-        now_ms: i64,
-    ) -> Result<(), ResponseError> {
+    pub fn heartbeat(&mut self, who: Caller<'_>, now_ms: i64) -> Result<(), ResponseError> {
         match self.state {
             GroupState::Dead => return Err(ResponseError::CoordinatorNotAvailable),
             GroupState::Empty => return Err(ResponseError::UnknownMemberId),
             _ => {}
         }
-        self.validate_member(member_id, instance_id)?;
-        if generation != self.generation {
+        self.validate_member(who.member_id, who.instance_id)?;
+        if who.generation != self.generation {
             return Err(ResponseError::IllegalGeneration);
         }
-        let m = self.members.get_mut(member_id).expect("validated");
+        let m = self.members.get_mut(who.member_id).expect("validated");
         m.heartbeat_deadline_ms = now_ms + i64::from(m.session_timeout_ms);
         if self.state == GroupState::PreparingRebalance {
             return Err(ResponseError::RebalanceInProgress);
@@ -806,13 +806,8 @@ impl Group {
     /// OffsetCommit's membership check. `generation < 0` with no member id is a commit from
     /// outside the group protocol (an admin tool, a consumer with manual assignment): only
     /// allowed while the group has no members.
-    pub fn check_commit(
-        &mut self,
-        member_id: &str,
-        instance_id: Option<&str>,
-        generation: i32,
-        now_ms: i64,
-    ) -> Result<(), ResponseError> {
+    pub fn check_commit(&mut self, who: Caller<'_>, now_ms: i64) -> Result<(), ResponseError> {
+        let (member_id, generation) = (who.member_id, who.generation);
         if self.state == GroupState::Dead {
             return Err(ResponseError::CoordinatorNotAvailable);
         }
@@ -823,7 +818,7 @@ impl Group {
                 Err(ResponseError::UnknownMemberId)
             };
         }
-        self.validate_member(member_id, instance_id)?;
+        self.validate_member(member_id, who.instance_id)?;
         if self.state == GroupState::CompletingRebalance {
             return Err(ResponseError::RebalanceInProgress);
         }
@@ -866,6 +861,14 @@ impl Group {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn caller(member_id: &str, generation: i32) -> Caller<'_> {
+        Caller {
+            member_id,
+            instance_id: None,
+            generation,
+        }
+    }
 
     const LIMITS: JoinLimits = JoinLimits {
         initial_rebalance_delay_ms: 0,
@@ -921,7 +924,7 @@ mod tests {
         assert_eq!((ja.generation, ja.leader.as_str()), (1, a.as_str()));
         assert_eq!(ja.protocol.as_deref(), Some("range"));
         assert_eq!(ja.members.len(), 1);
-        let rx = wait(g.sync(&a, None, 1, None, None, vec![(a.clone(), "A".into())], 1));
+        let rx = wait(g.sync(caller(&a, 1), None, None, vec![(a.clone(), "A".into())], 1));
         drop(rx);
         assert_eq!(g.state, GroupState::Stable);
         assert!(g.take_dirty());
@@ -930,7 +933,7 @@ mod tests {
         let (b, mut rx_b) = join_new(&mut g, 2);
         assert_eq!(g.state, GroupState::PreparingRebalance);
         assert_eq!(
-            g.heartbeat(&a, None, 1, 3),
+            g.heartbeat(caller(&a, 1), 3),
             Err(ResponseError::RebalanceInProgress)
         );
         assert!(
@@ -944,22 +947,22 @@ mod tests {
         assert_eq!((ja.generation, jb.generation), (2, 2));
         assert_eq!(ja.leader, a, "the leader stays");
         assert_eq!((ja.members.len(), jb.members.len()), (2, 0));
-        let mut follower = wait(g.sync(&b, None, 2, None, None, vec![], 5));
+        let mut follower = wait(g.sync(caller(&b, 2), None, None, vec![], 5));
         assert!(
             follower.try_recv().unwrap().is_none(),
             "waits for the leader"
         );
         let assignments = vec![(a.clone(), "A2".into()), (b.clone(), "B2".into())];
-        let mut leader = wait(g.sync(&a, None, 2, None, None, assignments, 6));
+        let mut leader = wait(g.sync(caller(&a, 2), None, None, assignments, 6));
         assert_eq!(&follower.try_recv().unwrap().unwrap().unwrap()[..], b"B2");
         assert_eq!(&leader.try_recv().unwrap().unwrap().unwrap()[..], b"A2");
-        assert_eq!(g.heartbeat(&b, None, 2, 7), Ok(()));
+        assert_eq!(g.heartbeat(caller(&b, 2), 7), Ok(()));
         assert_eq!(
-            g.heartbeat(&b, None, 1, 7),
+            g.heartbeat(caller(&b, 1), 7),
             Err(ResponseError::IllegalGeneration)
         );
         assert_eq!(
-            g.heartbeat("nobody", None, 2, 7),
+            g.heartbeat(caller("nobody", 2), 7),
             Err(ResponseError::UnknownMemberId)
         );
     }
@@ -969,18 +972,18 @@ mod tests {
         let mut g = Group::new("g".into(), 0);
         let (a, _rx) = join_new(&mut g, 0);
         g.try_complete_join(0);
-        let _ = g.sync(&a, None, 1, None, None, vec![], 0);
+        let _ = g.sync(caller(&a, 1), None, None, vec![], 0);
         let (b, _rxb) = join_new(&mut g, 1);
         let _rxa = wait(g.join(req(&a), LIMITS, 1));
         g.try_complete_join(1);
-        let _ = g.sync(&a, None, 2, None, None, vec![], 1);
+        let _ = g.sync(caller(&a, 2), None, None, vec![], 1);
         assert_eq!(g.state, GroupState::Stable);
         // b stops heartbeating: removed after its session, a is told to rejoin.
-        assert_eq!(g.heartbeat(&a, None, 2, 9_000), Ok(()));
+        assert_eq!(g.heartbeat(caller(&a, 2), 9_000), Ok(()));
         assert!(g.expire(LIMITS, 10_001));
         assert!(!g.members.contains_key(&b));
         assert_eq!(
-            g.heartbeat(&a, None, 2, 10_002),
+            g.heartbeat(caller(&a, 2), 10_002),
             Err(ResponseError::RebalanceInProgress)
         );
         let mut rx = wait(g.join(req(&a), LIMITS, 10_003));
@@ -1004,17 +1007,17 @@ mod tests {
             Some(ResponseError::InconsistentGroupProtocol)
         );
         assert_eq!(
-            g.check_commit(&a, None, 1, 1),
+            g.check_commit(caller(&a, 1), 1),
             Err(ResponseError::RebalanceInProgress)
         );
-        let _ = g.sync(&a, None, 1, None, None, vec![], 1);
-        assert_eq!(g.check_commit(&a, None, 1, 2), Ok(()));
+        let _ = g.sync(caller(&a, 1), None, None, vec![], 1);
+        assert_eq!(g.check_commit(caller(&a, 1), 2), Ok(()));
         assert_eq!(
-            g.check_commit(&a, None, 0, 2),
+            g.check_commit(caller(&a, 0), 2),
             Err(ResponseError::IllegalGeneration)
         );
         assert_eq!(
-            g.check_commit("", None, -1, 2),
+            g.check_commit(caller("", -1), 2),
             Err(ResponseError::UnknownMemberId),
             "no simple commits into a group with members"
         );
@@ -1042,7 +1045,7 @@ mod tests {
         g.try_complete_join(0);
         let j = again.try_recv().unwrap().unwrap();
         let leader = j.leader.clone();
-        let _ = g.sync(&leader, None, j.generation, None, None, vec![], 0);
+        let _ = g.sync(caller(&leader, j.generation), None, None, vec![], 0);
         assert_eq!(g.state, GroupState::Stable);
         let gen = g.generation;
         // The follower restarts with the same instance id: new member id, same generation.
@@ -1055,7 +1058,14 @@ mod tests {
         assert_ne!(j.member_id, old_follower);
         assert_eq!(g.state, GroupState::Stable);
         assert_eq!(
-            g.heartbeat(&old_follower, Some(follower_instance), gen, 2),
+            g.heartbeat(
+                Caller {
+                    member_id: &old_follower,
+                    instance_id: Some(follower_instance),
+                    generation: gen,
+                },
+                2
+            ),
             Err(ResponseError::FencedInstanceId)
         );
     }

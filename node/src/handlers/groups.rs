@@ -39,7 +39,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use crate::group::records::OffsetValue;
-use crate::group::state::{GroupState, JoinRequest};
+use crate::group::state::{Caller, GroupState, JoinRequest};
 use crate::group::{partition_for, OFFSETS_TOPIC};
 use crate::metadata::Command;
 use crate::shard::{now_ms, ShardCtx};
@@ -242,11 +242,12 @@ pub async fn sync(ctx: &Rc<ShardCtx>, req: SyncGroupRequest, version: i16) -> Sy
         .sync(
             ctx,
             &req.group_id.0,
-            &req.member_id,
-            req.group_instance_id.as_deref(),
-            req.generation_id,
-            req.protocol_type.as_deref(),
-            req.protocol_name.as_deref(),
+            Caller {
+                member_id: &req.member_id,
+                instance_id: req.group_instance_id.as_deref(),
+                generation: req.generation_id,
+            },
+            (req.protocol_type.as_deref(), req.protocol_name.as_deref()),
             assignments,
         )
         .await;
@@ -267,13 +268,12 @@ pub async fn sync(ctx: &Rc<ShardCtx>, req: SyncGroupRequest, version: i16) -> Sy
 
 pub fn heartbeat(ctx: &Rc<ShardCtx>, req: HeartbeatRequest) -> HeartbeatResponse {
     let mut resp = HeartbeatResponse::default();
-    resp.error_code = code(ctx.groups.heartbeat(
-        ctx,
-        &req.group_id.0,
-        &req.member_id,
-        req.group_instance_id.as_deref(),
-        req.generation_id,
-    ));
+    let who = Caller {
+        member_id: &req.member_id,
+        instance_id: req.group_instance_id.as_deref(),
+        generation: req.generation_id,
+    };
+    resp.error_code = code(ctx.groups.heartbeat(ctx, &req.group_id.0, who));
     resp
 }
 
@@ -431,9 +431,11 @@ pub async fn offset_commit(
         .commit(
             ctx,
             &req.group_id.0,
-            &req.member_id,
-            req.group_instance_id.as_deref(),
-            req.generation_id_or_member_epoch,
+            Caller {
+                member_id: &req.member_id,
+                instance_id: req.group_instance_id.as_deref(),
+                generation: req.generation_id_or_member_epoch,
+            },
             offsets,
         )
         .await;
@@ -487,16 +489,9 @@ pub fn offset_fetch(
     let mut resp = OffsetFetchResponse::default();
     if version >= 8 {
         for g in req.groups {
-            let asked: Asked = g.topics.map(|ts| {
-                ts.into_iter()
-                    .flat_map(|t| {
-                        let name = t.name.0.to_string();
-                        t.partition_indexes
-                            .into_iter()
-                            .map(move |p| (name.clone(), p))
-                    })
-                    .collect()
-            });
+            let asked: Asked = g
+                .topics
+                .map(|ts| asked_partitions(ts.into_iter().map(|t| (t.name, t.partition_indexes))));
             let mut rg = OffsetFetchResponseGroup::default();
             match committed_partitions(ctx, &g.group_id.0, asked) {
                 Err(e) => rg.error_code = e.code(),
@@ -528,16 +523,9 @@ pub fn offset_fetch(
         }
         return resp;
     }
-    let asked: Asked = req.topics.map(|ts| {
-        ts.into_iter()
-            .flat_map(|t| {
-                let name = t.name.0.to_string();
-                t.partition_indexes
-                    .into_iter()
-                    .map(move |p| (name.clone(), p))
-            })
-            .collect()
-    });
+    let asked: Asked = req
+        .topics
+        .map(|ts| asked_partitions(ts.into_iter().map(|t| (t.name, t.partition_indexes))));
     match committed_partitions(ctx, &req.group_id.0, asked.clone()) {
         Ok(topics) => {
             resp.topics = topics
@@ -585,6 +573,16 @@ pub fn offset_fetch(
         }
     }
     resp
+}
+
+/// `(topic, partition)` pairs of an OffsetFetch's topics (either request layout).
+fn asked_partitions(topics: impl Iterator<Item = (TopicName, Vec<i32>)>) -> Vec<(String, i32)> {
+    topics
+        .flat_map(|(name, partitions)| {
+            let name = name.0.to_string();
+            partitions.into_iter().map(move |p| (name.clone(), p))
+        })
+        .collect()
 }
 
 /// `(offset, leader epoch, metadata)`; -1/-1/"" when nothing is committed.
