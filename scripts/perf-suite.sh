@@ -54,17 +54,26 @@ run_workloads() { # TARGET BOOTSTRAP PID
   done
 }
 
+# A failed workload or a target that does not start must not leave a broker running.
+CURRENT_PID=""
+cleanup() {
+  [[ -n "$CURRENT_PID" ]] && kill -TERM "$CURRENT_PID" 2>/dev/null && wait "$CURRENT_PID" 2>/dev/null
+  [[ -n "${KAFKA_DATA_DIR:-}" && -f "${KAFKA_DATA_DIR}/kafka.pid" ]] && "$SCRIPT_DIR/kafka-stop.sh" >/dev/null 2>&1
+  return 0
+}
+trap cleanup EXIT
 WORKLOADS=("$@")
 for target in ${SUITE_TARGETS:-ringlog kafka}; do
   case "$target" in
     ringlog)
       DATA="$(mktemp -d -p "$REPO_ROOT/target" suite-ringlog.XXXXXX)"
       "${BROKER_PIN[@]}" target/release/ringlog serve --data-dir "$DATA" --listen 127.0.0.1:39092 "${RINGLOG_SET[@]}" >"$DATA/broker.log" 2>&1 &
-      PID=$!
+      PID=$!; CURRENT_PID=$PID
       for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/39092) 2>/dev/null && break; sleep 0.1; done
       kill -0 $PID || { cat "$DATA/broker.log" >&2; echo "ringlog did not start" >&2; exit 1; }
       run_workloads ringlog 127.0.0.1:39092 "$PID"
       kill -TERM $PID; wait $PID || true
+      CURRENT_PID=""
       rm -rf "$DATA"
       ;;
     kafka)
@@ -73,7 +82,7 @@ for target in ${SUITE_TARGETS:-ringlog kafka}; do
       "${BROKER_PIN[@]}" "$SCRIPT_DIR/kafka-start.sh" >/dev/null || { echo "Apache Kafka did not start (see $KAFKA_DATA_DIR)" >&2; exit 1; }
       run_workloads kafka 127.0.0.1:39192 "$(cat "$KAFKA_DATA_DIR/kafka.pid")"
       "$SCRIPT_DIR/kafka-stop.sh" >/dev/null
-      rm -rf "$KAFKA_DATA_DIR"
+      rm -rf "$KAFKA_DATA_DIR"; KAFKA_DATA_DIR=""
       ;;
     *) echo "unknown target '$target' (ringlog, kafka)" >&2; exit 2 ;;
   esac

@@ -236,10 +236,16 @@ impl GroupMember {
         match ResponseError::try_from_code(resp.error_code) {
             None => Ok(false),
             Some(
-                ResponseError::RebalanceInProgress
+                e @ (ResponseError::RebalanceInProgress
                 | ResponseError::IllegalGeneration
-                | ResponseError::UnknownMemberId,
-            ) => Ok(true),
+                | ResponseError::UnknownMemberId),
+            ) => {
+                eprintln!(
+                    "[group] {} member {} rejoins (generation {}): {e:?}",
+                    self.group, self.member_id, self.generation
+                );
+                Ok(true)
+            }
             Some(_) => Err(broker_error("Heartbeat", resp.error_code)),
         }
     }

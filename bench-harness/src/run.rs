@@ -42,7 +42,7 @@ fn fill_backlog(
     cluster: &Arc<Cluster>,
     topics: &[String],
     progress: bool,
-) -> Result<(), ClientError> {
+) -> Result<u64, ClientError> {
     let target = (w.consumer_backlog_size_gb * 1e9) as u64;
     let counters = Arc::new(Counters::default());
     let histograms = Arc::new(Histograms::default());
@@ -91,7 +91,7 @@ fn fill_backlog(
             counters.error_kinds.lock().expect("error kinds lock")
         )));
     }
-    Ok(())
+    Ok(Counters::get(&counters.acked_messages))
 }
 
 pub fn run(workload: Workload, opts: &RunOptions) -> Result<Value, ClientError> {
@@ -104,9 +104,11 @@ pub fn run(workload: Workload, opts: &RunOptions) -> Result<Value, ClientError> 
         .collect();
     create_topics(&opts.bootstrap, &topics, w.partitions_per_topic)?;
     let cluster = Arc::new(discover(&opts.bootstrap, &topics, w.partitions_per_topic)?);
-    if w.consumer_backlog_size_gb > 0.0 {
-        fill_backlog(&w, &cluster, &topics, opts.progress)?;
-    }
+    let backlog_messages = if w.consumer_backlog_size_gb > 0.0 {
+        fill_backlog(&w, &cluster, &topics, opts.progress)?
+    } else {
+        0
+    };
     let counters = Arc::new(Counters::default());
     let histograms = Arc::new(Histograms::default());
     let start = Instant::now();
@@ -176,7 +178,11 @@ pub fn run(workload: Workload, opts: &RunOptions) -> Result<Value, ClientError> 
         }
     }
     // Sampled over the measured interval only; consumers then get 2 s more to drain.
-    let series = sample_until(&counters, start, measure_from, end, opts.progress);
+    let backlog = Backlog {
+        initial: backlog_messages,
+        subscriptions: u64::from(w.subscriptions_per_topic),
+    };
+    let series = sample_until(&counters, backlog, start, measure_from, end, opts.progress);
     for t in threads {
         t.join().expect("worker thread")?;
     }
@@ -277,8 +283,23 @@ struct Series {
     backlog: Vec<i64>,
 }
 
+/// What the consumers still have to read, as OMB counts it: every message published (before the
+/// test, for a catch-up read, and during it) once per subscription, less those consumed.
+#[derive(Clone, Copy)]
+struct Backlog {
+    initial: u64,
+    subscriptions: u64,
+}
+
+impl Backlog {
+    fn at(self, published: u64, consumed: u64) -> i64 {
+        ((self.initial + published) * self.subscriptions) as i64 - consumed as i64
+    }
+}
+
 fn sample_until(
     c: &Counters,
+    backlog: Backlog,
     start: Instant,
     measure_from: Instant,
     end: Instant,
@@ -301,7 +322,7 @@ fn sample_until(
         if tick > measure_from {
             s.publish_rate.push((p - last_p) as f64);
             s.consume_rate.push((cons - last_c) as f64);
-            s.backlog.push(p as i64 - cons as i64);
+            s.backlog.push(backlog.at(p, cons));
         }
         if progress {
             let phase = if tick <= measure_from {
@@ -310,7 +331,7 @@ fn sample_until(
                 "measuring"
             };
             let left = end.saturating_duration_since(tick).as_secs();
-            eprintln!("[{phase}] {:>9.0} msg/s published, {:>9.0} msg/s consumed, backlog {:>9}, {left:>4} s left", (p - last_p) as f64, (cons - last_c) as f64, p as i64 - cons as i64);
+            eprintln!("[{phase}] {:>9.0} msg/s published, {:>9.0} msg/s consumed, backlog {:>9}, {left:>4} s left", (p - last_p) as f64, (cons - last_c) as f64, backlog.at(p, cons));
         }
         (last_p, last_c) = (p, cons);
     }
