@@ -3,8 +3,9 @@
 //! the send time each producer wrote into the first 8 bytes of every value.
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hdrhistogram::Histogram;
@@ -69,8 +70,10 @@ impl ConsumerTask {
         Ok(())
     }
 
-    /// Joins the group, fetches what it is given from the committed offsets, commits and
-    /// heartbeats every second, rejoins on a rebalance, commits and leaves at the end.
+    /// Joins the group and fetches what it is given from the committed offsets; a keeper
+    /// thread commits and heartbeats every second (as real clients do in the background, so a
+    /// slow commit never holds up fetching) and asks for a rejoin on a rebalance. At the end it
+    /// commits and leaves.
     fn run_in_group(
         &self,
         g: &GroupSpec,
@@ -95,25 +98,25 @@ impl ConsumerTask {
                     )
                 })
                 .collect();
-            let mut last_heartbeat = Instant::now();
-            let mut rejoin = false;
-            while Instant::now() < self.end {
+            let shared = Arc::new(Mutex::new(by_partition(&offsets)));
+            let rejoin = Arc::new(AtomicBool::new(false));
+            let stop = Arc::new(AtomicBool::new(false));
+            let keeper = {
+                let (shared, rejoin, stop) = (shared.clone(), rejoin.clone(), stop.clone());
+                std::thread::spawn(move || keep_membership(member, &shared, &rejoin, &stop))
+            };
+            while Instant::now() < self.end && !rejoin.load(Ordering::Relaxed) {
                 if by_leader.is_empty() {
-                    std::thread::sleep(std::time::Duration::from_millis(100));
+                    std::thread::sleep(Duration::from_millis(100));
                 } else {
                     self.fetch_round(&by_leader, conns, &mut offsets, e2e)?;
-                }
-                if last_heartbeat.elapsed().as_millis() >= 1000 {
-                    member.commit(&by_partition(&offsets))?;
-                    rejoin = member.heartbeat()?;
-                    last_heartbeat = Instant::now();
-                    if rejoin {
-                        break;
-                    }
+                    *shared.lock().expect("offsets lock") = by_partition(&offsets);
                 }
             }
+            stop.store(true, Ordering::Relaxed);
+            member = keeper.join().expect("group keeper thread")?;
             member.commit(&by_partition(&offsets))?;
-            if !rejoin {
+            if !rejoin.load(Ordering::Relaxed) {
                 return member.leave();
             }
         }
@@ -156,6 +159,31 @@ impl ConsumerTask {
             }
         }
     }
+}
+
+/// The keeper thread of a group consumer: every second commits the offsets the fetch loop
+/// published and heartbeats; stops when told to or when the group rebalances (`rejoin`).
+fn keep_membership(
+    mut member: GroupMember,
+    offsets: &Mutex<HashMap<u32, i64>>,
+    rejoin: &AtomicBool,
+    stop: &AtomicBool,
+) -> Result<GroupMember, ClientError> {
+    let mut last = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(20));
+        if last.elapsed() < Duration::from_secs(1) {
+            continue;
+        }
+        last = Instant::now();
+        let snapshot = offsets.lock().expect("offsets lock").clone();
+        member.commit(&snapshot)?;
+        if member.heartbeat()? {
+            rejoin.store(true, Ordering::Relaxed);
+            break;
+        }
+    }
+    Ok(member)
 }
 
 fn by_leader(assigned: &[(String, u32, String)]) -> HashMap<String, Vec<(String, u32)>> {

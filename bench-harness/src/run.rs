@@ -84,12 +84,14 @@ fn fill_backlog(
     for t in threads {
         t.join().expect("backlog producer thread")?;
     }
+    // Refused batches (a leader just elected, say) are not in the backlog: it is counted from
+    // acknowledged bytes, so it is still the size asked for.
     let errors = Counters::get(&counters.errors);
     if errors > 0 {
-        return Err(ClientError::Broker(format!(
-            "{errors} produce errors while writing the backlog: {:?}",
+        eprintln!(
+            "[backlog] {errors} produce requests refused while writing it: {:?}",
             counters.error_kinds.lock().expect("error kinds lock")
-        )));
+        );
     }
     Ok(Counters::get(&counters.acked_messages))
 }

@@ -467,6 +467,23 @@ impl Log {
         self.flush_through(end).await
     }
 
+    /// Waits until everything appended so far is written to the segment file (not fsynced): it
+    /// then survives the process being killed, though not a machine crash — what Kafka's
+    /// acknowledgement without a flush gives, its writes sitting in the page cache.
+    pub async fn wait_written(&self) -> Result<(), FlushError> {
+        let (appender, target_bytes) = {
+            let st = self.inner.state.borrow();
+            let a = st
+                .active()
+                .appender()
+                .expect("active segment has an appender")
+                .clone();
+            let end = a.io.borrow().planner.appended();
+            (a, end)
+        };
+        self.wait_appender_written(&appender, target_bytes).await
+    }
+
     async fn flush_through(&self, target: Offset) -> Result<(), FlushError> {
         let (appender, target_bytes) = {
             let st = self.inner.state.borrow();
@@ -478,7 +495,7 @@ impl Log {
             let end = a.io.borrow().planner.appended();
             (a, end)
         };
-        self.wait_written(&appender, target_bytes).await?;
+        self.wait_appender_written(&appender, target_bytes).await?;
         let _sync = self
             .inner
             .sync
@@ -515,7 +532,11 @@ impl Log {
         Ok(())
     }
 
-    async fn wait_written(&self, appender: &Appender, target_bytes: u64) -> Result<(), FlushError> {
+    async fn wait_appender_written(
+        &self,
+        appender: &Appender,
+        target_bytes: u64,
+    ) -> Result<(), FlushError> {
         {
             let mut io = appender.io.borrow_mut();
             io.flush_wanted_through = io.flush_wanted_through.max(target_bytes);

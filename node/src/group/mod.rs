@@ -574,8 +574,9 @@ fn whole_batches(bytes: Bytes) -> Vec<Bytes> {
     out
 }
 
-/// Appends coordinator records to partition `p` of `__consumer_offsets` (the topic flushes
-/// every append: a commit is on disk before it is acknowledged).
+/// Appends coordinator records to partition `p` of `__consumer_offsets` and waits until they
+/// are written to the segment file: a commit survives the broker being killed once it is
+/// acknowledged (not a machine crash: like Kafka, no fsync per commit; `log.flush.*` applies).
 async fn append(ctx: &ShardCtx, p: i32, records: KeyValues) -> Result<(), ResponseError> {
     let part = ctx
         .partition(OFFSETS_TOPIC, p)
@@ -611,7 +612,6 @@ async fn append(ctx: &ShardCtx, p: i32, records: KeyValues) -> Result<(), Respon
     })?;
     crate::handlers::produce::append(ctx, &part, &buf)
         .await
-        .map(|_| ())
         .map_err(|(e, msg)| {
             tracing::error!(partition = p, error = %msg, "appending to __consumer_offsets");
             match e {
@@ -620,7 +620,11 @@ async fn append(ctx: &ShardCtx, p: i32, records: KeyValues) -> Result<(), Respon
                 }
                 _ => ResponseError::UnknownServerError,
             }
-        })
+        })?;
+    part.log.wait_written().await.map_err(|e| {
+        tracing::error!(partition = p, error = %e, "writing __consumer_offsets");
+        ResponseError::UnknownServerError
+    })
 }
 
 /// The answer to a JoinGroup/SyncGroup, waiting for the rebalance step when it is not ready;

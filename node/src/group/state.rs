@@ -434,7 +434,11 @@ impl Group {
             GroupState::Stable if unchanged && !is_leader => Reply::Now(self.join_result(&id)),
             GroupState::CompletingRebalance | GroupState::Stable => {
                 let reply = self.update_and_wait(&id, req);
-                self.prepare_rebalance(limits, now_ms);
+                self.prepare_rebalance(
+                    limits,
+                    now_ms,
+                    "a member rejoined with new protocols (or the leader rejoined)",
+                );
                 reply
             }
             GroupState::Empty | GroupState::Dead => fail(ResponseError::UnknownMemberId, &id),
@@ -495,7 +499,7 @@ impl Group {
                 self.join_deadline_ms = Some(next.max(self.join_deadline_ms.unwrap_or(next)));
             }
             (GroupState::PreparingRebalance, None) => {}
-            _ => self.prepare_rebalance(limits, now_ms),
+            _ => self.prepare_rebalance(limits, now_ms, "a member joined"),
         }
         Reply::Wait(rx)
     }
@@ -538,13 +542,18 @@ impl Group {
             GroupState::PreparingRebalance => self.update_and_wait(&new_id, req),
             _ => {
                 let reply = self.update_and_wait(&new_id, req);
-                self.prepare_rebalance(limits, now_ms);
+                self.prepare_rebalance(
+                    limits,
+                    now_ms,
+                    "a static member rejoined with new protocols",
+                );
                 reply
             }
         }
     }
 
-    fn prepare_rebalance(&mut self, limits: JoinLimits, now_ms: i64) {
+    fn prepare_rebalance(&mut self, limits: JoinLimits, now_ms: i64, reason: &str) {
+        tracing::info!(group = %self.id, generation = self.generation, members = self.members.len(), reason, "preparing to rebalance");
         if self.state == GroupState::CompletingRebalance {
             for m in self.members.values_mut() {
                 m.assignment = Bytes::new();
@@ -619,6 +628,7 @@ impl Group {
                 .map(|m| m.id.clone());
         }
         self.set_state(GroupState::CompletingRebalance, now_ms);
+        tracing::info!(group = %self.id, generation = self.generation, members = self.members.len(), protocol = ?self.protocol, "join phase complete");
         let ids: Vec<String> = self.members.keys().cloned().collect();
         for id in ids {
             let result = self.join_result(&id);
@@ -657,7 +667,7 @@ impl Group {
     fn members_removed(&mut self, limits: JoinLimits, now_ms: i64) {
         match self.state {
             GroupState::Stable | GroupState::CompletingRebalance => {
-                self.prepare_rebalance(limits, now_ms);
+                self.prepare_rebalance(limits, now_ms, "members left or timed out");
                 // Nobody is left to wait for when the group emptied.
                 if self.members.is_empty() {
                     self.join_deadline_ms = Some(now_ms);

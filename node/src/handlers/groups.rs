@@ -70,7 +70,6 @@ async fn offsets_topic(ctx: &Rc<ShardCtx>) -> Result<i32, ResponseError> {
     // load replays every record, the latest per key winning.
     let configs = [
         ("retention.ms", "-1".to_owned()),
-        ("flush.messages", "1".to_owned()),
         ("segment.bytes", g.offsets_topic_segment_bytes.to_string()),
     ]
     .into_iter()
