@@ -91,19 +91,20 @@ impl Log {
             if opts.max_offset.is_some_and(|m| found.base_offset >= m) {
                 return Ok(result);
             }
-            let mut end = view.size.max(found.position + u64::from(found.size_bytes));
-            if let Some(m) = opts.max_offset {
-                if let Some(limit) = view.find_batch(found.position, m).await? {
-                    end = end.min(
-                        limit
-                            .position
-                            .max(found.position + u64::from(found.size_bytes)),
-                    );
-                }
-            }
+            let first_end = found.position + u64::from(found.size_bytes);
+            let end = view.size.max(first_end);
             let mut len = (opts.max_bytes as u64).min(end - found.position);
             if opts.min_one_batch {
                 len = len.max(u64::from(found.size_bytes));
+            }
+            // A bound below the log end (a high watermark behind it) cuts the range at the
+            // batch holding it. Only the bytes about to be returned are scanned: scanning to
+            // the bound itself would read a whole segment's headers for a consumer far behind.
+            if let Some(m) = opts.max_offset.filter(|m| *m < log_end_offset) {
+                let range_end = found.position + len;
+                if let Some(limit) = view.find_batch_before(found.position, m, range_end).await? {
+                    len = len.min(limit.position.max(first_end) - found.position);
+                }
             }
             result.slices = view.slices(found.position, found.position + len);
             result.first_batch_offset = Some(found.base_offset);

@@ -175,19 +175,32 @@ impl SegmentView {
     /// last offset is `>= target`, or `None` if the segment ends first.
     pub async fn find_batch(
         &self,
+        position: u64,
+        target: Offset,
+    ) -> Result<Option<FoundBatch>, ReadError> {
+        self.find_batch_before(position, target, u64::MAX).await
+    }
+
+    /// [`SegmentView::find_batch`], giving up (`None`) at file position `limit`.
+    pub async fn find_batch_before(
+        &self,
         mut position: u64,
         target: Offset,
+        limit: u64,
     ) -> Result<Option<FoundBatch>, ReadError> {
         const LAST_OFFSET_DELTA_END: usize = 27;
         loop {
             let (_, end) = self.live_bounds();
-            if position >= end {
+            if position >= end || position >= limit {
                 return Ok(None);
             }
             let window_end = (position + HEADER_SCAN_READ_BYTES as u64).min(end);
             let bytes = self.copy_bytes(position, window_end).await?;
             let mut at = 0usize;
             while at + LAST_OFFSET_DELTA_END <= bytes.len() {
+                if position + at as u64 >= limit {
+                    return Ok(None);
+                }
                 let (base, size) = peek_size(&bytes[at..])
                     .map_err(|source| self.corrupt(position + at as u64, source))?;
                 let delta =
