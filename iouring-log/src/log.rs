@@ -471,30 +471,24 @@ impl Log {
     /// then survives the process being killed, though not a machine crash — what Kafka's
     /// acknowledgement without a flush gives, its writes sitting in the page cache.
     pub async fn wait_written(&self) -> Result<(), FlushError> {
-        let (appender, target_bytes) = {
-            let st = self.inner.state.borrow();
-            let a = st
-                .active()
-                .appender()
-                .expect("active segment has an appender")
-                .clone();
-            let end = a.io.borrow().planner.appended();
-            (a, end)
-        };
+        let (appender, target_bytes) = self.active_appender_and_end();
         self.wait_appender_written(&appender, target_bytes).await
     }
 
+    /// The active segment's appender and the file position after its last appended byte.
+    fn active_appender_and_end(&self) -> (Appender, u64) {
+        let st = self.inner.state.borrow();
+        let a = st
+            .active()
+            .appender()
+            .expect("active segment has an appender")
+            .clone();
+        let end = a.io.borrow().planner.appended();
+        (a, end)
+    }
+
     async fn flush_through(&self, target: Offset) -> Result<(), FlushError> {
-        let (appender, target_bytes) = {
-            let st = self.inner.state.borrow();
-            let a = st
-                .active()
-                .appender()
-                .expect("active segment has an appender")
-                .clone();
-            let end = a.io.borrow().planner.appended();
-            (a, end)
-        };
+        let (appender, target_bytes) = self.active_appender_and_end();
         self.wait_appender_written(&appender, target_bytes).await?;
         let _sync = self
             .inner

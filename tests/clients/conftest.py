@@ -99,6 +99,18 @@ class Broker:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
+def run_client_program(cmd, broker, timeout, name):
+    """Runs a client check program against `broker`; fails the test with its output and the
+    broker's log unless it exits 0. Returns its stdout."""
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"{name} timed out:\n{e.stdout}\n{e.stderr}\n--- broker log ---\n{broker.read_log()}")
+    assert r.returncode == 0, (f"{name} exited {r.returncode}\n--- stdout ---\n{r.stdout}\n"
+                               f"--- stderr ---\n{r.stderr}\n--- broker log ---\n{broker.read_log()}")
+    return r.stdout
+
+
 @pytest.fixture
 def broker():
     b = Broker().start()

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 
 import pytest
+from conftest import run_client_program
 from stored_batches import stored_batches
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -43,14 +44,8 @@ def client_check():
 
 
 def test_admin_produce_consume_every_codec(broker, client_check):
-    try:
-        r = subprocess.run(client_check + [broker.bootstrap, "java-codecs"], capture_output=True, text=True,
-                           timeout=120)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"ClientCheck timed out:\n{e.stdout}\n{e.stderr}\n--- broker log ---\n{broker.read_log()}")
-    assert r.returncode == 0, (f"ClientCheck exited {r.returncode}\n--- stdout ---\n{r.stdout}\n"
-                               f"--- stderr ---\n{r.stderr}\n--- broker log ---\n{broker.read_log()}")
-    assert r.stdout.startswith("OK: 1250 records"), r.stdout
+    out = run_client_program(client_check + [broker.bootstrap, "java-codecs"], broker, 120, "ClientCheck")
+    assert out.startswith("OK: 1250 records"), out
     # what the broker stored: each codec really used, v2 batches of the idempotent producer
     assert broker.stop() == 0, broker.read_log()
     batches = stored_batches(broker.data_dir, "java-codecs")
@@ -62,12 +57,7 @@ def test_admin_produce_consume_every_codec(broker, client_check):
 def test_consumer_group_share_commit_static_rejoin(make_broker, client_check):
     # no initial rebalance delay: the first JoinGroup of each group completes at once
     broker = make_broker(settings={"group.initial.rebalance.delay.ms": "0"}).start()
-    try:
-        r = subprocess.run(client_check + ["groups", broker.bootstrap, "java-groups"], capture_output=True,
-                           text=True, timeout=80)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"ClientCheck groups timed out:\n{e.stdout}\n{e.stderr}\n--- broker log ---\n{broker.read_log()}")
-    assert r.returncode == 0, (f"ClientCheck groups exited {r.returncode}\n--- stdout ---\n{r.stdout}\n"
-                               f"--- stderr ---\n{r.stderr}\n--- broker log ---\n{broker.read_log()}")
-    assert r.stdout.startswith("OK: 600 records consumed exactly once by 3 members"), r.stdout
+    out = run_client_program(client_check + ["groups", broker.bootstrap, "java-groups"], broker, 80,
+                             "ClientCheck groups")
+    assert out.startswith("OK: 600 records consumed exactly once by 3 members"), out
     assert broker.stop() == 0, broker.read_log()
