@@ -3,7 +3,8 @@
 //! percentile curves on a log axis as HdrHistogram plots them, side-by-side tables with ratios
 //! — and a Markdown summary for the README.
 //!
-//! It reads result files; it must not measure anything itself. Not built yet: suites that start
-//! ringlog and Apache Kafka and run several workloads in one go, and recorded baselines.
+//! It reads result files; it must not measure anything itself. The suite that starts ringlog
+//! and Apache Kafka and runs workloads against both is `scripts/perf-suite.sh`; its committed
+//! results are under `perf/results/`.
 
 pub mod report;

@@ -397,6 +397,9 @@ def test_group_errors_on_the_wire(broker0):
     assert w.offset_commit_v2(coord, "", -1, "", [(topic, 0, 1, "")]) == {(topic, 0): 24}
     assert w.join_group_v1(coord, group, session_timeout=100)[0] == 26  # INVALID_SESSION_TIMEOUT
     assert w.join_group_v1(coord, group, protocol_type="")[0] == 23  # INCONSISTENT_GROUP_PROTOCOL
+    listed = subprocess.run([BINARY, "group", "--bootstrap-server", broker0.bootstrap, "list"],
+                            capture_output=True, text=True, timeout=30)
+    assert group not in listed.stdout.split(), "a refused join leaves no group behind"  + listed.stdout
     # the wrong shard is not the coordinator
     assert w.join_group_v1(other, group)[0] == 16  # NOT_COORDINATOR
     assert w.heartbeat_v1(other, group, 1, "x") == 16

@@ -133,6 +133,10 @@ impl Coordinator {
         let Some(reply) = reply else {
             return JoinResult::error(ResponseError::UnknownMemberId, member_id);
         };
+        // A refused first join leaves no trace: no empty group appears in ListGroups.
+        self.groups
+            .borrow_mut()
+            .retain(|id, g| id != group || !g.never_used());
         if let Err(e) = self.persist_group(ctx, p, group).await {
             tracing::warn!(group, code = e.code(), "writing group metadata failed");
         }

@@ -276,6 +276,16 @@ impl Group {
         self.state == GroupState::Empty
     }
 
+    /// Created by a request that was then refused: no member, no generation, no offsets, and
+    /// nobody waiting for a member id.
+    pub fn never_used(&self) -> bool {
+        self.state == GroupState::Empty
+            && self.generation == 0
+            && self.members.is_empty()
+            && self.pending.is_empty()
+            && self.offsets.is_empty()
+    }
+
     fn set_state(&mut self, state: GroupState, now_ms: i64) {
         if self.state != state {
             self.state = state;
