@@ -122,6 +122,8 @@ fn summary(r: &serde_json::Value) -> String {
         r["aggregatedEndToEndLatency50pct"],
         r["aggregatedEndToEndLatency99pct"],
         r["errors"],
-        r.get("errorKinds").map_or(String::new(), |k| k.to_string()),
+        r.get("errorKinds")
+            .filter(|k| k.as_object().is_some_and(|o| !o.is_empty()))
+            .map_or(String::new(), |k| k.to_string()),
     )
 }
