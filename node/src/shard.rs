@@ -265,20 +265,36 @@ pub async fn run_shard(ctx: Rc<ShardCtx>, mut updates: fmpsc::UnboundedReceiver<
     tracing::info!(shard = ctx.shard, "stopped");
 }
 
+/// Watches the process-wide `stopping` flag (set by the signal thread, so it cannot wake this
+/// shard's tasks itself) and turns it into `stop_notify`, once.
+async fn watch_for_stop(ctx: Rc<ShardCtx>) {
+    while !ctx.stopping.load(Ordering::SeqCst) {
+        glommio::timer::sleep(STOP_POLL_INTERVAL).await;
+    }
+    ctx.stop_notify.notify_all();
+}
+
+/// How often a shard looks at the `stopping` flag.
+const STOP_POLL_INTERVAL: Duration = Duration::from_millis(50);
+
 async fn accept_until_stopped(ctx: &Rc<ShardCtx>, listener: TcpListener) {
+    // The accept future is polled only when a connection arrives or the shard stops: glommio's
+    // listener keeps a clone of the task's waker for every poll of an accept, and a task polled
+    // on a timer (every 50 ms while idle) overflowed glommio's waker count after 27 minutes and
+    // panicked the shard ("Waker invariant broken").
+    glommio::spawn_local(watch_for_stop(ctx.clone())).detach();
     loop {
+        let seen = ctx.stop_notify.generation();
+        if ctx.stopping.load(Ordering::SeqCst) {
+            return;
+        }
         let accept = async { Some(listener.accept().await) };
         let stop = async {
-            while !ctx.stopping.load(Ordering::SeqCst) {
-                glommio::timer::sleep(Duration::from_millis(50)).await;
-            }
+            ctx.stop_notify.changed(seen).await;
             None
         };
         match futures_lite::future::or(accept, stop).await {
-            None => {
-                ctx.stop_notify.notify_all();
-                return;
-            }
+            None => return,
             Some(Ok(stream)) => {
                 let ctx = ctx.clone();
                 glommio::spawn_local(async move {
