@@ -40,5 +40,14 @@ def stored_batches(data_dir, topic):
     return out
 
 
+def assert_idempotent_batches(data_dir, topic, codecs, records):
+    """What an idempotent producer sending in every codec of `codecs` left: v2 batches with a
+    producer id, exactly those codecs really used, `records` records in all."""
+    batches = stored_batches(data_dir, topic)
+    assert {b["codec"] for b in batches} == set(codecs), batches
+    assert all(b["magic"] == 2 and b["producer_id"] >= 0 for b in batches), batches
+    assert sum(b["records"] for b in batches) == records
+
+
 def codecs_used(data_dir, topic):
     return {b["codec"] for b in stored_batches(data_dir, topic)}

@@ -101,6 +101,12 @@ class Member:
         self.consumer.close()
 
 
+def group_cli(broker, *args):
+    """`ringlog group --bootstrap-server BROKER ARGS...` (the completed process)."""
+    return subprocess.run([BINARY, "group", "--bootstrap-server", broker.bootstrap, *args],
+                          capture_output=True, text=True, timeout=30)
+
+
 def wait_for(cond, timeout, what):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -149,14 +155,12 @@ def test_three_members_split_six_partitions_and_consume_exactly_once(broker0):
     assert committed_total(broker0.bootstrap, group) == 3000
 
     # the CLI sees the same group: no lag, empty after the members left
-    out = subprocess.run([BINARY, "group", "--bootstrap-server", broker0.bootstrap, "describe", group],
-                         capture_output=True, text=True, timeout=30)
+    out = group_cli(broker0, "describe", group)
     assert out.returncode == 0, out.stderr
     assert f"Group {group} is Empty" in out.stdout, out.stdout
     rows = [line.split() for line in out.stdout.splitlines() if line.startswith(group + " ")]
     assert len(rows) == 6 and all(r[5] == "0" for r in rows), out.stdout
-    listed = subprocess.run([BINARY, "group", "--bootstrap-server", broker0.bootstrap, "list"],
-                            capture_output=True, text=True, timeout=30)
+    listed = group_cli(broker0, "list")
     assert any(line.split() == [group, "Empty"] for line in listed.stdout.splitlines()), listed.stdout
 
 
@@ -397,8 +401,7 @@ def test_group_errors_on_the_wire(broker0):
     assert w.offset_commit_v2(coord, "", -1, "", [(topic, 0, 1, "")]) == {(topic, 0): 24}
     assert w.join_group_v1(coord, group, session_timeout=100)[0] == 26  # INVALID_SESSION_TIMEOUT
     assert w.join_group_v1(coord, group, protocol_type="")[0] == 23  # INCONSISTENT_GROUP_PROTOCOL
-    listed = subprocess.run([BINARY, "group", "--bootstrap-server", broker0.bootstrap, "list"],
-                            capture_output=True, text=True, timeout=30)
+    listed = group_cli(broker0, "list")
     assert group not in listed.stdout.split(), "a refused join leaves no group behind"  + listed.stdout
     # the wrong shard is not the coordinator
     assert w.join_group_v1(other, group)[0] == 16  # NOT_COORDINATOR
@@ -444,18 +447,14 @@ def test_reset_offsets_cli_rewinds_an_idle_group(broker0):
     m = Member(broker0.bootstrap, group, topic, "r1")
     try:
         wait_for(lambda: len(m.records) >= 200, 30, "all consumed")
-        cli = [BINARY, "group", "--bootstrap-server", broker0.bootstrap]
-        busy = subprocess.run(cli + ["reset-offsets", group, "--topic", topic, "--to-earliest", "--execute"],
-                              capture_output=True, text=True, timeout=30)
+        busy = group_cli(broker0, "reset-offsets", group, "--topic", topic, "--to-earliest", "--execute")
         assert busy.returncode != 0 and "no active members" in busy.stderr, busy
     finally:
         m.close()
-    dry = subprocess.run(cli + ["reset-offsets", group, "--topic", topic, "--to-earliest"],
-                         capture_output=True, text=True, timeout=30)
+    dry = group_cli(broker0, "reset-offsets", group, "--topic", topic, "--to-earliest")
     assert dry.returncode == 0 and "dry run" in dry.stdout, dry
     assert committed_total(broker0.bootstrap, group) == 200
-    done = subprocess.run(cli + ["reset-offsets", group, "--topic", topic, "--shift-by", "-30", "--execute"],
-                          capture_output=True, text=True, timeout=30)
+    done = group_cli(broker0, "reset-offsets", group, "--topic", topic, "--shift-by", "-30", "--execute")
     assert done.returncode == 0, done.stderr
     assert committed_total(broker0.bootstrap, group) == 140
     m2 = Member(broker0.bootstrap, group, topic, "r2")
@@ -465,6 +464,5 @@ def test_reset_offsets_cli_rewinds_an_idle_group(broker0):
     finally:
         m2.close()
     assert len(m2.records) == 60
-    bad = subprocess.run(cli + ["reset-offsets", group, "--topic", topic, "--to-datetime", "soon"],
-                         capture_output=True, text=True, timeout=30)
+    bad = group_cli(broker0, "reset-offsets", group, "--topic", topic, "--to-datetime", "soon")
     assert bad.returncode != 0 and "'soon'" in bad.stderr, bad

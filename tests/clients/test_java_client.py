@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 from conftest import run_client_program
-from stored_batches import stored_batches
+from stored_batches import assert_idempotent_batches
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROJECT = os.path.join(HERE, "java")
@@ -48,10 +48,7 @@ def test_admin_produce_consume_every_codec(broker, client_check):
     assert out.startswith("OK: 1250 records"), out
     # what the broker stored: each codec really used, v2 batches of the idempotent producer
     assert broker.stop() == 0, broker.read_log()
-    batches = stored_batches(broker.data_dir, "java-codecs")
-    assert {b["codec"] for b in batches} == {"none", "gzip", "snappy", "lz4", "zstd"}, batches
-    assert all(b["magic"] == 2 and b["producer_id"] >= 0 for b in batches), batches
-    assert sum(b["records"] for b in batches) == 1250
+    assert_idempotent_batches(broker.data_dir, "java-codecs", {"none", "gzip", "snappy", "lz4", "zstd"}, 1250)
 
 
 def test_consumer_group_share_commit_static_rejoin(make_broker, client_check):

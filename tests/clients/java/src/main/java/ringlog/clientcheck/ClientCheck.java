@@ -65,6 +65,39 @@ public final class ClientCheck {
         }
     }
 
+    /** A check's body: returns the OK line's text. */
+    interface Body {
+        String run() throws Exception;
+    }
+
+    /**
+     * Runs a check and exits: 0 with "OK: ..." when it returns, 1 on a mismatch, 2 on any
+     * other error.
+     */
+    static void runAndExit(Body body) {
+        try {
+            System.out.println("OK: " + body.run());
+            System.out.flush();
+            System.exit(0);
+        } catch (Mismatch m) {
+            System.err.println("MISMATCH: " + m.getMessage());
+            System.exit(1);
+        } catch (Throwable t) {
+            System.err.println("ERROR: " + t);
+            t.printStackTrace();
+            System.exit(2);
+        }
+    }
+
+    /** An admin client with the timeouts every check uses. */
+    static Admin openAdmin(String bootstrap) {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, 10_000);
+        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 20_000);
+        return Admin.create(p);
+    }
+
     static void check(boolean ok, String what) {
         if (!ok) {
             throw new Mismatch(what);
@@ -99,32 +132,20 @@ public final class ClientCheck {
         String bootstrap = args[0];
         String topic = args.length > 1 ? args[1] : "java-codecs";
         long start = System.nanoTime();
-        try {
+        runAndExit(() -> {
             admin(bootstrap, topic);
             Map<At, Sent> sent = new HashMap<>();
             for (int c = 0; c < CODECS.length; c++) {
                 produce(bootstrap, topic, c, sent);
             }
             int consumed = consume(bootstrap, topic, sent);
-            System.out.printf("OK: %d records in %d codecs over %d partitions verified in %d ms%n",
+            return String.format("%d records in %d codecs over %d partitions verified in %d ms",
                     consumed, CODECS.length, PARTITIONS, (System.nanoTime() - start) / 1_000_000);
-            System.exit(0);
-        } catch (Mismatch m) {
-            System.err.println("MISMATCH: " + m.getMessage());
-            System.exit(1);
-        } catch (Throwable t) {
-            System.err.println("ERROR: " + t);
-            t.printStackTrace();
-            System.exit(2);
-        }
+        });
     }
 
     static void admin(String bootstrap, String topic) throws Exception {
-        Properties p = new Properties();
-        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, 10_000);
-        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 20_000);
-        try (Admin admin = Admin.create(p)) {
+        try (Admin admin = openAdmin(bootstrap)) {
             admin.createTopics(List.of(new NewTopic(topic, PARTITIONS, (short) 1))).all().get(20, TimeUnit.SECONDS);
             try {
                 admin.createTopics(List.of(new NewTopic(topic, PARTITIONS, (short) 1))).all().get(20, TimeUnit.SECONDS);

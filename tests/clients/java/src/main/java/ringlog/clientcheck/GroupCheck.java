@@ -2,6 +2,8 @@ package ringlog.clientcheck;
 
 import static ringlog.clientcheck.ClientCheck.check;
 
+import ringlog.clientcheck.ClientCheck.At;
+
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -24,7 +26,6 @@ import java.util.function.BooleanSupplier;
 import java.util.stream.Collectors;
 
 import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.MemberDescription;
@@ -78,8 +79,6 @@ public final class GroupCheck {
     static final int MEMBERS = 3;
     static final long TIMEOUT_MS = 30_000;
 
-    /** Where a record is. */
-    record At(int partition, long offset) {}
 
     /** One record as a member saw it. */
     record Got(int member, int generation, int partition, long offset, String key, String value) {}
@@ -92,32 +91,17 @@ public final class GroupCheck {
         String bootstrap = args[0];
         String topic = args.length > 1 ? args[1] : "java-groups";
         long start = System.nanoTime();
-        try (Admin admin = admin(bootstrap)) {
-            admin.createTopics(List.of(new NewTopic(topic, PARTITIONS, (short) 1))).all().get(20, TimeUnit.SECONDS);
-            Map<At, Integer> sent = produce(bootstrap, topic);
-            String shared = sharedGroup(admin, bootstrap, topic, sent);
-            String stat = staticGroup(admin, bootstrap, topic);
-            System.out.printf("OK: %d records consumed exactly once by %d members of %s over %d partitions, "
-                            + "committed offsets sum to %d; static member rejoin in %s kept its partitions; %d ms%n",
-                    RECORDS, MEMBERS, shared, PARTITIONS, RECORDS, stat, (System.nanoTime() - start) / 1_000_000);
-            System.out.flush();
-            System.exit(0);
-        } catch (ClientCheck.Mismatch m) {
-            System.err.println("MISMATCH: " + m.getMessage());
-            System.exit(1);
-        } catch (Throwable t) {
-            System.err.println("ERROR: " + t);
-            t.printStackTrace();
-            System.exit(2);
-        }
-    }
-
-    static Admin admin(String bootstrap) {
-        Properties p = new Properties();
-        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, 10_000);
-        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 20_000);
-        return Admin.create(p);
+        ClientCheck.runAndExit(() -> {
+            try (Admin admin = ClientCheck.openAdmin(bootstrap)) {
+                admin.createTopics(List.of(new NewTopic(topic, PARTITIONS, (short) 1))).all().get(20, TimeUnit.SECONDS);
+                Map<At, Integer> sent = produce(bootstrap, topic);
+                String shared = sharedGroup(admin, bootstrap, topic, sent);
+                String stat = staticGroup(admin, bootstrap, topic);
+                return String.format("%d records consumed exactly once by %d members of %s over %d partitions, "
+                                + "committed offsets sum to %d; static member rejoin in %s kept its partitions; %d ms",
+                        RECORDS, MEMBERS, shared, PARTITIONS, RECORDS, stat, (System.nanoTime() - start) / 1_000_000);
+            }
+        });
     }
 
     static String key(int i) {
