@@ -134,9 +134,14 @@ impl Coordinator {
             return JoinResult::error(ResponseError::UnknownMemberId, member_id);
         };
         // A refused first join leaves no trace: no empty group appears in ListGroups.
-        self.groups
-            .borrow_mut()
-            .retain(|id, g| id != group || !g.never_used());
+        let unused = self
+            .groups
+            .borrow()
+            .get(group)
+            .is_some_and(Group::never_used);
+        if unused {
+            self.groups.borrow_mut().remove(group);
+        }
         if let Err(e) = self.persist_group(ctx, p, group).await {
             tracing::warn!(group, code = e.code(), "writing group metadata failed");
         }
@@ -316,6 +321,13 @@ impl Coordinator {
                 protocol: g.protocol.clone().unwrap_or_default(),
                 members: g.describe_members(),
             },
+        })
+    }
+
+    /// `(protocol type, protocol)` of a group, for SyncGroup v5's answer.
+    pub fn protocol(&self, group: &str) -> (Option<String>, Option<String>) {
+        self.groups.borrow().get(group).map_or((None, None), |g| {
+            (g.protocol_type.clone(), g.protocol.clone())
         })
     }
 

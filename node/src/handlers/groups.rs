@@ -255,9 +255,9 @@ pub async fn sync(ctx: &Rc<ShardCtx>, req: SyncGroupRequest, version: i16) -> Sy
         Ok(assignment) => {
             resp.assignment = assignment;
             if version >= 5 {
-                let summary = ctx.groups.describe(ctx, &req.group_id.0).ok();
-                resp.protocol_type = summary.as_ref().map(|g| s(g.protocol_type.clone()));
-                resp.protocol_name = summary.map(|g| s(g.protocol));
+                let (protocol_type, protocol) = ctx.groups.protocol(&req.group_id.0);
+                resp.protocol_type = Some(s(protocol_type.unwrap_or_default()));
+                resp.protocol_name = Some(s(protocol.unwrap_or_default()));
             }
         }
         Err(e) => resp.error_code = e.code(),
