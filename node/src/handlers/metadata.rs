@@ -31,9 +31,10 @@ pub async fn handle(ctx: &Rc<ShardCtx>, req: MetadataRequest, version: i16) -> M
             .filter_map(|t| t.name.map(|n| n.0.to_string()))
             .collect()
     });
+    // "All topics" is a null array from v1 on, and an empty one in v0 (which has no null).
     let names = match names {
-        Some(n) => n,
-        None => ctx.snapshot.borrow().topics.keys().cloned().collect(),
+        Some(n) if !(n.is_empty() && version == 0) => n,
+        _ => ctx.snapshot.borrow().topics.keys().cloned().collect(),
     };
     for name in names {
         resp.topics

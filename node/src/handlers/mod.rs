@@ -27,7 +27,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 0, 9),
     (ApiKey::Fetch, 4, 12),
     (ApiKey::ListOffsets, 1, 6),
-    (ApiKey::Metadata, 1, 12),
+    (ApiKey::Metadata, 0, 13),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 5),
