@@ -5,12 +5,17 @@
 //!   for the disk. Every append that arrives before the writer task runs (one reactor turn) is
 //!   covered by the same write: group commit.
 //! - The writer issues up to [`WRITES_IN_FLIGHT_MAX`] non-overlapping writes of whole blocks,
-//!   at most [`WRITE_BYTES_MAX`] each. The last, partial block is written (zero-padded) only
-//!   when nothing else is in flight; a later write of the same block waits for it, so two
-//!   writes of one block are never in flight together and the newest bytes always land last.
+//!   at most [`WRITE_BYTES_MAX`] each. The last, partial block is written (zero-padded) as soon
+//!   as nothing else is in flight: appends are acknowledged only once written, so it never
+//!   waits for more. A later write of the same block waits for it, so two writes of one block
+//!   are never in flight together and the newest bytes always land last. Appends that arrive
+//!   while a write is in flight go out together in the next one (group commit).
 //! - `durable <= written <= appended` always holds and is asserted on every change:
 //!   `appended` is the tail's logical end, `written` the end of the contiguous prefix of
 //!   completed writes, `durable` the end covered by a completed `fdatasync`.
+//! - The segment's offset watermarks ([`SegmentWatermarks`]) follow the byte counts: a batch
+//!   is written once the contiguous written prefix covers it. Every change of them, and every
+//!   failure, is signalled on the log's [`Progress`].
 //! - A failed or short write poisons the appender: the error is latched, the writer stops and
 //!   every later call fails. A write is never retried.
 
@@ -18,21 +23,17 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
-
-use glommio::io::DmaFile;
 
 use crate::limits::{
     DIRECT_IO_ALIGNMENT, PREALLOCATE_BYTES, TAIL_CHUNK_BYTES, WRITES_IN_FLIGHT_MAX, WRITE_BYTES_MAX,
 };
-use crate::notify::Notify;
+use crate::notify::{Notify, Progress};
+use crate::segment_io::{SegmentFile, WriteBuffer};
 use crate::tail::Tail;
+use crate::types::Offset;
+use crate::watermarks::SegmentWatermarks;
 
 const BLOCK: u64 = DIRECT_IO_ALIGNMENT as u64;
-
-/// Longest a partial last block waits in memory before it is written when nothing asks for it
-/// (flush, close). Like Kafka's page cache, unflushed data is not durable either way.
-pub const PARTIAL_WRITE_DELAY: Duration = Duration::from_millis(20);
 
 pub fn align_down(v: u64) -> u64 {
     v - v % BLOCK
@@ -119,9 +120,7 @@ impl WritePlanner {
     }
 
     /// The next write to issue, if any may be issued now.
-    /// `partial_allowed`: whether the last, partial block may be written now (a flush waits for
-    /// it, the segment is closing, or it has waited long enough).
-    pub fn plan(&mut self, partial_allowed: bool) -> Option<WriteJob> {
+    pub fn plan(&mut self) -> Option<WriteJob> {
         if self.inflight.len() >= WRITES_IN_FLIGHT_MAX {
             return None;
         }
@@ -137,14 +136,25 @@ impl WritePlanner {
         // While writes are in flight, a chunk that is not full yet waits to fill up: whole
         // chunks go to the disk straight from their buffers, without a copy.
         let wait_for_whole_chunk = full_end < chunk_end && !self.inflight.is_empty();
-        let (start, len, logical_end) = if self.next_full < full_end && !wait_for_whole_chunk {
+        let tail_end = align_up(self.appended);
+        // Nothing in flight and everything unwritten fits one write in this chunk: whole
+        // blocks and the partial one go out together (the partial block is rewritten later).
+        let all_at_once = self.inflight.is_empty()
+            && !self.appended.is_multiple_of(BLOCK)
+            && self.next_full < full_end
+            && tail_end <= chunk_end
+            && tail_end - self.next_full <= WRITE_BYTES_MAX as u64;
+        let (start, len, logical_end) = if all_at_once {
+            let start = self.next_full;
+            self.next_full = full_end;
+            (start, tail_end - start, self.appended)
+        } else if self.next_full < full_end && !wait_for_whole_chunk {
             // Writes never cross a tail chunk boundary.
             let len = (full_end.min(chunk_end) - self.next_full).min(WRITE_BYTES_MAX as u64);
             let start = self.next_full;
             self.next_full += len;
             (start, len, start + len)
-        } else if partial_allowed
-            && self.appended > self.next_full
+        } else if self.appended > self.next_full
             && self.inflight.is_empty()
             && !wait_for_whole_chunk
             && self.written < self.appended
@@ -217,6 +227,7 @@ impl WritePlanner {
 /// State shared between the active segment and its writer task.
 pub struct AppenderIo {
     pub planner: WritePlanner,
+    pub watermarks: SegmentWatermarks,
     pub tail: Tail,
     /// Latched I/O failure: once set, the segment accepts nothing until the log is reopened.
     pub failed: Option<String>,
@@ -224,52 +235,54 @@ pub struct AppenderIo {
     pub preallocated: u64,
     /// Set when the segment is being sealed or closed: the writer drains and exits.
     pub closing: bool,
-    /// Highest byte end a flush is waiting to see written.
-    pub flush_wanted_through: u64,
-    /// Since when appended bytes of a partial block have been waiting unwritten.
-    pub partial_pending_since: Option<Instant>,
 }
 
 impl AppenderIo {
-    /// Whether the last, partial block may be written now: a flush waits for it, the segment
-    /// is closing, or it has waited [`PARTIAL_WRITE_DELAY`]. Otherwise it stays in memory
-    /// (readers are served from the tail) so that a trickle of small appends does not cost one
-    /// O_DIRECT rewrite of the same block each.
-    pub fn partial_allowed(&self, now: Instant) -> bool {
-        self.closing
-            || self.flush_wanted_through > self.planner.written()
-            || self
-                .partial_pending_since
-                .is_some_and(|t| now >= t + PARTIAL_WRITE_DELAY)
+    /// Records a completed `fdatasync` issued when `synced` bytes (holding the batches before
+    /// `synced_offset`) were written.
+    pub fn on_durable(&mut self, synced: u64, synced_offset: Offset) {
+        self.planner.on_durable(synced);
+        self.watermarks.on_durable(synced_offset);
     }
 }
 
 /// Everything the writer task needs.
 #[derive(Clone)]
 pub struct Appender {
-    pub file: Rc<DmaFile>,
+    pub file: Rc<dyn SegmentFile>,
     pub path: Rc<PathBuf>,
     pub io: Rc<RefCell<AppenderIo>>,
-    /// Notified on appends (wakes the writer) and on write completion or failure (wakes
-    /// flushers and the writer).
+    /// Notified on appends (wakes the writer) and on write completion or failure (wakes the
+    /// writer and seal).
     pub events: Rc<Notify>,
+    /// The log's signal that watermarks moved or the log failed.
+    pub progress: Rc<Progress>,
+}
+
+/// Where a (re)opened segment stands: its logical size, the offset after its last batch, and
+/// the bytes of its last partial block (which the tail must hold to rewrite that block).
+pub struct SegmentEnd<'a> {
+    pub size: u64,
+    pub next_offset: Offset,
+    pub partial_block: &'a [u8],
 }
 
 impl Appender {
-    pub fn new(file: DmaFile, path: PathBuf, end: u64, partial_block: &[u8]) -> Appender {
+    pub fn new(file: Rc<dyn SegmentFile>, end: SegmentEnd<'_>, progress: Rc<Progress>) -> Appender {
+        let path = Rc::new(file.path().to_path_buf());
         Appender {
-            file: Rc::new(file),
-            path: Rc::new(path),
+            file,
+            path,
             io: Rc::new(RefCell::new(AppenderIo {
-                planner: WritePlanner::new(end),
-                tail: Tail::new(end, partial_block),
+                planner: WritePlanner::new(end.size),
+                watermarks: SegmentWatermarks::new(end.next_offset),
+                tail: Tail::new(end.size, end.partial_block),
                 failed: None,
                 preallocated: 0,
                 closing: false,
-                flush_wanted_through: 0,
-                partial_pending_since: None,
             })),
             events: Rc::new(Notify::default()),
+            progress,
         }
     }
 
@@ -295,23 +308,15 @@ impl Appender {
     pub async fn run_writer(self) {
         loop {
             let seen = self.events.generation();
-            let mut issued = false;
             loop {
                 let job = {
                     let mut io = self.io.borrow_mut();
                     if io.failed.is_some() {
                         return;
                     }
-                    let partial_allowed = io.partial_allowed(Instant::now());
-                    let job = io.planner.plan(partial_allowed);
-                    if job.is_some_and(|j| j.logical_end % BLOCK != 0) {
-                        // The partial block goes out now; its wait starts again afterwards.
-                        io.partial_pending_since = None;
-                    }
-                    job
+                    io.planner.plan()
                 };
                 let Some(job) = job else { break };
-                issued = true;
                 self.ensure_preallocated(job.start + job.len as u64).await;
                 let me = self.clone();
                 glommio::spawn_local(async move { me.run_write(job).await }).detach();
@@ -322,36 +327,7 @@ impl Appender {
                     return;
                 }
             }
-            if !issued || self.events.generation() == seen {
-                self.wait_for_event_or_partial_deadline(seen).await;
-            }
-        }
-    }
-
-    /// Waits for the next event, or until the unwritten partial block has waited
-    /// [`PARTIAL_WRITE_DELAY`], whichever comes first.
-    async fn wait_for_event_or_partial_deadline(&self, seen: u64) {
-        let deadline = {
-            let mut io = self.io.borrow_mut();
-            let pending = io.planner.appended() > io.planner.written();
-            if !pending {
-                io.partial_pending_since = None;
-                None
-            } else {
-                let since = *io.partial_pending_since.get_or_insert_with(Instant::now);
-                Some(since + PARTIAL_WRITE_DELAY)
-            }
-        };
-        match deadline {
-            // Past the deadline a partial write is already allowed; if none was planned, one
-            // is in flight and its completion is the event to wait for (a zero timer here would
-            // spin and starve that completion).
-            None => self.events.changed(seen).await,
-            Some(at) if at <= Instant::now() => self.events.changed(seen).await,
-            Some(at) => {
-                let timer = glommio::timer::sleep(at.saturating_duration_since(Instant::now()));
-                futures_lite::future::or(self.events.changed(seen), timer).await;
-            }
+            self.events.changed(seen).await;
         }
     }
 
@@ -361,7 +337,7 @@ impl Appender {
             return;
         }
         let target = align_up(needed).div_ceil(PREALLOCATE_BYTES) * PREALLOCATE_BYTES;
-        match self.file.pre_allocate(target, false).await {
+        match self.file.pre_allocate(target).await {
             Ok(()) => self.io.borrow_mut().preallocated = target,
             // Preallocation is an optimisation: a filesystem without fallocate still takes the
             // writes. Remember the target so it is not asked again for every write.
@@ -379,20 +355,18 @@ impl Appender {
             .tail
             .full_chunk(job.start)
             .filter(|b| b.len() == job.len);
-        let result = match whole_chunk {
+        let buf = match whole_chunk {
             // Zero-copy: the full chunk's buffer goes to the kernel as it is.
-            Some(chunk) => self.file.write_rc_at(chunk, job.start).await,
-            None => {
-                let buf = self.copy_for_write(job);
-                self.file.write_at(buf, job.start).await
-            }
+            Some(chunk) => WriteBuffer::Shared(chunk),
+            None => WriteBuffer::Owned(self.copy_for_write(job)),
         };
+        let result = self.file.write_at(buf, job.start).await;
         self.complete_write(job, result);
     }
 
     /// A write buffer holding `[start, logical_end)` of the tail, zero-padded to the block.
     fn copy_for_write(&self, job: WriteJob) -> glommio::io::DmaBuffer {
-        let mut buf = self.file.alloc_dma_buffer(job.len);
+        let mut buf = self.file.alloc_buffer(job.len);
         let io = self.io.borrow();
         let data = (job.logical_end - job.start) as usize;
         let bytes = buf.as_bytes_mut();
@@ -402,13 +376,14 @@ impl Appender {
         buf
     }
 
-    fn complete_write(&self, job: WriteJob, result: glommio::Result<usize, ()>) {
+    fn complete_write(&self, job: WriteJob, result: std::io::Result<usize>) {
         let mut io = self.io.borrow_mut();
         match result {
             Ok(n) if n == job.len => {
                 io.planner.complete(job.id);
-                let readable = align_down(io.planner.written());
-                io.tail.release_before(readable);
+                let written = io.planner.written();
+                io.watermarks.on_written(written);
+                io.tail.release_before(align_down(written));
             }
             Ok(n) => {
                 io.failed = Some(format!(
@@ -429,6 +404,7 @@ impl Appender {
         }
         drop(io);
         self.events.notify_all();
+        self.progress.notify_all();
     }
 }
 
@@ -441,15 +417,15 @@ mod tests {
     fn full_blocks_pipeline_and_partial_waits_for_idle() {
         let mut p = WritePlanner::new(0);
         p.on_append(3 * WRITE_BYTES_MAX as u64 + 100);
-        let a = p.plan(true).unwrap();
-        let b = p.plan(true).unwrap();
-        let c = p.plan(true).unwrap();
+        let a = p.plan().unwrap();
+        let b = p.plan().unwrap();
+        let c = p.plan().unwrap();
         assert_eq!(
             (a.start, b.start, c.start),
             (0, WRITE_BYTES_MAX as u64, 2 * WRITE_BYTES_MAX as u64)
         );
         assert_eq!(
-            p.plan(true),
+            p.plan(),
             None,
             "partial block waits while full writes are in flight"
         );
@@ -458,25 +434,29 @@ mod tests {
         p.complete(a.id);
         p.complete(c.id);
         assert_eq!(p.written(), 3 * WRITE_BYTES_MAX as u64);
-        let d = p.plan(true).unwrap();
+        let d = p.plan().unwrap();
         assert_eq!(
             (d.len, d.logical_end),
             (4096, 3 * WRITE_BYTES_MAX as u64 + 100)
         );
         p.on_append(3 * WRITE_BYTES_MAX as u64 + 5000);
         assert_eq!(
-            p.plan(true),
+            p.plan(),
             None,
             "the block being written is not written twice at once"
         );
         p.complete(d.id);
-        let e = p.plan(true).unwrap();
+        let e = p.plan().unwrap();
         assert_eq!(
             e.start,
             3 * WRITE_BYTES_MAX as u64,
             "the partial block is rewritten"
         );
-        assert_eq!(e.len, 4096);
+        assert_eq!(
+            (e.len, e.logical_end),
+            (8192, 3 * WRITE_BYTES_MAX as u64 + 5000),
+            "the block it filled and the new partial block go out in one write"
+        );
     }
 
     /// Random appends and completions: every byte ends up covered by a completed write after
@@ -491,7 +471,7 @@ mod tests {
                 match rng.gen_range(0..3) {
                     0 => p.on_append(p.appended() + rng.gen_range(1..300_000)),
                     1 => {
-                        while let Some(j) = p.plan(true) {
+                        while let Some(j) = p.plan() {
                             for f in &flying {
                                 let overlap = j.start < f.start + f.len as u64
                                     && f.start < j.start + j.len as u64;
@@ -508,7 +488,7 @@ mod tests {
                 }
             }
             loop {
-                while let Some(j) = p.plan(true) {
+                while let Some(j) = p.plan() {
                     flying.push(j);
                 }
                 if flying.is_empty() {

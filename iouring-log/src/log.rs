@@ -1,30 +1,42 @@
 //! [`Log`]: one partition's log — its segments, leader epoch cache and recovery point — and
-//! the appends, flushes, rolls and truncations that change it. Reads live in `log_read.rs`,
-//! opening and recovery in `log_open.rs`, retention in `retention.rs`.
+//! the ordered appends that change it. Waiting for appended offsets to be written or flushed
+//! lives in `log_durability.rs`, rolls and background sealing in `log_roll.rs`, reads in
+//! `log_read.rs`, opening and recovery in `log_open.rs`, retention and truncation in
+//! `retention.rs`.
 //!
 //! Contract:
 //! - One `Log` belongs to one shard (thread). Its handle is cheap to clone; clones share state.
+//! - An append is an **ordered append**: offsets are assigned and the bytes copied into the
+//!   active segment's in-memory tail; it returns without waiting for the disk (only for
+//!   backpressure and rolls). Whoever acknowledges it then waits, separately, until its offsets
+//!   are written or flushed ([`Log::wait_for`]): one O_DIRECT write and one `fdatasync` cover
+//!   every append that came before them (group commit).
 //! - Mutations (append, roll, truncate, retention, close) are serialised by one async permit;
 //!   reads take none and may run concurrently with them. No `RefCell` borrow is held across an
 //!   `.await`.
-//! - `log_start_offset <= recovery_point <= log_end_offset`, asserted on every change.
+//! - `log_start_offset <= recovery_point <= flushed <= written <= log_end_offset`, where
+//!   flushed and written are the contiguous watermarks over the segments still being written
+//!   (asserted on every change of the log state; per segment in [`SegmentWatermarks`]).
 //! - Any failed write or fsync latches the log as failed; every later call returns an error
 //!   until the log is reopened (which re-validates the tail). An fsync is never retried.
+//!
+//! [`SegmentWatermarks`]: crate::watermarks::SegmentWatermarks
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use glommio::sync::{Permit, Semaphore};
 
-use crate::appender::Appender;
 use crate::batch::{patch_offset_and_epoch, BatchHeader};
-use crate::checkpoint::{sync_dir, write_checkpoint, LEADER_EPOCH_FILE, RECOVERY_POINT_FILE};
+use crate::checkpoint::{write_checkpoint, LEADER_EPOCH_FILE, RECOVERY_POINT_FILE};
 use crate::config::LogConfig;
 use crate::error::{AppendError, FlushError, IoError};
 use crate::leader_epoch_cache::LeaderEpochCache;
-use crate::limits::{RECOVERY_POINT_CHECKPOINT_INTERVAL_MS, UNWRITTEN_BYTES_MAX};
-use crate::segment::{seal_appender, write_index_files, Segment};
+use crate::limits::UNWRITTEN_BYTES_MAX;
+use crate::notify::Progress;
+use crate::segment::Segment;
+use crate::segment_io::SegmentIo;
 use crate::types::{LeaderEpoch, Offset, TimestampMs};
 
 /// The result of an append.
@@ -35,10 +47,14 @@ pub struct AppendInfo {
     pub max_timestamp: TimestampMs,
     pub batches: usize,
     pub bytes: usize,
+    /// `flush.messages` was reached by this append: it must be flushed, not only written,
+    /// before it is acknowledged (Kafka flushes inline before answering such a produce).
+    pub flush_due: bool,
 }
 
 pub(crate) struct LogState {
-    /// Sorted by base offset; the last one is the active segment.
+    /// Sorted by base offset; the last one is the active segment. Segments before it are
+    /// sealed, or sealing (in roll order, the oldest first).
     pub segments: Vec<Segment>,
     pub epochs: LeaderEpochCache,
     pub recovery_point: Offset,
@@ -53,9 +69,19 @@ pub(crate) struct LogState {
 pub(crate) struct LogInner {
     pub dir: PathBuf,
     pub config: LogConfig,
+    pub io: Rc<dyn SegmentIo>,
     pub state: RefCell<LogState>,
     pub mutation: Semaphore,
+    /// One `fdatasync` of the active segment at a time; callers that find their offsets
+    /// flushed by the one before them skip theirs (group commit).
     pub sync: Semaphore,
+    /// One checkpoint file write at a time (they share temporary file names).
+    pub checkpoint: Semaphore,
+    /// Watermarks moved, a segment finished sealing, or the log failed.
+    pub progress: Rc<Progress>,
+    /// Done flag of the newest background seal: each seal waits for the one before it, so
+    /// segments become sealed in roll order.
+    pub last_seal: RefCell<Option<Rc<Cell<bool>>>>,
     pub failed: RefCell<Option<String>>,
 }
 
@@ -78,6 +104,13 @@ pub struct Log {
     pub(crate) inner: Rc<LogInner>,
 }
 
+/// Which of a segment's watermarks to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Watermark {
+    Written,
+    Flushed,
+}
+
 impl LogState {
     pub fn active(&self) -> &Segment {
         self.segments
@@ -91,12 +124,48 @@ impl LogState {
             .expect("a log always has an active segment")
     }
 
+    pub fn segment_mut(&mut self, base_offset: Offset) -> Option<&mut Segment> {
+        self.segments
+            .iter_mut()
+            .find(|s| s.base_offset == base_offset)
+    }
+
     pub fn log_start_offset(&self) -> Offset {
         self.segments[0].base_offset
     }
 
     pub fn log_end_offset(&self) -> Offset {
         self.active().next_offset
+    }
+
+    /// The offset after the last batch such that it and every batch before it are written
+    /// (or flushed): the first segment still being written decides, sealed ones are whole.
+    pub fn watermark(&self, which: Watermark) -> Offset {
+        let unsealed = self
+            .segments
+            .iter()
+            .rev()
+            .take_while(|s| !s.is_sealed())
+            .count();
+        for seg in &self.segments[self.segments.len() - unsealed..] {
+            let appender = seg.appender().expect("an unsealed segment has an appender");
+            let io = appender.io.borrow();
+            let mark = match which {
+                Watermark::Written => io.watermarks.written_offset(),
+                Watermark::Flushed => io.watermarks.durable_offset(),
+            };
+            if mark < seg.next_offset {
+                return mark;
+            }
+        }
+        self.log_end_offset()
+    }
+
+    /// Moves the recovery point up to the flushed watermark.
+    pub fn advance_recovery_point(&mut self) {
+        let flushed = self.watermark(Watermark::Flushed);
+        self.recovery_point = self.recovery_point.max(flushed);
+        self.check();
     }
 
     pub fn check(&self) {
@@ -157,10 +226,25 @@ impl Log {
         self.inner.state.borrow().log_start_offset()
     }
 
+    /// The offset after the last appended batch (appended: in memory, maybe not yet written).
     pub fn log_end_offset(&self) -> Offset {
         self.inner.state.borrow().log_end_offset()
     }
 
+    /// The offset after the last batch that is, with every batch before it, written to its
+    /// segment file: what survives the process being killed.
+    pub fn written_end_offset(&self) -> Offset {
+        self.inner.state.borrow().watermark(Watermark::Written)
+    }
+
+    /// The offset after the last batch that is, with every batch before it, flushed (covered by
+    /// a completed `fdatasync`): what survives the machine losing power.
+    pub fn flushed_end_offset(&self) -> Offset {
+        self.inner.state.borrow().watermark(Watermark::Flushed)
+    }
+
+    /// Kafka's recovery point: below it the log is flushed and need not be re-validated on
+    /// open. It trails [`Log::flushed_end_offset`] by at most a roll's background seal.
     pub fn recovery_point(&self) -> Offset {
         self.inner.state.borrow().recovery_point
     }
@@ -224,9 +308,11 @@ impl Log {
         if st.closed {
             return Some(format!("{} is closed", self.inner.dir.display()));
         }
-        let a = st.active().appender()?;
-        let failed = a.io.borrow().failed.clone();
-        failed
+        st.segments
+            .iter()
+            .rev()
+            .take_while(|s| !s.is_sealed())
+            .find_map(|s| s.appender().and_then(|a| a.io.borrow().failed.clone()))
     }
 
     pub(crate) fn poison(&self, what: &str) {
@@ -235,11 +321,13 @@ impl Log {
             .failed
             .borrow_mut()
             .get_or_insert_with(|| what.to_owned());
+        self.inner.progress.notify_all();
     }
 
     /// Appends batches as the leader: assigns offsets from the log end offset and stamps
     /// `leader_epoch`, patching the headers outside the CRC. All batches are validated first;
-    /// if any is bad nothing is appended.
+    /// if any is bad nothing is appended. Returns once the bytes are in the log's memory; wait
+    /// with [`Log::wait_for`] before acknowledging them.
     pub async fn append_as_leader(
         &self,
         batches: &[u8],
@@ -277,6 +365,7 @@ impl Log {
             max_timestamp: TimestampMs(-1),
             batches: headers.len(),
             bytes: bytes.len(),
+            flush_due: false,
         };
         let mut epoch_changed = false;
         for (at, header) in headers {
@@ -310,21 +399,28 @@ impl Log {
             st.first_unflushed_ms.get_or_insert(now_ms);
             st.check();
         }
+        info.flush_due = self.take_flush_due();
         if epoch_changed {
             self.write_epoch_checkpoint().await?;
         }
         drop(permit);
-        let flush_due = {
-            let st = self.inner.state.borrow();
-            self.inner
-                .config
-                .flush_messages
-                .is_some_and(|n| st.unflushed_records >= n)
-        };
-        if flush_due {
-            self.flush_through(info.last_offset.next()).await?;
-        }
         Ok(info)
+    }
+
+    /// Whether `flush.messages` is reached; if so the count starts again (the flush the caller
+    /// waits for covers every record counted).
+    fn take_flush_due(&self) -> bool {
+        let mut st = self.inner.state.borrow_mut();
+        let due = self
+            .inner
+            .config
+            .flush_messages
+            .is_some_and(|n| st.unflushed_records >= n);
+        if due {
+            st.unflushed_records = 0;
+            st.first_unflushed_ms = None;
+        }
+        due
     }
 
     /// Backpressure: waits while more than `UNWRITTEN_BYTES_MAX` appended bytes are unwritten.
@@ -369,30 +465,6 @@ impl Log {
         }
     }
 
-    /// Rolls the active segment if the next batch would overflow it, it is older than
-    /// `segment.ms`, or its offsets would overflow the index's `u32`.
-    async fn maybe_roll(
-        &self,
-        batch_bytes: u64,
-        last_offset_delta: i32,
-        now_ms: i64,
-    ) -> Result<(), AppendError> {
-        let due = {
-            let st = self.inner.state.borrow();
-            let a = st.active();
-            let cfg = &self.inner.config;
-            let full = a.size + batch_bytes > cfg.segment_bytes;
-            let old = now_ms - a.rolling_timestamp_ms > cfg.segment_ms;
-            let last = Offset(a.next_offset.0 + i64::from(last_offset_delta));
-            let overflow = last.relative_to(a.base_offset).is_none();
-            a.size > 0 && (full || old || overflow)
-        };
-        if due {
-            self.roll_locked(now_ms).await?;
-        }
-        Ok(())
-    }
-
     /// Takes the mutation permit, refusing if the log is failed or closed.
     pub(crate) async fn mutation_permit(&self) -> Result<Permit<'_>, FlushError> {
         let permit = self
@@ -407,168 +479,13 @@ impl Log {
         }
     }
 
-    /// Rolls now: seals the active segment and starts a new one at the log end offset.
-    pub async fn roll(&self, now_ms: i64) -> Result<(), FlushError> {
-        let _permit = self.mutation_permit().await?;
-        if self.inner.state.borrow().active().size == 0 {
-            return Ok(());
-        }
-        self.roll_locked(now_ms).await
-    }
-
-    /// Roll with the mutation permit held.
-    async fn roll_locked(&self, now_ms: i64) -> Result<(), FlushError> {
-        self.seal_active().await?;
-        let base = self.log_end_offset();
-        let segment = Segment::create(&self.inner.dir, base, now_ms).await?;
-        sync_dir(&self.inner.dir).await?;
-        {
-            let mut st = self.inner.state.borrow_mut();
-            st.segments.push(segment);
-            st.recovery_point = st.recovery_point.max(base);
-            st.check();
-        }
-        tracing::debug!(log = %self.inner.dir.display(), base_offset = base.0, "rolled segment");
-        self.write_recovery_point_checkpoint().await?;
-        Ok(())
-    }
-
-    /// Seals the active segment in place (the caller holds the mutation permit). Readers keep
-    /// seeing it through its tail until its bytes are all on disk.
-    async fn seal_active(&self) -> Result<(), FlushError> {
-        let (appender, size, path, base) = {
-            let st = self.inner.state.borrow();
-            let a = st.active();
-            let appender = a
-                .appender()
-                .expect("active segment has an appender")
-                .clone();
-            (appender, a.size, a.log_path.clone(), a.base_offset)
-        };
-        if let Err(e) = seal_appender(&appender, size).await {
-            self.poison(&e.to_string());
-            return Err(e.into());
-        }
-        let (index, time_index) = self.inner.state.borrow_mut().active_mut().mark_sealed();
-        if let Err(e) = write_index_files(&path, base, index, time_index).await {
-            self.poison(&e.to_string());
-            return Err(e.into());
-        }
-        if let Err(e) = appender.file.clone().close_rc().await {
-            tracing::warn!(path = %path.display(), error = %e, "closing sealed segment's O_DIRECT file");
-        }
-        Ok(())
-    }
-
-    /// Makes everything appended so far durable (group commit: concurrent callers share one
-    /// fdatasync) and moves the recovery point.
-    pub async fn flush(&self) -> Result<(), FlushError> {
-        let end = self.log_end_offset();
-        self.flush_through(end).await
-    }
-
-    /// Waits until everything appended so far is written to the segment file (not fsynced): it
-    /// then survives the process being killed, though not a machine crash — what Kafka's
-    /// acknowledgement without a flush gives, its writes sitting in the page cache.
-    pub async fn wait_written(&self) -> Result<(), FlushError> {
-        let (appender, target_bytes) = self.active_appender_and_end();
-        self.wait_appender_written(&appender, target_bytes).await
-    }
-
-    /// The active segment's appender and the file position after its last appended byte.
-    fn active_appender_and_end(&self) -> (Appender, u64) {
-        let st = self.inner.state.borrow();
-        let a = st
-            .active()
-            .appender()
-            .expect("active segment has an appender")
-            .clone();
-        let end = a.io.borrow().planner.appended();
-        (a, end)
-    }
-
-    async fn flush_through(&self, target: Offset) -> Result<(), FlushError> {
-        let (appender, target_bytes) = self.active_appender_and_end();
-        self.wait_appender_written(&appender, target_bytes).await?;
-        let _sync = self
+    pub(crate) async fn write_recovery_point_checkpoint(&self) -> Result<(), IoError> {
+        let _one = self
             .inner
-            .sync
+            .checkpoint
             .acquire_permit(1)
             .await
-            .expect("sync semaphore never closes");
-        let synced = {
-            let io = appender.io.borrow();
-            if io.planner.durable() >= target_bytes {
-                None
-            } else {
-                Some(io.planner.written())
-            }
-        };
-        if let Some(synced) = synced {
-            if let Err(e) = appender.file.fdatasync().await {
-                let e = IoError::new("syncing", appender.path.as_path(), e);
-                self.poison(&e.to_string());
-                return Err(e.into());
-            }
-            let mut io = appender.io.borrow_mut();
-            if !io.closing {
-                let written = io.planner.written();
-                io.planner.on_durable(synced.min(written));
-            }
-        }
-        let mut st = self.inner.state.borrow_mut();
-        st.recovery_point = st.recovery_point.max(target.min(st.log_end_offset()));
-        if st.log_end_offset() <= target {
-            st.unflushed_records = 0;
-            st.first_unflushed_ms = None;
-        }
-        st.check();
-        Ok(())
-    }
-
-    async fn wait_appender_written(
-        &self,
-        appender: &Appender,
-        target_bytes: u64,
-    ) -> Result<(), FlushError> {
-        {
-            let mut io = appender.io.borrow_mut();
-            io.flush_wanted_through = io.flush_wanted_through.max(target_bytes);
-        }
-        appender.events.notify_all();
-        appender
-            .wait_until(|p| p.written() >= target_bytes)
-            .await
-            .map_err(FlushError::Failed)
-    }
-
-    /// The `flush.ms` policy and the periodic recovery-point checkpoint (written when it moved,
-    /// at most every `RECOVERY_POINT_CHECKPOINT_INTERVAL_MS`, like Kafka's
-    /// `log.flush.offset.checkpoint.interval.ms`): call from a timer.
-    pub async fn maybe_flush(&self, now_ms: i64) -> Result<(), FlushError> {
-        let due = {
-            let st = self.inner.state.borrow();
-            match (self.inner.config.flush_ms, st.first_unflushed_ms) {
-                (Some(ms), Some(first)) => now_ms - first >= ms,
-                _ => false,
-            }
-        };
-        if due {
-            self.flush().await?;
-        }
-        let checkpoint_due = {
-            let st = self.inner.state.borrow();
-            st.checkpointed_recovery_point != Some(st.recovery_point)
-                && now_ms - st.checkpointed_at_ms >= RECOVERY_POINT_CHECKPOINT_INTERVAL_MS
-        };
-        if checkpoint_due {
-            self.write_recovery_point_checkpoint().await?;
-            self.inner.state.borrow_mut().checkpointed_at_ms = now_ms;
-        }
-        Ok(())
-    }
-
-    pub(crate) async fn write_recovery_point_checkpoint(&self) -> Result<(), IoError> {
+            .expect("checkpoint semaphore never closes");
         let rp = self.recovery_point();
         let written =
             write_checkpoint(&self.inner.dir, RECOVERY_POINT_FILE, &[rp.0.to_string()]).await;
@@ -579,6 +496,12 @@ impl Log {
     }
 
     pub(crate) async fn write_epoch_checkpoint(&self) -> Result<(), IoError> {
+        let _one = self
+            .inner
+            .checkpoint
+            .acquire_permit(1)
+            .await
+            .expect("checkpoint semaphore never closes");
         let lines = self.inner.state.borrow().epochs.to_lines();
         let written = write_checkpoint(&self.inner.dir, LEADER_EPOCH_FILE, &lines).await;
         self.poison_on_error(written)
@@ -590,20 +513,5 @@ impl Log {
             self.poison(&e.to_string());
         }
         result
-    }
-
-    /// Clean shutdown: drains and fsyncs the active segment, trims it, writes its indexes and
-    /// both checkpoints. The log refuses every call afterwards.
-    pub async fn close(&self) -> Result<(), FlushError> {
-        let _permit = self.mutation_permit().await?;
-        self.seal_active().await?;
-        {
-            let mut st = self.inner.state.borrow_mut();
-            st.recovery_point = st.log_end_offset();
-        }
-        self.write_recovery_point_checkpoint().await?;
-        self.write_epoch_checkpoint().await?;
-        self.inner.state.borrow_mut().closed = true;
-        Ok(())
     }
 }

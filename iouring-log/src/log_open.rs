@@ -8,7 +8,7 @@ use std::rc::Rc;
 
 use glommio::sync::Semaphore;
 
-use crate::appender::Appender;
+use crate::appender::{Appender, SegmentEnd};
 use crate::checkpoint::{
     parse_checkpoint, read_file, sync_dir, LEADER_EPOCH_FILE, RECOVERY_POINT_FILE,
 };
@@ -16,6 +16,7 @@ use crate::config::LogConfig;
 use crate::error::{IoError, OpenError};
 use crate::leader_epoch_cache::LeaderEpochCache;
 use crate::log::{Log, LogInner, LogState};
+use crate::notify::{Notify, Progress};
 use crate::offset_index::OffsetIndex;
 use crate::recovery::{next_offset_from_index, scan_segment};
 use crate::segment::{
@@ -23,8 +24,29 @@ use crate::segment::{
     write_index_files, ActiveSegment, Segment, SegmentIndexes, SegmentState, INDEX_SUFFIX,
     LOG_SUFFIX, TIME_INDEX_SUFFIX,
 };
+use crate::segment_io::{DirectIo, SegmentIo};
 use crate::time_index::TimeIndex;
 use crate::types::Offset;
+
+/// How a log is opened, beyond its config.
+#[derive(Clone)]
+pub struct LogOptions {
+    /// The file operations of segment files: [`DirectIo`] (O_DIRECT on io_uring) for real,
+    /// a fault-injecting one in tests.
+    pub io: Rc<dyn SegmentIo>,
+    /// Woken whenever this log's written or flushed watermark moves or it fails (a shard's
+    /// long-polling fetches share one across its logs).
+    pub progress_listener: Option<Rc<Notify>>,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        LogOptions {
+            io: Rc::new(DirectIo),
+            progress_listener: None,
+        }
+    }
+}
 
 /// Base offsets of the `.log` files in `dir`, sorted; removes leftover temporary files.
 fn list_segments(dir: &Path) -> Result<Vec<Offset>, OpenError> {
@@ -130,7 +152,7 @@ async fn load_trusted(dir: &Path, base: Offset) -> Result<Option<Segment>, IoErr
 }
 
 /// A segment at or after the recovery point: validate every batch. Returns the segment and
-/// whether the scan stopped before the end of the file (damage: later segments are dropped).
+/// whether the scan stopped before the end of the file (at zero padding or invalid bytes).
 async fn load_scanned(
     dir: &Path,
     base: Offset,
@@ -152,7 +174,7 @@ async fn load_scanned(
         epochs,
     )
     .await?;
-    let damaged = scan.stopped.is_some();
+    let stopped = scan.stopped.is_some();
     if let Some((position, reason)) = &scan.stopped {
         // Zero padding after the logical end is the normal state of an unclean shutdown.
         tracing::warn!(segment = %path.display(), position, ?reason, file_size, "truncating log at invalid data");
@@ -167,16 +189,26 @@ async fn load_scanned(
         rolling_timestamp_ms: scan.first_batch_max_timestamp.unwrap_or(0),
         state: SegmentState::Sealed,
     };
-    Ok((segment, damaged))
+    Ok((segment, stopped))
 }
 
 /// Opens the last segment for O_DIRECT appends: trims the file to its logical size and keeps
 /// the last partial block in memory.
-async fn activate(segment: &mut Segment, now_ms: i64) -> Result<(), IoError> {
+async fn activate(
+    segment: &mut Segment,
+    io: &dyn SegmentIo,
+    progress: Rc<Progress>,
+    now_ms: i64,
+) -> Result<(), IoError> {
     let path = segment.log_path.as_path();
-    let file = open_trimmed(path, segment.size).await?;
+    let file = open_trimmed(io, path, segment.size).await?;
     let partial = read_partial_block(&segment.read_file, path, segment.size).await?;
-    let appender = Appender::new(file, path.to_path_buf(), segment.size, &partial);
+    let end = SegmentEnd {
+        size: segment.size,
+        next_offset: segment.next_offset,
+        partial_block: &partial,
+    };
+    let appender = Appender::new(file, end, progress);
     if segment.size == 0 {
         segment.rolling_timestamp_ms = now_ms;
     }
@@ -192,7 +224,19 @@ impl Log {
         config: LogConfig,
         now_ms: i64,
     ) -> Result<Log, OpenError> {
+        Log::open_with(dir, config, now_ms, LogOptions::default()).await
+    }
+
+    /// [`Log::open`] with the file operations and progress listener of `options`.
+    pub async fn open_with(
+        dir: impl Into<PathBuf>,
+        config: LogConfig,
+        now_ms: i64,
+        options: LogOptions,
+    ) -> Result<Log, OpenError> {
         config.validate()?;
+        let io = options.io;
+        let progress = Rc::new(Progress::with_listener(options.progress_listener));
         let dir = dir.into();
         std::fs::create_dir_all(&dir).map_err(|e| IoError::new("creating", &dir, e))?;
         // glommio's directory operations need an absolute path.
@@ -200,13 +244,19 @@ impl Log {
         let bases = list_segments(&dir)?;
         let recovery_point = read_recovery_point(&dir).await?;
         let mut epochs = read_epochs(&dir).await?;
-        let mut segments =
-            load_segments(&dir, &bases, recovery_point, &config, &mut epochs).await?;
+        let found = Found {
+            dir: &dir,
+            bases: &bases,
+            recovery_point,
+        };
+        let mut segments = load_segments(found, io.as_ref(), &config, &mut epochs).await?;
         if segments.is_empty() {
-            segments.push(Segment::create(&dir, Offset(0), now_ms).await?);
+            let first = Segment::create(io.as_ref(), &dir, Offset(0), now_ms, progress.clone());
+            segments.push(first.await?);
             sync_dir(&dir).await?;
         } else {
-            activate(segments.last_mut().expect("non-empty"), now_ms).await?;
+            let last = segments.last_mut().expect("non-empty");
+            activate(last, io.as_ref(), progress.clone(), now_ms).await?;
         }
         let end = segments.last().expect("non-empty").next_offset;
         epochs.truncate_from_end(end);
@@ -227,9 +277,13 @@ impl Log {
             inner: Rc::new(LogInner {
                 dir,
                 config,
+                io,
                 state: RefCell::new(state),
                 mutation: Semaphore::new(1),
                 sync: Semaphore::new(1),
+                checkpoint: Semaphore::new(1),
+                progress,
+                last_seal: RefCell::new(None),
                 failed: RefCell::new(None),
             }),
         };
@@ -239,13 +293,26 @@ impl Log {
     }
 }
 
-async fn load_segments(
-    dir: &Path,
-    bases: &[Offset],
+/// What a log's directory holds: its segments' base offsets and its checkpointed recovery
+/// point.
+#[derive(Clone, Copy)]
+struct Found<'a> {
+    dir: &'a Path,
+    bases: &'a [Offset],
     recovery_point: Offset,
+}
+
+async fn load_segments(
+    found: Found<'_>,
+    io: &dyn SegmentIo,
     config: &LogConfig,
     epochs: &mut LeaderEpochCache,
 ) -> Result<Vec<Segment>, OpenError> {
+    let Found {
+        dir,
+        bases,
+        recovery_point,
+    } = found;
     let mut segments: Vec<Segment> = Vec::with_capacity(bases.len());
     for (i, &base) in bases.iter().enumerate() {
         if let Some(prev) = segments.last() {
@@ -268,17 +335,23 @@ async fn load_segments(
             }
             tracing::warn!(dir = %dir.display(), base_offset = base.0, "index missing or corrupt; rebuilding");
         }
-        let (mut seg, damaged) = load_scanned(dir, base, config, epochs).await?;
-        let last = i + 1 == bases.len();
-        if damaged && !last {
-            let later = &bases[i + 1..];
-            tracing::warn!(dir = %dir.display(), segments = later.len(), "deleting segments after damaged data");
+        let (mut seg, stopped) = load_scanned(dir, base, config, epochs).await?;
+        let next_base = bases.get(i + 1).copied();
+        // A segment before the last one is whole when its offsets run up to the next one's
+        // base. It may still end in zero padding or a torn write, not trimmed yet: the crash
+        // came while a background seal was finishing it.
+        let gap = next_base.is_some_and(|next| seg.next_offset != next);
+        if stopped && next_base.is_some() {
             let path = seg.log_path.as_path();
-            let trimmed = open_trimmed(path, seg.size).await?;
+            let trimmed = open_trimmed(io, path, seg.size).await?;
             trimmed
                 .close()
                 .await
                 .map_err(|e| IoError::new("closing", path, e))?;
+        }
+        if gap {
+            let later = &bases[i + 1..];
+            tracing::warn!(dir = %dir.display(), segments = later.len(), next_offset = seg.next_offset.0, "deleting segments after damaged data");
             for &base in later {
                 delete_segment_files(dir, base).await?;
             }
@@ -286,7 +359,7 @@ async fn load_segments(
             segments.push(seg);
             break;
         }
-        if !last {
+        if next_base.is_some() {
             let (index, time_index) = seg.mark_sealed();
             write_index_files(&seg.log_path, base, index, time_index).await?;
         }

@@ -50,3 +50,27 @@ impl Future for Changed<'_> {
         Poll::Pending
     }
 }
+
+/// A log's "watermarks moved or the log failed" signal: waiters of this log wait on `log`;
+/// a listener shared by many logs (a shard's long-polling fetches) is woken too.
+#[derive(Default)]
+pub struct Progress {
+    pub log: Notify,
+    listener: Option<std::rc::Rc<Notify>>,
+}
+
+impl Progress {
+    pub fn with_listener(listener: Option<std::rc::Rc<Notify>>) -> Progress {
+        Progress {
+            log: Notify::default(),
+            listener,
+        }
+    }
+
+    pub fn notify_all(&self) {
+        self.log.notify_all();
+        if let Some(l) = &self.listener {
+            l.notify_all();
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! Retention: deleting whole old segments by `retention.bytes` and `retention.ms`, and
 //! truncation of the log end for followers.
 
-use crate::appender::Appender;
+use crate::appender::{Appender, SegmentEnd};
 use crate::error::{FlushError, IoError};
 use crate::leader_epoch_cache::LeaderEpochCache;
 use crate::log::Log;
@@ -73,6 +73,8 @@ impl Log {
         if roll_first {
             self.roll(now_ms).await?;
         }
+        // Only sealed segments go; let the seals of recent rolls finish first.
+        self.wait_for_seals().await?;
         let _permit = self.mutation_permit().await?;
         let removed = {
             let mut st = self.inner.state.borrow_mut();
@@ -83,7 +85,7 @@ impl Log {
                     size: s.size,
                     next_offset: s.next_offset,
                     largest_timestamp: s.largest_timestamp(),
-                    active: s.is_active(),
+                    active: !s.is_sealed(),
                 })
                 .collect();
             let cfg = &self.inner.config;
@@ -116,6 +118,7 @@ impl Log {
     /// its leader's epoch end offset). The log end offset becomes that batch's base offset.
     pub async fn truncate_to(&self, offset: Offset) -> Result<(), FlushError> {
         let _permit = self.mutation_permit().await?;
+        self.wait_for_seals().await?;
         let (start, end) = (self.log_start_offset(), self.log_end_offset());
         if offset >= end {
             return Ok(());
@@ -197,7 +200,7 @@ impl Log {
             (a.log_path.clone(), a.base_offset, a.read_file.clone())
         };
         let p = path.as_path();
-        let file = open_trimmed(p, position).await?;
+        let file = open_trimmed(self.inner.io.as_ref(), p, position).await?;
         let interval = self.inner.config.index_interval_bytes;
         let mut scratch_epochs = LeaderEpochCache::default();
         let scan =
@@ -212,7 +215,12 @@ impl Log {
             return Err(e.into());
         }
         let partial = read_partial_block(&read_file, p, position).await?;
-        let appender = Appender::new(file, p.to_path_buf(), position, &partial);
+        let end = SegmentEnd {
+            size: position,
+            next_offset,
+            partial_block: &partial,
+        };
+        let appender = Appender::new(file, end, self.inner.progress.clone());
         {
             let mut st = self.inner.state.borrow_mut();
             let seg = st.active_mut();
@@ -224,6 +232,7 @@ impl Log {
             st.recovery_point = st.recovery_point.min(next_offset);
             st.check();
         }
+        self.inner.progress.notify_all();
         self.write_epoch_checkpoint().await?;
         self.write_recovery_point_checkpoint().await?;
         Ok(())

@@ -1,19 +1,22 @@
 //! One log segment: its `.log` file, its offset and time indexes, and its lifecycle. An
-//! [`SegmentState::Active`] segment owns an O_DIRECT [`Appender`] and takes appends; sealing it
-//! drains the writes, fsyncs, trims the file to its logical size and writes both index files.
-//! A [`SegmentState::Sealed`] segment is read-only.
+//! [`SegmentState::Active`] segment owns an O_DIRECT [`Appender`] and takes appends. A roll
+//! makes it [`SegmentState::Sealing`]: it takes no more appends while its writes drain, and a
+//! background task trims the file to its logical size, fsyncs it and writes both index files.
+//! A [`SegmentState::Sealed`] segment is read-only and wholly durable.
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use glommio::io::{BufferedFile, DmaFile, OpenOptions};
+use glommio::io::BufferedFile;
 
-use crate::appender::Appender;
+use crate::appender::{Appender, SegmentEnd};
 use crate::batch::BatchHeader;
 use crate::checkpoint::write_file_durably;
 use crate::error::IoError;
+use crate::notify::Progress;
 use crate::offset_index::OffsetIndex;
 use crate::reader::SegmentView;
+use crate::segment_io::{SegmentFile, SegmentIo};
 use crate::time_index::TimeIndex;
 use crate::types::{FilePosition, Offset, TimestampMs};
 
@@ -80,7 +83,11 @@ pub struct ActiveSegment {
 }
 
 pub enum SegmentState {
+    /// Takes appends.
     Active(ActiveSegment),
+    /// Rolled: takes no appends; its writes drain and a background task seals it.
+    Sealing(ActiveSegment),
+    /// Trimmed, fsynced, indexes written: read-only.
     Sealed,
 }
 
@@ -100,19 +107,27 @@ pub struct Segment {
 }
 
 impl Segment {
-    /// Creates the files of a new, empty active segment.
-    pub async fn create(dir: &Path, base_offset: Offset, now_ms: i64) -> Result<Segment, IoError> {
+    /// Creates the files of a new, empty active segment. Its directory entry is not synced
+    /// here: whoever makes its first batch durable syncs the directory first.
+    pub async fn create(
+        io: &dyn SegmentIo,
+        dir: &Path,
+        base_offset: Offset,
+        now_ms: i64,
+        progress: Rc<Progress>,
+    ) -> Result<Segment, IoError> {
         let path = segment_file(dir, base_offset, LOG_SUFFIX);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .dma_open(&path)
+        let file = io
+            .create(&path)
             .await
             .map_err(|e| IoError::new("creating segment", &path, e))?;
         let read_file = open_read_file(&path).await?;
-        let appender = Appender::new(file, path.clone(), 0, &[]);
+        let end = SegmentEnd {
+            size: 0,
+            next_offset: base_offset,
+            partial_block: &[],
+        };
+        let appender = Appender::new(file, end, progress);
         Ok(Segment {
             base_offset,
             log_path: Rc::new(path),
@@ -129,11 +144,29 @@ impl Segment {
         matches!(self.state, SegmentState::Active(_))
     }
 
+    /// The appender of an active or sealing segment.
     pub fn appender(&self) -> Option<&Appender> {
         match &self.state {
-            SegmentState::Active(a) => Some(&a.appender),
+            SegmentState::Active(a) | SegmentState::Sealing(a) => Some(&a.appender),
             SegmentState::Sealed => None,
         }
+    }
+
+    pub fn is_sealed(&self) -> bool {
+        matches!(self.state, SegmentState::Sealed)
+    }
+
+    /// Stops appends to the active segment: it becomes sealing and its writer drains.
+    pub fn start_sealing(&mut self) -> Appender {
+        let state = std::mem::replace(&mut self.state, SegmentState::Sealed);
+        let SegmentState::Active(active) = state else {
+            panic!("sealing {}, which is not active", self.log_path.display());
+        };
+        let appender = active.appender.clone();
+        appender.io.borrow_mut().closing = true;
+        appender.events.notify_all();
+        self.state = SegmentState::Sealing(active);
+        appender
     }
 
     pub fn view(&self) -> SegmentView {
@@ -175,6 +208,7 @@ impl Segment {
             io.tail.push(rest);
             let end = io.tail.end();
             io.planner.on_append(end);
+            io.watermarks.on_append(end, header.next_offset());
         }
         self.indexes
             .on_batch(self.base_offset, header, position, interval_bytes);
@@ -184,8 +218,8 @@ impl Segment {
     }
 
     /// Marks the segment sealed after its appender was drained, trimmed and synced
-    /// ([`seal_appender`]): adds the final time index entry and returns both index files'
-    /// bytes to write.
+    /// ([`seal_appender`]), or at open for a segment that never had one: adds the final time
+    /// index entry and returns both index files' bytes to write.
     pub fn mark_sealed(&mut self) -> (Vec<u8>, Vec<u8>) {
         self.state = SegmentState::Sealed;
         self.indexes.maybe_append_time_entry(self.base_offset);
@@ -240,9 +274,14 @@ pub async fn seal_appender(appender: &Appender, size: u64) -> Result<(), IoError
         .wait_until(|p| p.is_idle())
         .await
         .map_err(|f| IoError::new("writing", path, std::io::Error::other(f)))?;
-    let appended = appender.io.borrow().planner.appended();
+    let (appended, next_offset) = {
+        let io = appender.io.borrow();
+        (io.planner.appended(), io.watermarks.next_offset())
+    };
     assert_eq!(appended, size, "sealed size differs from appended bytes");
-    crate::helper_thread::on_helper_thread(appender.file.truncate(size))
+    appender
+        .file
+        .truncate(size)
         .await
         .map_err(|e| IoError::new("trimming", path, e))?;
     appender
@@ -250,7 +289,8 @@ pub async fn seal_appender(appender: &Appender, size: u64) -> Result<(), IoError
         .fdatasync()
         .await
         .map_err(|e| IoError::new("syncing", path, e))?;
-    appender.io.borrow_mut().planner.on_durable(size);
+    appender.io.borrow_mut().on_durable(size, next_offset);
+    appender.progress.notify_all();
     Ok(())
 }
 
@@ -296,14 +336,16 @@ pub async fn delete_segment_files(dir: &Path, base_offset: Offset) -> Result<(),
 
 /// Opens a segment file for O_DIRECT appends, cut to `size` (dropping torn or truncated
 /// bytes and preallocation) and synced.
-pub async fn open_trimmed(path: &Path, size: u64) -> Result<DmaFile, IoError> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .dma_open(path)
+pub async fn open_trimmed(
+    io: &dyn SegmentIo,
+    path: &Path,
+    size: u64,
+) -> Result<Rc<dyn SegmentFile>, IoError> {
+    let file = io
+        .open(path)
         .await
         .map_err(|e| IoError::new("opening segment for appends", path, e))?;
-    crate::helper_thread::on_helper_thread(file.truncate(size))
+    file.truncate(size)
         .await
         .map_err(|e| IoError::new("trimming", path, e))?;
     file.fdatasync()

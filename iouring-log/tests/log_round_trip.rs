@@ -414,6 +414,7 @@ fn head_reads_come_from_memory_until_the_tail_releases_them() {
         assert_eq!(head.last().map(|r| r.offset), Some(49));
         // Once the segment is sealed its bytes come from the file (sendfile-able).
         log.roll(0).await.unwrap();
+        log.wait_for_seals().await.unwrap();
         let r = log.read(Offset(10), opts).await.unwrap();
         assert!(r.slices.iter().all(|s| s.file_range().is_some()));
         let sealed = decode(&iouring_log::read_slices_to_vec(&r.slices).await.unwrap());

@@ -6,7 +6,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use iouring_log::{BatchHeader, LeaderEpoch, Log, LogConfig, Offset};
+use iouring_log::{BatchHeader, Durability, LeaderEpoch, Log, LogConfig, Offset};
 use kafka_protocol::records::Compression;
 use rand::{Rng, SeedableRng};
 
@@ -285,7 +285,7 @@ fn missing_or_corrupt_indexes_are_rebuilt_identically() {
     });
 }
 
-/// What `kill -9` leaves behind right after `wait_written` returned (the log never closed, the
+/// What `kill -9` leaves behind right after `wait_for(Written)` returned (the log never closed, the
 /// files copied while it is open): every record appended before the call is recovered, including
 /// those in the last, partial block.
 #[test]
@@ -298,7 +298,9 @@ fn records_waited_written_survive_a_killed_process() {
                 .await
                 .unwrap();
         }
-        log.wait_written().await.unwrap();
+        log.wait_for(Durability::Written, log.log_end_offset())
+            .await
+            .unwrap();
         let snap = snapshot(dir.path());
         let crashed = tmpdir();
         for (p, bytes) in &snap {

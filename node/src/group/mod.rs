@@ -637,10 +637,14 @@ async fn append(ctx: &ShardCtx, p: i32, records: KeyValues) -> Result<(), Respon
                 _ => ResponseError::UnknownServerError,
             }
         })?;
-    part.log.wait_written().await.map_err(|e| {
-        tracing::error!(partition = p, error = %e, "writing __consumer_offsets");
-        ResponseError::UnknownServerError
-    })
+    let end = part.log.log_end_offset();
+    part.log
+        .wait_for(iouring_log::Durability::Written, end)
+        .await
+        .map_err(|e| {
+            tracing::error!(partition = p, error = %e, "writing __consumer_offsets");
+            ResponseError::UnknownServerError
+        })
 }
 
 /// The answer to a JoinGroup/SyncGroup, waiting for the rebalance step when it is not ready;

@@ -1,0 +1,193 @@
+//! Rolling the active segment without stalling appends, as Kafka does: the roll switches to a
+//! new segment at once, and the old one is finished by a background task — writes drained,
+//! directory synced (so the new segment's file name is durable before any of its offsets
+//! counts as flushed), file trimmed to its logical size and fsynced, both indexes written, the
+//! O_DIRECT handle closed, the recovery point moved past it.
+//!
+//! Contract:
+//! - A roll holds the mutation permit only while it creates the new segment's file; appends
+//!   go on into the new segment while the old one is sealed.
+//! - Seals finish in roll order (each waits for the one before it), so a sealed segment never
+//!   follows a sealing one, and the recovery point only ever moves over sealed segments.
+//! - A failed seal poisons the log. `close` and `truncate_to` wait for every seal first.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use crate::appender::Appender;
+use crate::checkpoint::sync_dir;
+use crate::error::{FlushError, IoError};
+use crate::log::Log;
+use crate::segment::{seal_appender, write_index_files, Segment};
+use crate::types::Offset;
+
+impl Log {
+    /// Rolls the active segment if the next batch would overflow it, it is older than
+    /// `segment.ms`, or its offsets would overflow the index's `u32`.
+    pub(crate) async fn maybe_roll(
+        &self,
+        batch_bytes: u64,
+        last_offset_delta: i32,
+        now_ms: i64,
+    ) -> Result<(), FlushError> {
+        let due = {
+            let st = self.inner.state.borrow();
+            let a = st.active();
+            let cfg = &self.inner.config;
+            let full = a.size + batch_bytes > cfg.segment_bytes;
+            let old = now_ms - a.rolling_timestamp_ms > cfg.segment_ms;
+            let last = Offset(a.next_offset.0 + i64::from(last_offset_delta));
+            let overflow = last.relative_to(a.base_offset).is_none();
+            a.size > 0 && (full || old || overflow)
+        };
+        if due {
+            self.roll_locked(now_ms).await?;
+        }
+        Ok(())
+    }
+
+    /// Rolls now: the active segment starts sealing and a new one takes appends.
+    pub async fn roll(&self, now_ms: i64) -> Result<(), FlushError> {
+        let _permit = self.mutation_permit().await?;
+        if self.inner.state.borrow().active().size == 0 {
+            return Ok(());
+        }
+        self.roll_locked(now_ms).await
+    }
+
+    /// Roll with the mutation permit held.
+    async fn roll_locked(&self, now_ms: i64) -> Result<(), FlushError> {
+        let base = self.log_end_offset();
+        let created = Segment::create(
+            self.inner.io.as_ref(),
+            &self.inner.dir,
+            base,
+            now_ms,
+            self.inner.progress.clone(),
+        )
+        .await;
+        let segment = self.poison_on_error(created)?;
+        let (old_base, old) = {
+            let mut st = self.inner.state.borrow_mut();
+            let old = st.active_mut();
+            let old_base = old.base_offset;
+            let appender = old.start_sealing();
+            st.segments.push(segment);
+            st.check();
+            (old_base, appender)
+        };
+        let done = Rc::new(Cell::new(false));
+        let previous = self.inner.last_seal.replace(Some(done.clone()));
+        tracing::debug!(log = %self.inner.dir.display(), base_offset = base.0, "rolled segment");
+        let log = self.clone();
+        glommio::spawn_local(async move {
+            log.finish_seal(old_base, old, previous).await;
+            done.set(true);
+            log.inner.progress.notify_all();
+        })
+        .detach();
+        Ok(())
+    }
+
+    /// The background half of a roll (see the module doc). Errors poison the log.
+    async fn finish_seal(
+        &self,
+        base: Offset,
+        appender: Appender,
+        previous: Option<Rc<Cell<bool>>>,
+    ) {
+        if let Some(previous) = previous {
+            while !previous.get() {
+                let seen = self.inner.progress.log.generation();
+                if previous.get() {
+                    break;
+                }
+                self.inner.progress.log.changed(seen).await;
+            }
+        }
+        if self.failure().is_some() {
+            return;
+        }
+        if let Err(e) = self.seal_segment(base, &appender).await {
+            self.poison(&e.to_string());
+            return;
+        }
+        self.inner.state.borrow_mut().advance_recovery_point();
+    }
+
+    /// Syncs the directory, then seals the sealing segment at `base` and writes its indexes.
+    async fn seal_segment(&self, base: Offset, appender: &Appender) -> Result<(), IoError> {
+        sync_dir(&self.inner.dir).await?;
+        let size = self
+            .inner
+            .state
+            .borrow_mut()
+            .segment_mut(base)
+            .expect("a sealing segment stays in the log")
+            .size;
+        seal_appender(appender, size).await?;
+        let (path, index, time_index) = {
+            let mut st = self.inner.state.borrow_mut();
+            let seg = st
+                .segment_mut(base)
+                .expect("a sealing segment stays in the log");
+            let (index, time_index) = seg.mark_sealed();
+            (seg.log_path.clone(), index, time_index)
+        };
+        write_index_files(&path, base, index, time_index).await?;
+        if let Err(e) = appender.file.clone().close().await {
+            tracing::warn!(path = %path.display(), error = %e, "closing sealed segment's O_DIRECT file");
+        }
+        Ok(())
+    }
+
+    /// Waits until every segment before the active one is sealed (background seals done).
+    pub async fn wait_for_seals(&self) -> Result<(), FlushError> {
+        loop {
+            let seen = self.inner.progress.log.generation();
+            let sealing = {
+                let st = self.inner.state.borrow();
+                let n = st.segments.len();
+                st.segments[..n - 1].iter().any(|s| !s.is_sealed())
+            };
+            if !sealing {
+                return Ok(());
+            }
+            if let Some(f) = self.failure() {
+                return Err(FlushError::Failed(f));
+            }
+            self.inner.progress.log.changed(seen).await;
+        }
+    }
+
+    /// Seals the active segment in place (the caller holds the mutation permit and waited for
+    /// every background seal). Readers keep seeing it through its tail until its bytes are all
+    /// on disk.
+    async fn seal_active_in_place(&self) -> Result<(), FlushError> {
+        let (appender, base) = {
+            let mut st = self.inner.state.borrow_mut();
+            let a = st.active_mut();
+            (a.start_sealing(), a.base_offset)
+        };
+        let sealed = self.seal_segment(base, &appender).await;
+        self.poison_on_error(sealed)?;
+        Ok(())
+    }
+
+    /// Clean shutdown: waits for background seals, drains and fsyncs the active segment, trims
+    /// it, writes its indexes and both checkpoints. The log refuses every call afterwards.
+    pub async fn close(&self) -> Result<(), FlushError> {
+        let _permit = self.mutation_permit().await?;
+        self.wait_for_seals().await?;
+        self.seal_active_in_place().await?;
+        {
+            let mut st = self.inner.state.borrow_mut();
+            st.recovery_point = st.log_end_offset();
+        }
+        self.write_recovery_point_checkpoint().await?;
+        self.write_epoch_checkpoint().await?;
+        self.inner.state.borrow_mut().closed = true;
+        self.inner.progress.notify_all();
+        Ok(())
+    }
+}

@@ -1,0 +1,148 @@
+//! The file operations of segment `.log` files, behind a small trait so that tests can put a
+//! fault-injecting implementation ([`crate::fault_injection::FaultyIo`]) in place of the real
+//! one ([`DirectIo`]: glommio `DmaFile`s, O_DIRECT through io_uring).
+//!
+//! Only the appender's writes, syncs, preallocation and trims of `.log` files go through here.
+//! Reads use a second, buffered handle on the same file (see `reader.rs`); index and checkpoint
+//! files are written whole and durably (temporary file, fdatasync, rename, directory fsync).
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::rc::Rc;
+
+use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
+
+/// A boxed future of an I/O result; segment I/O runs on one shard, so it need not be `Send`.
+pub type IoFuture<'a, T> = Pin<Box<dyn Future<Output = std::io::Result<T>> + 'a>>;
+
+/// A buffer handed to an O_DIRECT write: block-aligned address and length.
+pub enum WriteBuffer {
+    /// A buffer filled for this write.
+    Owned(DmaBuffer),
+    /// A full tail chunk, written without a copy while the tail keeps it for readers.
+    Shared(Rc<DmaBuffer>),
+}
+
+impl WriteBuffer {
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            WriteBuffer::Owned(b) => b.as_bytes(),
+            WriteBuffer::Shared(b) => b.as_bytes(),
+        }
+    }
+}
+
+/// One segment file opened for O_DIRECT appends.
+pub trait SegmentFile {
+    fn path(&self) -> &Path;
+    /// A zeroed, block-aligned buffer of `len` bytes for [`SegmentFile::write_at`].
+    fn alloc_buffer(&self, len: usize) -> DmaBuffer;
+    /// Writes the whole buffer at `position` (both block-aligned); returns the bytes written.
+    fn write_at(&self, buf: WriteBuffer, position: u64) -> IoFuture<'_, usize>;
+    /// Makes every write completed before the call durable.
+    fn fdatasync(&self) -> IoFuture<'_, ()>;
+    /// Reserves space up to `size` bytes (the file size grows to it; the bytes read as zeros).
+    fn pre_allocate(&self, size: u64) -> IoFuture<'_, ()>;
+    /// Cuts (or extends) the file to `size` bytes.
+    fn truncate(&self, size: u64) -> IoFuture<'_, ()>;
+    /// Closes the file once no one else holds it.
+    fn close(self: Rc<Self>) -> IoFuture<'static, ()>;
+}
+
+/// Opens segment files for appends.
+pub trait SegmentIo {
+    /// Creates `path` (emptying it if it exists).
+    fn create<'a>(&'a self, path: &'a Path) -> IoFuture<'a, Rc<dyn SegmentFile>>;
+    /// Opens the existing `path`.
+    fn open<'a>(&'a self, path: &'a Path) -> IoFuture<'a, Rc<dyn SegmentFile>>;
+}
+
+/// The real thing: O_DIRECT `DmaFile`s on glommio's io_uring.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DirectIo;
+
+struct DirectFile {
+    file: Rc<DmaFile>,
+    path: PathBuf,
+}
+
+impl SegmentIo for DirectIo {
+    fn create<'a>(&'a self, path: &'a Path) -> IoFuture<'a, Rc<dyn SegmentFile>> {
+        Box::pin(async move {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .dma_open(path)
+                .await?;
+            Ok(direct(file, path))
+        })
+    }
+
+    fn open<'a>(&'a self, path: &'a Path) -> IoFuture<'a, Rc<dyn SegmentFile>> {
+        Box::pin(async move {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .dma_open(path)
+                .await?;
+            Ok(direct(file, path))
+        })
+    }
+}
+
+fn direct(file: DmaFile, path: &Path) -> Rc<dyn SegmentFile> {
+    Rc::new(DirectFile {
+        file: Rc::new(file),
+        path: path.to_path_buf(),
+    })
+}
+
+impl SegmentFile for DirectFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn alloc_buffer(&self, len: usize) -> DmaBuffer {
+        self.file.alloc_dma_buffer(len)
+    }
+
+    fn write_at(&self, buf: WriteBuffer, position: u64) -> IoFuture<'_, usize> {
+        Box::pin(async move {
+            let written = match buf {
+                WriteBuffer::Owned(b) => self.file.write_at(b, position).await,
+                WriteBuffer::Shared(b) => self.file.write_rc_at(b, position).await,
+            };
+            Ok(written?)
+        })
+    }
+
+    fn fdatasync(&self) -> IoFuture<'_, ()> {
+        Box::pin(async move { Ok(self.file.fdatasync().await?) })
+    }
+
+    fn pre_allocate(&self, size: u64) -> IoFuture<'_, ()> {
+        Box::pin(async move { Ok(self.file.pre_allocate(size, false).await?) })
+    }
+
+    fn truncate(&self, size: u64) -> IoFuture<'_, ()> {
+        Box::pin(async move {
+            crate::helper_thread::on_helper_thread(self.file.truncate(size)).await?;
+            Ok(())
+        })
+    }
+
+    fn close(self: Rc<Self>) -> IoFuture<'static, ()> {
+        Box::pin(async move {
+            let file = match Rc::try_unwrap(self) {
+                Ok(f) => f.file,
+                // Someone still holds the file: it closes when the last holder drops it.
+                Err(_) => return Ok(()),
+            };
+            file.close_rc().await?;
+            Ok(())
+        })
+    }
+}
