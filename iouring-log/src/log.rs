@@ -479,13 +479,17 @@ impl Log {
         }
     }
 
-    pub(crate) async fn write_recovery_point_checkpoint(&self) -> Result<(), IoError> {
-        let _one = self
-            .inner
+    /// One checkpoint file write at a time.
+    async fn checkpoint_permit(&self) -> Permit<'_> {
+        self.inner
             .checkpoint
             .acquire_permit(1)
             .await
-            .expect("checkpoint semaphore never closes");
+            .expect("checkpoint semaphore never closes")
+    }
+
+    pub(crate) async fn write_recovery_point_checkpoint(&self) -> Result<(), IoError> {
+        let _one = self.checkpoint_permit().await;
         let rp = self.recovery_point();
         let written =
             write_checkpoint(&self.inner.dir, RECOVERY_POINT_FILE, &[rp.0.to_string()]).await;
@@ -496,12 +500,7 @@ impl Log {
     }
 
     pub(crate) async fn write_epoch_checkpoint(&self) -> Result<(), IoError> {
-        let _one = self
-            .inner
-            .checkpoint
-            .acquire_permit(1)
-            .await
-            .expect("checkpoint semaphore never closes");
+        let _one = self.checkpoint_permit().await;
         let lines = self.inner.state.borrow().epochs.to_lines();
         let written = write_checkpoint(&self.inner.dir, LEADER_EPOCH_FILE, &lines).await;
         self.poison_on_error(written)

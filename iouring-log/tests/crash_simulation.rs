@@ -17,13 +17,11 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use bytes::{Bytes, BytesMut};
-use common::{decode, run, tmpdir};
+use bytes::Bytes;
+use common::{decode, encode_batch, record, run, tmpdir};
 use iouring_log::fault_injection::{Crash, FaultyIo};
 use iouring_log::{Durability, LeaderEpoch, Log, LogConfig, LogOptions, Offset};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::Compression;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -40,32 +38,12 @@ fn value(producer: usize, seq: usize) -> Vec<u8> {
 }
 
 fn encode(values: &[Vec<u8>]) -> Vec<u8> {
-    let records: Vec<Record> = values
+    let records: Vec<_> = values
         .iter()
         .enumerate()
-        .map(|(i, v)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32 - 1,
-            timestamp: 1_700_000_000_000,
-            key: None,
-            value: Some(Bytes::from(v.clone())),
-            headers: Default::default(),
-        })
+        .map(|(i, v)| record(i as i64, None, Bytes::from(v.clone()), 1_700_000_000_000))
         .collect();
-    let mut buf = BytesMut::new();
-    let opts = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &opts).expect("encode");
-    buf.to_vec()
+    encode_batch(&records, Compression::None)
 }
 
 struct Mode {

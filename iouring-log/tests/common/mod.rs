@@ -35,46 +35,51 @@ pub fn expected_record(offset: i64, value_len: usize) -> (Bytes, Bytes, i64) {
     (key, Bytes::from(value), 1_700_000_000_000 + offset * 10)
 }
 
+/// A record at `offset_delta` in its batch, without idempotence (the encoder keeps records in
+/// one batch while offset - sequence is constant; this makes the batch's baseSequence -1).
+pub fn record(offset_delta: i64, key: Option<Bytes>, value: Bytes, timestamp: i64) -> Record {
+    Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: 0,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: offset_delta,
+        sequence: (offset_delta - 1) as i32,
+        timestamp,
+        key,
+        value: Some(value),
+        headers: IndexMap::new(),
+    }
+}
+
+/// One RecordBatch v2 holding `records`.
+pub fn encode_batch(records: &[Record], compression: Compression) -> Vec<u8> {
+    let mut buf = BytesMut::new();
+    let opts = RecordEncodeOptions {
+        version: 2,
+        compression,
+    };
+    RecordBatchEncoder::encode(&mut buf, records, &opts).expect("encode");
+    buf.to_vec()
+}
+
 /// A batch of `count` records whose contents are those of offsets `first..first + count`.
 pub fn batch(first: i64, count: i64, value_len: usize, compression: Compression) -> Vec<u8> {
     let records: Vec<Record> = (first..first + count)
         .map(|o| {
             let (key, value, ts) = expected_record(o, value_len);
-            let mut headers = IndexMap::new();
-            headers.insert(
+            let mut r = record(o - first, Some(key), value, ts);
+            r.headers.insert(
                 StrBytes::from_static_str("h"),
                 Some(Bytes::from(format!("{o}"))),
             );
-            Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: 0,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: o - first,
-                // The encoder keeps records in one batch while offset - sequence is constant;
-                // this makes the batch's baseSequence -1 (no idempotence).
-                sequence: (o - first - 1) as i32,
-                timestamp: ts,
-                key: Some(key),
-                value: Some(value),
-                headers,
-            }
+            r
         })
         .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression,
-        },
-    )
-    .expect("encode");
-    buf.to_vec()
+    encode_batch(&records, compression)
 }
 
 /// Decodes whole batches from `bytes` (ignoring a partial trailing batch, as clients do).
