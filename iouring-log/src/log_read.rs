@@ -7,7 +7,9 @@
 use bytes::Bytes;
 use kafka_protocol::records::RecordBatchDecoder;
 
+use crate::batch::BatchHeader;
 use crate::error::ReadError;
+use crate::limits::BATCH_HEADER_BYTES;
 use crate::log::Log;
 use crate::reader::{ReadSlice, SegmentView};
 use crate::types::{FilePosition, Offset, TimestampMs};
@@ -113,6 +115,39 @@ impl Log {
         Ok(result)
     }
 
+    /// Calls `visit` with the header of every batch from the one holding `from` up to the log
+    /// end, in offset order (Kafka rebuilds its producer state this way after its last
+    /// snapshot). Reads only the fixed headers; their CRCs were checked on append or recovery.
+    pub async fn for_each_batch_header(
+        &self,
+        from: Offset,
+        mut visit: impl FnMut(&BatchHeader),
+    ) -> Result<(), ReadError> {
+        let from = from.max(self.log_start_offset()).min(self.log_end_offset());
+        let (views, mut position) = self.views_from(from)?;
+        for view in views {
+            let mut target = from;
+            loop {
+                let Some(found) = view.find_batch(position, target).await? else {
+                    break;
+                };
+                let bytes = view
+                    .copy_bytes(found.position, found.position + BATCH_HEADER_BYTES as u64)
+                    .await?;
+                let header = BatchHeader::parse(&bytes).map_err(|source| ReadError::Corrupt {
+                    path: view.path.as_ref().clone(),
+                    position: found.position,
+                    source,
+                })?;
+                visit(&header);
+                position = found.position + u64::from(found.size_bytes);
+                target = header.next_offset();
+            }
+            position = 0;
+        }
+        Ok(())
+    }
+
     /// Kafka's `fetchOffsetByTimestamp`: the first offset whose record timestamp is `>= ts`,
     /// with that timestamp; `None` if every record is older.
     pub async fn offset_for_timestamp(
@@ -165,12 +200,10 @@ async fn find_by_timestamp(
         let bytes = view
             .copy_bytes(found.position, found.position + u64::from(found.size_bytes))
             .await?;
-        let header = crate::batch::BatchHeader::parse_validated(&bytes).map_err(|source| {
-            ReadError::Corrupt {
-                path: view.path.as_ref().clone(),
-                position: found.position,
-                source,
-            }
+        let header = BatchHeader::parse_validated(&bytes).map_err(|source| ReadError::Corrupt {
+            path: view.path.as_ref().clone(),
+            position: found.position,
+            source,
         })?;
         if header.max_timestamp >= ts {
             let mut buf = Bytes::from(bytes);

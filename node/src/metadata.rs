@@ -17,19 +17,6 @@ pub const METADATA_FILE: &str = "__ringlog_metadata.json";
 pub const TOPIC_NAME_MAX: usize = 249;
 pub const PARTITIONS_MAX: i32 = 10_000;
 
-/// Per-topic configs a topic may override (Kafka's topic-level names).
-pub const TOPIC_CONFIGS: &[&str] = &[
-    "segment.bytes",
-    "segment.ms",
-    "retention.ms",
-    "retention.bytes",
-    "flush.messages",
-    "flush.ms",
-    "index.interval.bytes",
-    "max.message.bytes",
-    "cleanup.policy",
-];
-
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PartitionMeta {
     pub shard: usize,
@@ -256,9 +243,8 @@ impl Controller {
                 format!("{partitions} partitions; allowed 1..={PARTITIONS_MAX}"),
             ));
         }
-        for (k, v) in &configs {
-            validate_topic_config(k, v).map_err(|m| (ResponseError::InvalidConfig, m))?;
-        }
+        crate::topic_config::validate(&configs)
+            .map_err(|e| (ResponseError::InvalidConfig, e.to_string()))?;
         let parts = (0..partitions)
             .map(|p| PartitionMeta {
                 shard: p as usize % self.shards,
@@ -316,36 +302,6 @@ impl Controller {
             });
         }
         Ok(true)
-    }
-}
-
-/// Checks a topic-level config value.
-pub fn validate_topic_config(key: &str, value: &str) -> Result<(), String> {
-    let number = |min: i64| -> Result<(), String> {
-        match value.parse::<i64>() {
-            Ok(v) if v >= min || v == -1 => Ok(()),
-            _ => Err(format!(
-                "config '{key}' = '{value}' must be a number >= {min} (or -1)"
-            )),
-        }
-    };
-    match key {
-        "cleanup.policy" if value == "delete" => Ok(()),
-        "cleanup.policy" => Err(format!(
-            "cleanup.policy '{value}' is not supported (only 'delete'; compaction is not built)"
-        )),
-        "segment.bytes" => number(iouring_log::limits::SEGMENT_BYTES_MIN as i64),
-        "segment.ms"
-        | "retention.ms"
-        | "retention.bytes"
-        | "flush.messages"
-        | "flush.ms"
-        | "index.interval.bytes"
-        | "max.message.bytes" => number(1),
-        _ => Err(format!(
-            "unknown topic config '{key}'; supported: {}",
-            TOPIC_CONFIGS.join(", ")
-        )),
     }
 }
 

@@ -13,13 +13,14 @@ use futures_channel::mpsc as fmpsc;
 use futures_lite::StreamExt;
 use glommio::net::TcpListener;
 use iouring_log::notify::Notify;
-use iouring_log::{Log, LogConfig, Offset};
+use iouring_log::{LeaderEpoch, Log, LogOptions};
 use kafka_protocol::ResponseError;
 
 use crate::config::BrokerConfig;
 use crate::metadata::{Command, Snapshot, SnapshotUpdate, TopicMeta};
 use crate::partition::{dir_name, Partition};
 use crate::server::connection::serve_connection;
+use crate::topic_config::{TopicConfig, TopicConfigError, TopicOverrides};
 
 /// Everything a shard's tasks share. Single-threaded: `Rc` and `RefCell`, no locks.
 pub struct ShardCtx {
@@ -28,8 +29,9 @@ pub struct ShardCtx {
     pub snapshot: RefCell<Arc<Snapshot>>,
     pub partitions: RefCell<HashMap<(String, i32), Rc<Partition>>>,
     pub commands: mpsc::Sender<Command>,
-    /// Notified after every append on this shard: long-polling fetches re-check.
-    pub data_arrived: Notify,
+    /// Notified whenever a log of this shard has more written (or flushed) records, i.e. its
+    /// high watermark may have moved: long-polling fetches re-check.
+    pub data_arrived: Rc<Notify>,
     pub producer_ids: Arc<AtomicI64>,
     pub stopping: Arc<AtomicBool>,
     /// Notified once when the shard starts stopping: idle connections close at once.
@@ -67,26 +69,20 @@ impl ShardCtx {
         }
     }
 
-    /// The log config of a topic: broker defaults overridden by the topic's configs.
-    pub fn topic_log_config(&self, topic: &TopicMeta) -> (LogConfig, usize) {
-        let mut c = self.config.log.clone();
-        let mut max_message = self.config.message_max_bytes;
-        for (k, v) in &topic.configs {
-            let n: i64 = v.parse().unwrap_or(-1);
-            let opt = (n > 0).then_some(n);
-            match k.as_str() {
-                "segment.bytes" => c.segment_bytes = n.max(1) as u64,
-                "segment.ms" => c.segment_ms = n.max(1),
-                "retention.ms" => c.retention_ms = opt,
-                "retention.bytes" => c.retention_bytes = opt.map(|v| v as u64),
-                "flush.messages" => c.flush_messages = opt.map(|v| v as u64),
-                "flush.ms" => c.flush_ms = opt,
-                "index.interval.bytes" => c.index_interval_bytes = n.max(1) as u64,
-                "max.message.bytes" => max_message = n.max(1) as usize,
-                _ => {}
-            }
-        }
-        (c, max_message)
+    /// The partition's current leader epoch, stamped into the batches appended to it.
+    pub fn leader_epoch(&self, part: &Partition) -> LeaderEpoch {
+        let epoch = self
+            .snapshot
+            .borrow()
+            .partition(&part.topic, part.index)
+            .map_or(0, |p| p.leader_epoch);
+        LeaderEpoch(epoch)
+    }
+
+    /// A topic's effective configs: broker defaults overridden by the topic's own.
+    pub fn topic_config(&self, topic: &TopicMeta) -> Result<TopicConfig, TopicConfigError> {
+        TopicOverrides::parse(&topic.configs)?
+            .resolve(&self.config.log, self.config.message_max_bytes)
     }
 
     /// Opens the logs of partitions this shard now owns, closes and deletes those of topics
@@ -105,16 +101,24 @@ impl ShardCtx {
                 continue;
             }
             let dir = self.config.log_dir.join(dir_name(&topic.name, p));
-            let (log_config, max_message_bytes) = self.topic_log_config(topic);
-            match Log::open(&dir, log_config, now_ms()).await {
+            let config = match self.topic_config(topic) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(shard = self.shard, topic = %topic.name, error = %e, "invalid topic config; the partition stays offline");
+                    continue;
+                }
+            };
+            let options = LogOptions {
+                progress_listener: Some(self.data_arrived.clone()),
+                ..LogOptions::default()
+            };
+            match Log::open_with(&dir, config.log, now_ms(), options).await {
                 Ok(log) => {
-                    let part = Partition {
-                        topic: topic.name.clone(),
-                        index: p,
-                        log,
-                        producers: RefCell::default(),
-                        max_message_bytes,
-                    };
+                    let part = Partition::new(topic.name.clone(), p, log, config.max_message_bytes);
+                    if let Err(e) = part.restore_producers().await {
+                        tracing::error!(shard = self.shard, dir = %dir.display(), error = %e, "cannot restore idempotent producer state; the partition stays offline");
+                        continue;
+                    }
                     let part = Rc::new(part);
                     self.partitions
                         .borrow_mut()
@@ -181,8 +185,11 @@ impl ShardCtx {
             if let Err(e) = p.log.maybe_flush(now_ms()).await {
                 tracing::error!(topic = %p.topic, partition = p.index, error = %e, "flush failed");
             }
+            if let Err(e) = p.snapshot_producers(now_ms(), false).await {
+                tracing::error!(topic = %p.topic, partition = p.index, error = %e, "producer state snapshot failed");
+            }
             if check_retention {
-                let hw = Offset(p.high_watermark());
+                let hw = p.high_watermark();
                 if let Err(e) = p.log.delete_old_segments(now_ms(), hw).await {
                     tracing::error!(topic = %p.topic, partition = p.index, error = %e, "retention failed");
                 }
@@ -199,6 +206,9 @@ impl ShardCtx {
             .map(|(_, p)| p)
             .collect();
         for p in parts {
+            if let Err(e) = p.snapshot_producers(now_ms(), true).await {
+                tracing::error!(topic = %p.topic, partition = p.index, error = %e, "producer state snapshot failed");
+            }
             if let Err(e) = p.log.close().await {
                 tracing::error!(topic = %p.topic, partition = p.index, error = %e, "close failed");
             }

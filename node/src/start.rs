@@ -64,7 +64,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, String> {
                     snapshot: RefCell::default(),
                     partitions: RefCell::default(),
                     commands,
-                    data_arrived: Notify::default(),
+                    data_arrived: Rc::default(),
                     producer_ids,
                     stopping,
                     stop_notify: Notify::default(),

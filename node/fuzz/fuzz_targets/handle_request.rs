@@ -58,7 +58,7 @@ fn setup() -> Harness {
             connections: Cell::new(0),
             groups: Default::default(),
         });
-        let part = Partition { topic: "fuzz".into(), index: 0, log, producers: RefCell::default(), max_message_bytes: 1 << 20 };
+        let part = Partition::new("fuzz".into(), 0, log, 1 << 20);
         ctx.partitions.borrow_mut().insert(("fuzz".into(), 0), Rc::new(part));
         ctx
     });

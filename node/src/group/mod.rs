@@ -626,23 +626,27 @@ async fn append(ctx: &ShardCtx, p: i32, records: KeyValues) -> Result<(), Respon
         tracing::error!(error = %e, "encoding __consumer_offsets records");
         ResponseError::UnknownServerError
     })?;
-    crate::handlers::produce::append(ctx, &part, &buf)
+    let header = iouring_log::BatchHeader::parse(&buf).map_err(|e| {
+        tracing::error!(error = %e, "encoded __consumer_offsets batch");
+        ResponseError::UnknownServerError
+    })?;
+    let epoch = ctx.leader_epoch(&part);
+    let appended = part
+        .append_as_leader(&buf, &header, epoch, now)
         .await
-        .map_err(|(e, msg)| {
-            tracing::error!(partition = p, error = %msg, "appending to __consumer_offsets");
-            match e {
+        .map_err(|refused| {
+            tracing::error!(partition = p, error = %refused.message, "appending to __consumer_offsets");
+            match refused.error {
                 ResponseError::RecordListTooLarge | ResponseError::MessageTooLarge => {
                     ResponseError::InvalidCommitOffsetSize
                 }
                 _ => ResponseError::UnknownServerError,
             }
         })?;
-    let end = part.log.log_end_offset();
-    part.log
-        .wait_for(iouring_log::Durability::Written, end)
+    part.wait_acknowledgeable(&appended)
         .await
-        .map_err(|e| {
-            tracing::error!(partition = p, error = %e, "writing __consumer_offsets");
+        .map_err(|refused| {
+            tracing::error!(partition = p, error = %refused.message, "writing __consumer_offsets");
             ResponseError::UnknownServerError
         })
 }

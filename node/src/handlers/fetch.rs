@@ -105,8 +105,8 @@ async fn read_partition(
         return (pd, Vec::new());
     };
     let hw = part.high_watermark();
-    pd.high_watermark = hw;
-    pd.last_stable_offset = hw;
+    pd.high_watermark = hw.0;
+    pd.last_stable_offset = hw.0;
     if version >= 5 {
         pd.log_start_offset = part.log.log_start_offset().0;
     }
@@ -115,7 +115,7 @@ async fn read_partition(
         .min(RECORDS_PLACEHOLDER_MAX);
     let opts = ReadOptions {
         max_bytes: limit,
-        max_offset: Some(Offset(hw)),
+        max_offset: Some(hw),
         min_one_batch: first,
     };
     match part.log.read(Offset(fp.fetch_offset), opts).await {

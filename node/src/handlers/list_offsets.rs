@@ -40,7 +40,7 @@ pub async fn handle(
                         pr.leader_epoch = part.log.latest_epoch().map_or(-1, |e| e.0);
                     }
                     match p.timestamp {
-                        LATEST => pr.offset = part.high_watermark(),
+                        LATEST => pr.offset = part.high_watermark().0,
                         EARLIEST => pr.offset = part.log.log_start_offset().0,
                         ts if ts >= 0 => match part.log.offset_for_timestamp(TimestampMs(ts)).await
                         {

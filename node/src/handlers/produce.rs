@@ -1,54 +1,130 @@
-//! Produce: appends each partition's record batch to the log of the shard that owns it, with
-//! idempotent-producer deduplication. Records must be message format v2 (Produce v3+).
+//! Produce, in two halves (see `partition/append.rs`): [`append`] appends each partition's
+//! record batch in request order and returns at once; [`complete`] waits until every appended
+//! partition may be acknowledged and builds the response. A connection runs [`append`] for the
+//! next request while earlier ones are still in [`complete`], so one write and one fsync
+//! serve all of them. Records must be message format v2 (Produce v3+).
 
 use std::rc::Rc;
+use std::time::Duration;
 
 use bytes::Bytes;
-use iouring_log::{AppendError, BatchError, BatchHeader, LeaderEpoch};
+use iouring_log::BatchHeader;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, ProduceRequest};
 use kafka_protocol::messages::produce_response::{
     PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
 };
+use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use crate::partition::append::{batch_refused, Appended, Refused};
 use crate::partition::Partition;
-use crate::producer_state::{BatchRecord, SequenceCheck};
 use crate::shard::{now_ms, ShardCtx};
 
-pub async fn handle(ctx: &Rc<ShardCtx>, req: ProduceRequest, version: i16) -> ProduceResponse {
-    let mut resp = ProduceResponse::default();
-    let acks_valid = matches!(req.acks, -1..=1);
+/// Longest a produce waits for its records to be written (or flushed), whatever the request's
+/// `timeout_ms` says.
+const ACK_TIMEOUT_MAX_MS: i32 = 120_000;
+
+/// A produce request whose batches are appended; [`complete`] answers it.
+pub struct PendingProduce {
+    version: i16,
+    timeout: Duration,
+    topics: Vec<(TopicName, Vec<PendingPartition>)>,
+}
+
+struct PendingPartition {
+    index: i32,
+    outcome: Result<(Rc<Partition>, Appended), Refused>,
+}
+
+/// The ordered append of every partition of the request, in request order.
+pub async fn append(ctx: &Rc<ShardCtx>, req: ProduceRequest, version: i16) -> PendingProduce {
+    let timeout_ms = req.timeout_ms.clamp(0, ACK_TIMEOUT_MAX_MS);
+    let mut pending = PendingProduce {
+        version,
+        timeout: Duration::from_millis(timeout_ms as u64),
+        topics: Vec::with_capacity(req.topic_data.len()),
+    };
     for topic in req.topic_data {
         let name = topic.name.0.to_string();
-        let mut tr = TopicProduceResponse::default();
-        tr.name = topic.name.clone();
+        let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for pd in topic.partition_data {
             let index = pd.index;
-            let result = if !acks_valid {
-                Err((
+            let outcome = if !matches!(req.acks, -1..=1) {
+                Err(Refused::new(
                     ResponseError::InvalidRequiredAcks,
                     format!("acks={} (allowed -1, 0, 1)", req.acks),
                 ))
             } else if version < 3 {
-                Err((
+                Err(Refused::new(
                     ResponseError::UnsupportedForMessageFormat,
-                    "Produce v0-v2 carry message format v0/v1; only v2 records are accepted".into(),
+                    "Produce v0-v2 carry message format v0/v1; only v2 records are accepted",
                 ))
             } else {
-                produce_partition(ctx, &name, pd, version).await
+                append_partition(ctx, &name, pd).await
+            };
+            partitions.push(PendingPartition { index, outcome });
+        }
+        pending.topics.push((topic.name, partitions));
+    }
+    pending
+}
+
+/// Waits until every appended partition may be acknowledged (bounded by the request's
+/// timeout: REQUEST_TIMED_OUT) and answers.
+pub async fn complete(pending: PendingProduce) -> ProduceResponse {
+    let deadline = std::time::Instant::now() + pending.timeout;
+    let mut resp = ProduceResponse::default();
+    for (name, partitions) in pending.topics {
+        let mut tr = TopicProduceResponse::default();
+        tr.name = name;
+        for p in partitions {
+            let result = match p.outcome {
+                Ok((part, appended)) => wait(&part, appended, deadline).await,
+                Err(refused) => Err(refused),
             };
             tr.partition_responses
-                .push(partition_response(index, result, version));
+                .push(partition_response(p.index, result, pending.version));
         }
         resp.responses.push(tr);
     }
     resp
 }
 
-type Outcome = Result<(i64, i64), (ResponseError, String)>;
+/// `(base offset, log start offset)` once acknowledgeable.
+async fn wait(
+    part: &Partition,
+    appended: Appended,
+    deadline: std::time::Instant,
+) -> Result<(i64, i64), Refused> {
+    let done = async { Some(part.wait_acknowledgeable(&appended).await) };
+    let timeout = async {
+        glommio::timer::sleep(deadline.saturating_duration_since(std::time::Instant::now())).await;
+        None
+    };
+    match futures_lite::future::or(done, timeout).await {
+        Some(Ok(())) => Ok((appended.base_offset.0, part.log.log_start_offset().0)),
+        Some(Err(refused)) => Err(refused),
+        None => Err(Refused::new(
+            ResponseError::RequestTimedOut,
+            format!(
+                "offsets {}..{} not written within the request timeout",
+                appended.base_offset, appended.end_offset
+            ),
+        )),
+    }
+}
 
-fn partition_response(index: i32, result: Outcome, version: i16) -> PartitionProduceResponse {
+/// Appends and answers in one go (for callers that do not pipeline, like the fuzz target).
+pub async fn handle(ctx: &Rc<ShardCtx>, req: ProduceRequest, version: i16) -> ProduceResponse {
+    complete(append(ctx, req, version).await).await
+}
+
+fn partition_response(
+    index: i32,
+    result: Result<(i64, i64), Refused>,
+    version: i16,
+) -> PartitionProduceResponse {
     let mut p = PartitionProduceResponse::default();
     p.index = index;
     p.log_append_time_ms = -1;
@@ -59,25 +135,24 @@ fn partition_response(index: i32, result: Outcome, version: i16) -> PartitionPro
                 p.log_start_offset = start;
             }
         }
-        Err((e, msg)) => {
-            p.error_code = e.code();
+        Err(refused) => {
+            p.error_code = refused.error.code();
             p.base_offset = -1;
             if version >= 8 {
-                p.error_message = Some(StrBytes::from_string(msg));
+                p.error_message = Some(StrBytes::from_string(refused.message));
             } else {
-                tracing::debug!(partition = index, error = %msg, "produce refused");
+                tracing::debug!(partition = index, error = %refused.message, "produce refused");
             }
         }
     }
     p
 }
 
-async fn produce_partition(
+async fn append_partition(
     ctx: &Rc<ShardCtx>,
     topic: &str,
     pd: PartitionProduceData,
-    version: i16,
-) -> Outcome {
+) -> Result<(Rc<Partition>, Appended), Refused> {
     let Some(part) = ctx.partition(topic, pd.index) else {
         let e = ctx.not_served(topic, pd.index);
         let why = if e == ResponseError::NotLeaderOrFollower {
@@ -85,17 +160,17 @@ async fn produce_partition(
         } else {
             "does not exist"
         };
-        return Err((e, format!("{topic}-{} {why}", pd.index)));
+        return Err(Refused::new(e, format!("{topic}-{} {why}", pd.index)));
     };
     if crate::metadata::is_internal(topic) {
-        return Err((
+        return Err(Refused::new(
             ResponseError::InvalidTopicException,
             format!("cannot produce to internal topic {topic}"),
         ));
     }
     let records = pd.records.unwrap_or_default();
     if records.len() > part.max_message_bytes {
-        return Err((
+        return Err(Refused::new(
             ResponseError::MessageTooLarge,
             format!(
                 "{} bytes exceed max.message.bytes {}",
@@ -104,100 +179,22 @@ async fn produce_partition(
             ),
         ));
     }
-    let header = first_batch(&records, version)?;
-    if header.producer_id >= 0 && header.base_sequence >= 0 {
-        let last_seq = header.base_sequence.wrapping_add(header.last_offset_delta);
-        let check = part.producers.borrow().check(
-            header.producer_id,
-            header.producer_epoch,
-            header.base_sequence,
-            last_seq,
-        );
-        match check {
-            SequenceCheck::Append => {}
-            SequenceCheck::Duplicate { base_offset } => {
-                return Ok((base_offset, part.log.log_start_offset().0))
-            }
-            SequenceCheck::OutOfOrder { expected, got } => {
-                return Err((
-                    ResponseError::OutOfOrderSequenceNumber,
-                    format!("expected sequence {expected}, got {got}"),
-                ))
-            }
-            SequenceCheck::StaleEpoch { current, got } => {
-                return Err((
-                    ResponseError::InvalidProducerEpoch,
-                    format!("producer epoch {got} is older than {current}"),
-                ))
-            }
-        }
-        let base = append(ctx, &part, &records).await?;
-        let batch = BatchRecord {
-            first_seq: header.base_sequence,
-            last_seq,
-            base_offset: base,
-        };
-        part.producers
-            .borrow_mut()
-            .record(header.producer_id, header.producer_epoch, batch);
-        return Ok((base, part.log.log_start_offset().0));
-    }
-    let base = append(ctx, &part, &records).await?;
-    Ok((base, part.log.log_start_offset().0))
+    let header = only_batch(&records)?;
+    let epoch = ctx.leader_epoch(&part);
+    let appended = part
+        .append_as_leader(&records, &header, epoch, now_ms())
+        .await?;
+    Ok((part, appended))
 }
 
 /// The header of the only batch (Produce v3+ carries exactly one batch, as Kafka requires).
-fn first_batch(records: &Bytes, version: i16) -> Result<BatchHeader, (ResponseError, String)> {
-    let header = BatchHeader::parse(records).map_err(batch_error)?;
-    if version >= 3 && header.size_bytes as usize != records.len() {
-        return Err((
+fn only_batch(records: &Bytes) -> Result<BatchHeader, Refused> {
+    let header = BatchHeader::parse(records).map_err(batch_refused)?;
+    if header.size_bytes as usize != records.len() {
+        return Err(Refused::new(
             ResponseError::InvalidRecord,
-            "a produce request must carry exactly one record batch per partition".into(),
+            "a produce request must carry exactly one record batch per partition",
         ));
     }
     Ok(header)
-}
-
-fn batch_error(e: BatchError) -> (ResponseError, String) {
-    match e {
-        BatchError::BadMagic { magic } => (
-            ResponseError::UnsupportedForMessageFormat,
-            format!("record batch magic {magic}; only v2 is accepted"),
-        ),
-        other => (ResponseError::CorruptMessage, other.to_string()),
-    }
-}
-
-pub(crate) async fn append(
-    ctx: &ShardCtx,
-    part: &Partition,
-    records: &[u8],
-) -> Result<i64, (ResponseError, String)> {
-    let epoch = ctx
-        .snapshot
-        .borrow()
-        .partition(&part.topic, part.index)
-        .map_or(0, |p| p.leader_epoch);
-    match part
-        .log
-        .append_as_leader(records, LeaderEpoch(epoch), now_ms())
-        .await
-    {
-        Ok(info) => {
-            ctx.data_arrived.notify_all();
-            Ok(info.first_offset.0)
-        }
-        Err(AppendError::CorruptBatch { source, .. }) => Err(batch_error(source)),
-        Err(AppendError::BatchTooLarge {
-            size,
-            segment_bytes,
-        }) => Err((
-            ResponseError::RecordListTooLarge,
-            format!("batch of {size} bytes exceeds segment.bytes {segment_bytes}"),
-        )),
-        Err(e) => {
-            tracing::error!(topic = %part.topic, partition = part.index, error = %e, "append failed");
-            Err((ResponseError::KafkaStorageError, e.to_string()))
-        }
-    }
 }

@@ -20,7 +20,7 @@ use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use crate::metadata::{validate_topic_config, validate_topic_name, Command};
+use crate::metadata::{validate_topic_name, Command};
 use crate::shard::ShardCtx;
 
 type Refusal = (ResponseError, String);
@@ -69,10 +69,8 @@ pub async fn create(
             validate_topic_name(&name)
                 .map_err(|m| (ResponseError::InvalidTopicException, m))
                 .and_then(|_| {
-                    configs
-                        .iter()
-                        .try_for_each(|(k, v)| validate_topic_config(k, v))
-                        .map_err(|m| (ResponseError::InvalidConfig, m))
+                    crate::topic_config::validate(&configs)
+                        .map_err(|e| (ResponseError::InvalidConfig, e.to_string()))
                 })
         } else {
             let n = name.clone();

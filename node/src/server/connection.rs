@@ -1,15 +1,26 @@
-//! One client connection: read a request frame, decode it with the `kafka-protocol` crate,
-//! run its handler, write the response; strictly one request at a time, so responses go out
-//! in arrival order (Kafka's guarantee). Bad input closes the connection with a log line; it
-//! never panics the shard and never reaches a log.
+//! One client connection: read request frames, decode them with the `kafka-protocol` crate,
+//! run their handlers, write the responses in arrival order (Kafka's guarantee). Bad input
+//! closes the connection with a log line; it never panics the shard and never reaches a log.
+//!
+//! Produce requests are pipelined: the reader appends request N+1 (the ordered append) while
+//! the answer to request N still waits for its records to be written or flushed, so one write
+//! and one fsync serve several requests of the connection (group commit). Answers wait in a
+//! [`Pipeline`] that a writer task empties in order. Every other request waits until the
+//! answers before it are written, then runs alone, as before.
 
-use std::os::fd::AsRawFd;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::os::fd::{AsRawFd, RawFd};
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
 use bytes::{Buf, Bytes, BytesMut};
+use futures_lite::io::{ReadHalf, WriteHalf};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
+use iouring_log::notify::Notify;
 use iouring_log::ReadSlice;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
@@ -19,6 +30,11 @@ use crate::handlers::groups::Client;
 use crate::server::response::{Outgoing, Part};
 use crate::server::zero_copy::sendfile_all;
 use crate::shard::ShardCtx;
+
+/// Requests of one connection read but not yet answered (Kafka clients keep up to 5 in
+/// flight by default; librdkafka without idempotence many more). Beyond this the connection
+/// reads nothing until an answer is written: TCP pushes back on the client.
+const PIPELINE_REQUESTS_MAX: usize = 32;
 
 /// Why a connection was closed.
 #[derive(Debug, thiserror::Error)]
@@ -41,9 +57,46 @@ pub enum ConnectionError {
     },
     #[error("the broker is shutting down")]
     Stopping,
+    #[error("writing a response failed")]
+    WriterFailed,
 }
 
-pub async fn serve_connection(ctx: &Rc<ShardCtx>, mut stream: TcpStream) {
+/// An answer being prepared: `None` when no response is due.
+type Answer = Pin<Box<dyn Future<Output = Result<Option<Outgoing>, ConnectionError>>>>;
+
+/// The answers of one connection in request order, between the reader and the writer task.
+#[derive(Default)]
+struct Pipeline {
+    answers: RefCell<VecDeque<Answer>>,
+    /// Requests read whose answer is not written yet (queued, or being awaited or written).
+    unanswered: Cell<usize>,
+    /// Notified when an answer is queued or written, and when the reader or writer stops.
+    changed: Notify,
+    reader_done: Cell<bool>,
+    /// Notified once if the writer fails: the reader stops.
+    writer_failed: Notify,
+}
+
+impl Pipeline {
+    fn push(&self, answer: Answer) {
+        self.answers.borrow_mut().push_back(answer);
+        self.unanswered.set(self.unanswered.get() + 1);
+        self.changed.notify_all();
+    }
+
+    /// Waits until fewer than `max` requests are unanswered.
+    async fn wait_below(&self, max: usize) {
+        loop {
+            let seen = self.changed.generation();
+            if self.unanswered.get() < max {
+                return;
+            }
+            self.changed.changed(seen).await;
+        }
+    }
+}
+
+pub async fn serve_connection(ctx: &Rc<ShardCtx>, stream: TcpStream) {
     let peer = stream
         .peer_addr()
         .map(|a| a.to_string())
@@ -56,8 +109,19 @@ pub async fn serve_connection(ctx: &Rc<ShardCtx>, mut stream: TcpStream) {
         .peer_addr()
         .map(|a| format!("/{}", a.ip()))
         .unwrap_or_default();
-    let result = serve_requests(ctx, &mut stream, host).await;
-    match result {
+    let fd = stream.as_raw_fd();
+    let (read_half, write_half) = futures_lite::io::split(stream);
+    let pipeline = Rc::new(Pipeline::default());
+    let writer = glommio::spawn_local({
+        let (ctx, pipeline) = (ctx.clone(), pipeline.clone());
+        async move { write_answers(&ctx, &pipeline, write_half, fd).await }
+    });
+    let result = serve_requests(ctx, &pipeline, read_half, host).await;
+    pipeline.reader_done.set(true);
+    pipeline.changed.notify_all();
+    // Requests already read are answered before the connection closes.
+    let written = writer.await;
+    match result.and(written) {
         Err(ConnectionError::Closed) | Err(ConnectionError::Stopping) | Ok(()) => {}
         Err(ConnectionError::Io(e)) => tracing::debug!(%peer, error = %e, "connection I/O error"),
         Err(e) => tracing::warn!(%peer, shard = ctx.shard, error = %e, "closing connection"),
@@ -66,7 +130,8 @@ pub async fn serve_connection(ctx: &Rc<ShardCtx>, mut stream: TcpStream) {
 
 async fn serve_requests(
     ctx: &Rc<ShardCtx>,
-    stream: &mut TcpStream,
+    pipeline: &Pipeline,
+    mut stream: ReadHalf<TcpStream>,
     host: String,
 ) -> Result<(), ConnectionError> {
     let mut reader = FrameReader::default();
@@ -75,23 +140,143 @@ async fn serve_requests(
         host,
     };
     loop {
-        let frame = read_frame_or_stop(ctx, &mut reader, stream).await?;
-        let response = handle_frame(ctx, &mut client, frame).await?;
-        if let Some(out) = response {
-            write_outgoing(ctx, stream, out).await?;
+        let frame = read_frame_or_stop(ctx, pipeline, &mut reader, &mut stream).await?;
+        let request = match decode_request(frame)? {
+            Decoded::ApiVersionsUnsupported { correlation_id } => {
+                pipeline.wait_below(1).await;
+                let out = handlers::api_versions::unsupported(correlation_id);
+                pipeline.push(Box::pin(async move { Ok(Some(out)) }));
+                continue;
+            }
+            Decoded::Request {
+                api,
+                version,
+                header,
+                body,
+            } => (api, version, header, body),
+        };
+        let (api, version, header, body) = request;
+        if let Some(id) = &header.client_id {
+            if id.as_str() != client.id {
+                client.id = id.to_string();
+            }
+        }
+        let correlation_id = header.correlation_id;
+        match *body {
+            RequestKind::Produce(req) => {
+                pipeline.wait_below(PIPELINE_REQUESTS_MAX).await;
+                let acks = req.acks;
+                let pending = handlers::produce::append(ctx, req, version).await;
+                if acks == 0 {
+                    continue;
+                }
+                pipeline.push(Box::pin(async move {
+                    let resp = handlers::produce::complete(pending).await;
+                    let body = handlers::encode(&resp, version).map_err(|reason| {
+                        ConnectionError::Malformed {
+                            api,
+                            version,
+                            reason,
+                        }
+                    })?;
+                    with_header(body, api, version, correlation_id).map(Some)
+                }));
+            }
+            other => {
+                // Everything but Produce runs alone, after the answers before it are written.
+                pipeline.wait_below(1).await;
+                let answer =
+                    handle_request(ctx, &client, (api, version, correlation_id), other).await;
+                pipeline.push(Box::pin(async move { answer }));
+            }
+        }
+    }
+}
+
+/// Runs the handler of a decoded request (not a pipelined Produce); `None` when no response is
+/// due.
+async fn handle_request(
+    ctx: &Rc<ShardCtx>,
+    client: &Client,
+    (api, version, correlation_id): (ApiKey, i16, i32),
+    request: RequestKind,
+) -> Result<Option<Outgoing>, ConnectionError> {
+    let malformed = |reason: String| ConnectionError::Malformed {
+        api,
+        version,
+        reason,
+    };
+    let Some(body) = handlers::dispatch(ctx, client, request, version)
+        .await
+        .map_err(malformed)?
+    else {
+        return Ok(None);
+    };
+    with_header(body, api, version, correlation_id).map(Some)
+}
+
+fn with_header(
+    body: Outgoing,
+    api: ApiKey,
+    version: i16,
+    correlation_id: i32,
+) -> Result<Outgoing, ConnectionError> {
+    let mut head = BytesMut::new();
+    let mut rh = ResponseHeader::default();
+    rh.correlation_id = correlation_id;
+    rh.encode(&mut head, api.response_header_version(version))
+        .map_err(|e| ConnectionError::Malformed {
+            api,
+            version,
+            reason: e.to_string(),
+        })?;
+    Ok(body.with_header(head.freeze()))
+}
+
+/// The writer task: awaits each answer in request order and writes it; stops when the reader
+/// is done and every answer is written, or on the first failure (which stops the reader).
+async fn write_answers(
+    ctx: &ShardCtx,
+    pipeline: &Pipeline,
+    mut stream: WriteHalf<TcpStream>,
+    fd: RawFd,
+) -> Result<(), ConnectionError> {
+    loop {
+        let seen = pipeline.changed.generation();
+        let next = pipeline.answers.borrow_mut().pop_front();
+        let Some(answer) = next else {
+            if pipeline.reader_done.get() {
+                return Ok(());
+            }
+            pipeline.changed.changed(seen).await;
+            continue;
+        };
+        let written = match answer.await {
+            Ok(Some(out)) => write_outgoing(ctx, &mut stream, fd, out).await,
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        };
+        pipeline.unanswered.set(pipeline.unanswered.get() - 1);
+        pipeline.changed.notify_all();
+        if let Err(e) = written {
+            pipeline.writer_failed.notify_all();
+            return Err(e);
         }
     }
 }
 
 async fn read_frame_or_stop(
     ctx: &ShardCtx,
+    pipeline: &Pipeline,
     reader: &mut FrameReader,
-    stream: &mut TcpStream,
+    stream: &mut ReadHalf<TcpStream>,
 ) -> Result<Bytes, ConnectionError> {
     let seen = ctx.stop_notify.generation();
+    let writer_seen = pipeline.writer_failed.generation();
     if ctx.stopping.load(Ordering::SeqCst) {
         return Err(ConnectionError::Stopping);
     }
+    // Dropping an unfinished read loses nothing: glommio reads a socket only once it is ready.
     let read = async {
         Some(
             reader
@@ -103,7 +288,12 @@ async fn read_frame_or_stop(
         ctx.stop_notify.changed(seen).await;
         None
     };
-    futures_lite::future::or(read, stop)
+    let writer_failed = async {
+        pipeline.writer_failed.changed(writer_seen).await;
+        Some(Err(ConnectionError::WriterFailed))
+    };
+    let stop_or_failed = futures_lite::future::or(stop, writer_failed);
+    futures_lite::future::or(read, stop_or_failed)
         .await
         .unwrap_or(Err(ConnectionError::Stopping))
 }
@@ -120,7 +310,11 @@ struct FrameReader {
 const READ_CHUNK_BYTES: usize = 64 << 10;
 
 impl FrameReader {
-    async fn next(&mut self, stream: &mut TcpStream, max: usize) -> Result<Bytes, ConnectionError> {
+    async fn next(
+        &mut self,
+        stream: &mut ReadHalf<TcpStream>,
+        max: usize,
+    ) -> Result<Bytes, ConnectionError> {
         loop {
             if self.buf.len() >= 4 {
                 let size = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
@@ -209,52 +403,12 @@ pub fn decode_request(mut frame: Bytes) -> Result<Decoded, ConnectionError> {
     })
 }
 
-/// Decodes one request and runs its handler; `None` when no response is due (acks=0).
-async fn handle_frame(
-    ctx: &Rc<ShardCtx>,
-    client: &mut Client,
-    frame: Bytes,
-) -> Result<Option<Outgoing>, ConnectionError> {
-    let (api, version, header, request) = match decode_request(frame)? {
-        Decoded::ApiVersionsUnsupported { correlation_id } => {
-            return Ok(Some(handlers::api_versions::unsupported(correlation_id)))
-        }
-        Decoded::Request {
-            api,
-            version,
-            header,
-            body,
-        } => (api, version, header, body),
-    };
-    let malformed = |reason: String| ConnectionError::Malformed {
-        api,
-        version,
-        reason,
-    };
-    if let Some(id) = &header.client_id {
-        if id.as_str() != client.id {
-            client.id = id.to_string();
-        }
-    }
-    let Some(body) = handlers::dispatch(ctx, client, *request, version)
-        .await
-        .map_err(malformed)?
-    else {
-        return Ok(None);
-    };
-    let mut head = BytesMut::new();
-    let mut rh = ResponseHeader::default();
-    rh.correlation_id = header.correlation_id;
-    rh.encode(&mut head, api.response_header_version(version))
-        .map_err(|e| malformed(e.to_string()))?;
-    Ok(Some(body.with_header(head.freeze())))
-}
-
 /// Writes the size prefix and every part; record parts go out by `sendfile` from the segment
 /// file (zero-copy) or from memory.
 async fn write_outgoing(
     ctx: &ShardCtx,
-    stream: &mut TcpStream,
+    stream: &mut WriteHalf<TcpStream>,
+    fd: RawFd,
     out: Outgoing,
 ) -> Result<(), ConnectionError> {
     // Everything up to a zero-copy file range goes out in one write.
@@ -270,7 +424,7 @@ async fn write_outgoing(
                         ReadSlice::File { .. } if ctx.config.fetch_zero_copy => {
                             stream.write_all(&pending).await?;
                             pending.clear();
-                            write_slice(stream, &s).await?;
+                            write_slice(stream, fd, &s).await?;
                         }
                         ReadSlice::File { .. } => {
                             let bytes = s
@@ -289,11 +443,15 @@ async fn write_outgoing(
     Ok(())
 }
 
-/// Sends a file range with `sendfile` (zero-copy).
-async fn write_slice(stream: &mut TcpStream, slice: &ReadSlice) -> Result<(), ConnectionError> {
-    let (fd, position, len) = slice.file_range().expect("a file slice");
+/// Sends a file range with `sendfile` (zero-copy) to the socket `socket`.
+async fn write_slice(
+    stream: &mut WriteHalf<TcpStream>,
+    socket: RawFd,
+    slice: &ReadSlice,
+) -> Result<(), ConnectionError> {
+    let (file, position, len) = slice.file_range().expect("a file slice");
     stream.flush().await?;
-    sendfile_all(stream.as_raw_fd(), fd, position, len).await?;
+    sendfile_all(socket, file, position, len).await?;
     Ok(())
 }
 

@@ -1,0 +1,63 @@
+//! One partition served by a shard: its log, its idempotent producer state, and the two halves
+//! of the produce path (`append.rs`): the ordered append, under the partition's append lock,
+//! and the wait until the appended offsets may be acknowledged.
+
+pub mod append;
+pub mod producer_snapshot;
+pub mod producer_state;
+
+use std::cell::{Cell, RefCell};
+
+use glommio::sync::{Permit, Semaphore};
+use iouring_log::{Log, Offset};
+
+use producer_state::ProducerStateMap;
+
+pub struct Partition {
+    pub topic: String,
+    pub index: i32,
+    pub log: Log,
+    pub producers: RefCell<ProducerStateMap>,
+    /// Held from the idempotent producer's sequence check until its batch is appended and
+    /// recorded, so a retry arriving on another connection meanwhile is seen as a duplicate.
+    append_lock: Semaphore,
+    /// `max.message.bytes` of the topic: the largest batch accepted.
+    pub max_message_bytes: usize,
+    /// The producer state version last snapshotted, and when.
+    snapshot_version: Cell<u64>,
+    snapshot_at_ms: Cell<i64>,
+}
+
+impl Partition {
+    pub fn new(topic: String, index: i32, log: Log, max_message_bytes: usize) -> Partition {
+        Partition {
+            topic,
+            index,
+            log,
+            producers: RefCell::default(),
+            append_lock: Semaphore::new(1),
+            max_message_bytes,
+            snapshot_version: Cell::new(0),
+            snapshot_at_ms: Cell::new(0),
+        }
+    }
+
+    /// Holds off appends to this partition while the permit lives.
+    async fn lock_appends(&self) -> Permit<'_> {
+        self.append_lock
+            .acquire_permit(1)
+            .await
+            .expect("append lock never closes")
+    }
+
+    /// The high watermark: on a single node, the written end — a record is visible to
+    /// consumers only once a crash of the broker process can no longer take it back.
+    pub fn high_watermark(&self) -> Offset {
+        self.log.written_end_offset()
+    }
+}
+
+/// `<topic>-<partition>`, Kafka's folder name.
+pub fn dir_name(topic: &str, partition: i32) -> String {
+    format!("{topic}-{partition}")
+}

@@ -1,0 +1,78 @@
+//! Kafka's producer state snapshots, in ringlog's own small file: the idempotent producer state
+//! of a partition as of a log end offset, so that it survives restarts (a batch retried across a
+//! broker crash must still be found a duplicate).
+//!
+//! `producer-state-snapshot` in the partition's folder is a checkpoint file (written atomically
+//! like the log's checkpoints): the first entry is the log end offset `S` the state reflects,
+//! then one line per remembered batch (`ProducerStateMap::to_lines`). On open the state is
+//! loaded, batches at or past the (maybe shorter, after a crash) log end are dropped, and the
+//! batch headers from `min(S, log end)` on are replayed from the log. Without a snapshot the
+//! whole log is replayed. Snapshots are written at most every
+//! [`PRODUCER_SNAPSHOT_INTERVAL_MS`] while the state changes, and at shutdown.
+
+use iouring_log::checkpoint::{parse_checkpoint, read_file, write_checkpoint};
+use iouring_log::{IoError, Offset, ReadError};
+
+use super::producer_state::ProducerStateMap;
+use super::Partition;
+
+pub const PRODUCER_SNAPSHOT_FILE: &str = "producer-state-snapshot";
+
+/// Least time between two periodic snapshots of one partition's producer state.
+pub const PRODUCER_SNAPSHOT_INTERVAL_MS: i64 = 10_000;
+
+/// Restoring the producer state failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    #[error(transparent)]
+    Io(#[from] IoError),
+    #[error("replaying batch headers: {0}")]
+    Replay(#[from] ReadError),
+}
+
+impl Partition {
+    /// Loads the snapshot and replays the log after it. Call once, before the partition
+    /// takes appends. A malformed snapshot is ignored (the whole log is replayed).
+    pub async fn restore_producers(&self) -> Result<(), RestoreError> {
+        let end = self.log.log_end_offset();
+        let path = self.log.dir().join(PRODUCER_SNAPSHOT_FILE);
+        let snapshot = read_file(&path).await?.and_then(|b| parse_checkpoint(&b));
+        let loaded = snapshot.and_then(|lines| {
+            let (first, rest) = lines.split_first()?;
+            let offset = Offset(first.trim().parse().ok()?);
+            Some((offset, ProducerStateMap::from_lines(rest, end.0)?))
+        });
+        let (from, mut map) = match loaded {
+            Some((offset, map)) => (offset.min(end), map),
+            None => (self.log.log_start_offset(), ProducerStateMap::default()),
+        };
+        self.log
+            .for_each_batch_header(from, |h| map.replay(h))
+            .await?;
+        self.snapshot_version.set(map.version());
+        *self.producers.borrow_mut() = map;
+        Ok(())
+    }
+
+    /// Writes a snapshot if the state changed since the last one and, unless `force`, the last
+    /// one is older than [`PRODUCER_SNAPSHOT_INTERVAL_MS`].
+    pub async fn snapshot_producers(&self, now_ms: i64, force: bool) -> Result<(), IoError> {
+        let due = self.producers.borrow().version() != self.snapshot_version.get()
+            && (force || now_ms - self.snapshot_at_ms.get() >= PRODUCER_SNAPSHOT_INTERVAL_MS);
+        if !due {
+            return Ok(());
+        }
+        let (version, lines) = {
+            // A consistent cut: no append is between its log append and its state record.
+            let _lock = self.lock_appends().await;
+            let map = self.producers.borrow();
+            let mut lines = vec![self.log.log_end_offset().0.to_string()];
+            lines.extend(map.to_lines());
+            (map.version(), lines)
+        };
+        write_checkpoint(self.log.dir(), PRODUCER_SNAPSHOT_FILE, &lines).await?;
+        self.snapshot_version.set(version);
+        self.snapshot_at_ms.set(now_ms);
+        Ok(())
+    }
+}

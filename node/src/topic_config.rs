@@ -1,0 +1,199 @@
+//! Topic-level configs, parsed once into one typed value and validated with Kafka's rules and
+//! the log's own (`LogConfig::validate`, the check `Log::open` makes): a topic CreateTopics
+//! accepts is a topic whose partitions open.
+//!
+//! Kafka's bounds: `segment.bytes` an INT >= 14 (ours: the segment limits of `iouring-log`),
+//! `segment.ms` >= 1, `retention.ms` and `retention.bytes` >= -1 (-1: unlimited),
+//! `flush.messages` >= 1, `flush.ms` >= 0, `index.interval.bytes` >= 0 (0: an entry per batch),
+//! `max.message.bytes` >= 0, `cleanup.policy` = `delete` (compaction is not built).
+
+use std::collections::BTreeMap;
+
+use iouring_log::LogConfig;
+
+/// Per-topic configs a topic may override (Kafka's topic-level names).
+pub const TOPIC_CONFIGS: &[&str] = &[
+    "segment.bytes",
+    "segment.ms",
+    "retention.ms",
+    "retention.bytes",
+    "flush.messages",
+    "flush.ms",
+    "index.interval.bytes",
+    "max.message.bytes",
+    "cleanup.policy",
+];
+
+/// A topic config refused: the key, the value and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TopicConfigError {
+    #[error("unknown topic config '{key}'; supported: {}", TOPIC_CONFIGS.join(", "))]
+    Unknown { key: String },
+    #[error("config '{key}' = '{value}': {reason}")]
+    Invalid {
+        key: String,
+        value: String,
+        reason: String,
+    },
+    #[error("{0}")]
+    Log(#[from] iouring_log::config::ConfigError),
+}
+
+/// The configs a topic overrides, typed. `None`: the broker default applies.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TopicOverrides {
+    segment_bytes: Option<u64>,
+    segment_ms: Option<i64>,
+    /// `Some(None)`: unlimited.
+    retention_ms: Option<Option<i64>>,
+    retention_bytes: Option<Option<u64>>,
+    flush_messages: Option<u64>,
+    flush_ms: Option<i64>,
+    index_interval_bytes: Option<u64>,
+    max_message_bytes: Option<usize>,
+}
+
+/// The effective settings of a topic's partitions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicConfig {
+    pub log: LogConfig,
+    /// `max.message.bytes`: the largest batch accepted.
+    pub max_message_bytes: usize,
+}
+
+impl TopicOverrides {
+    /// Parses every override, refusing unknown keys and values out of Kafka's bounds.
+    pub fn parse(configs: &BTreeMap<String, String>) -> Result<TopicOverrides, TopicConfigError> {
+        let mut o = TopicOverrides::default();
+        for (key, value) in configs {
+            let int = |min: i64| parse_at_least(key, value, min);
+            match key.as_str() {
+                "segment.bytes" => o.segment_bytes = Some(int(14)? as u64),
+                "segment.ms" => o.segment_ms = Some(int(1)?),
+                "retention.ms" => o.retention_ms = Some(unlimited_if_negative(int(-1)?)),
+                "retention.bytes" => {
+                    o.retention_bytes = Some(unlimited_if_negative(int(-1)?).map(|v| v as u64))
+                }
+                "flush.messages" => o.flush_messages = Some(int(1)? as u64),
+                "flush.ms" => o.flush_ms = Some(int(0)?),
+                // Kafka's 0 indexes every batch; the log's smallest interval does the same.
+                "index.interval.bytes" => o.index_interval_bytes = Some(int(0)?.max(1) as u64),
+                "max.message.bytes" => o.max_message_bytes = Some(int(0)? as usize),
+                "cleanup.policy" if value == "delete" => {}
+                "cleanup.policy" => {
+                    return Err(invalid(
+                        key,
+                        value,
+                        "only 'delete' is supported (compaction is not built)",
+                    ))
+                }
+                _ => return Err(TopicConfigError::Unknown { key: key.clone() }),
+            }
+        }
+        Ok(o)
+    }
+
+    /// These overrides on top of the broker's defaults, validated as `Log::open` validates.
+    pub fn resolve(
+        &self,
+        defaults: &LogConfig,
+        default_max_message_bytes: usize,
+    ) -> Result<TopicConfig, TopicConfigError> {
+        let d = defaults.clone();
+        let log = LogConfig {
+            segment_bytes: self.segment_bytes.unwrap_or(d.segment_bytes),
+            segment_ms: self.segment_ms.unwrap_or(d.segment_ms),
+            index_interval_bytes: self.index_interval_bytes.unwrap_or(d.index_interval_bytes),
+            flush_messages: self.flush_messages.or(d.flush_messages),
+            flush_ms: self.flush_ms.or(d.flush_ms),
+            retention_bytes: self.retention_bytes.unwrap_or(d.retention_bytes),
+            retention_ms: self.retention_ms.unwrap_or(d.retention_ms),
+        };
+        log.validate()?;
+        Ok(TopicConfig {
+            log,
+            max_message_bytes: self.max_message_bytes.unwrap_or(default_max_message_bytes),
+        })
+    }
+}
+
+/// Parses and validates `configs` against `LogConfig::default()` (what the control plane can
+/// check without a broker's settings: every bound above is on the value alone).
+pub fn validate(configs: &BTreeMap<String, String>) -> Result<(), TopicConfigError> {
+    TopicOverrides::parse(configs)?.resolve(&LogConfig::default(), 1)?;
+    Ok(())
+}
+
+fn parse_at_least(key: &str, value: &str, min: i64) -> Result<i64, TopicConfigError> {
+    match value.trim().parse::<i64>() {
+        Ok(v) if v >= min => Ok(v),
+        Ok(_) => Err(invalid(key, value, &format!("must be at least {min}"))),
+        Err(_) => Err(invalid(key, value, "not a whole number")),
+    }
+}
+
+fn unlimited_if_negative(v: i64) -> Option<i64> {
+    (v >= 0).then_some(v)
+}
+
+fn invalid(key: &str, value: &str, reason: &str) -> TopicConfigError {
+    TopicConfigError::Invalid {
+        key: key.into(),
+        value: value.into(),
+        reason: reason.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn configs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn kafka_bounds_and_unlimited_values() {
+        let o = TopicOverrides::parse(&configs(&[
+            ("retention.ms", "-1"),
+            ("retention.bytes", "-1"),
+            ("flush.messages", "1"),
+            ("flush.ms", "0"),
+            ("index.interval.bytes", "0"),
+            ("segment.ms", "60000"),
+        ]))
+        .unwrap();
+        let c = o.resolve(&LogConfig::default(), 1000).unwrap();
+        assert_eq!(c.log.retention_ms, None);
+        assert_eq!(c.log.retention_bytes, None);
+        assert_eq!(c.log.flush_messages, Some(1));
+        assert_eq!(c.log.flush_ms, Some(0));
+        assert_eq!(c.log.index_interval_bytes, 1);
+        assert_eq!(c.log.segment_ms, 60_000);
+        assert_eq!(c.max_message_bytes, 1000);
+    }
+
+    #[test]
+    fn values_kafka_refuses_are_refused_with_key_and_value() {
+        for (k, v) in [
+            ("segment.ms", "-1"),
+            ("segment.ms", "0"),
+            ("segment.bytes", "13"),
+            ("segment.bytes", "3000000000"),
+            ("flush.messages", "0"),
+            ("flush.messages", "-1"),
+            ("flush.ms", "-5"),
+            ("retention.ms", "-2"),
+            ("max.message.bytes", "ten"),
+            ("cleanup.policy", "compact"),
+            ("no.such.config", "1"),
+        ] {
+            let e = validate(&configs(&[(k, v)])).expect_err(&format!("{k}={v} accepted"));
+            let msg = e.to_string();
+            assert!(msg.contains(k), "{msg}");
+        }
+    }
+}
