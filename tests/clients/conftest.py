@@ -99,6 +99,32 @@ class Broker:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
+JAVA_PROJECT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "java")
+JAVA_JAR = os.path.join(JAVA_PROJECT, "target", "client-check.jar")
+JAVA_LIB = os.path.join(JAVA_PROJECT, "target", "lib")
+
+
+def _newest_java_source_mtime():
+    paths = [os.path.join(JAVA_PROJECT, "pom.xml")]
+    for root, _dirs, files in os.walk(os.path.join(JAVA_PROJECT, "src")):
+        paths += [os.path.join(root, f) for f in files]
+    return max(os.path.getmtime(p) for p in paths)
+
+
+def java_client_check():
+    """The command that runs tests/clients/java's ClientCheck, built with Maven when its jar is
+    missing or older than its sources (output in tests/clients/java/target/, git-ignored)."""
+    assert shutil.which("java") and shutil.which("mvn"), "java and mvn needed: scripts/install-deps.sh installs them"
+    fresh = os.path.exists(JAVA_JAR) and os.path.isdir(JAVA_LIB) and os.path.getmtime(JAVA_JAR) >= _newest_java_source_mtime()
+    if not fresh:
+        r = subprocess.run(["mvn", "-q", "-B", "-Dstyle.color=never", "package"], cwd=JAVA_PROJECT,
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, f"mvn package failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
+        os.utime(JAVA_JAR)  # mvn keeps an unchanged jar's old mtime
+    classpath = os.pathsep.join([JAVA_JAR] + sorted(os.path.join(JAVA_LIB, f) for f in os.listdir(JAVA_LIB) if f.endswith(".jar")))
+    return ["java", "-cp", classpath, "ringlog.clientcheck.ClientCheck"]
+
+
 def run_client_program(cmd, broker, timeout, name):
     """Runs a client check program against `broker`; fails the test with its output and the
     broker's log unless it exits 0. Returns its stdout."""

@@ -8,39 +8,14 @@ API, and a static member rejoining with the same group.instance.id). This wrappe
 Maven when its jar is missing or older than its sources (output in tests/clients/java/target/,
 git-ignored), starts a broker and runs it; the program exits 0 only when everything matched.
 """
-import os
-import shutil
-import subprocess
-
 import pytest
-from conftest import run_client_program
+from conftest import java_client_check, run_client_program
 from stored_batches import assert_idempotent_batches
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-PROJECT = os.path.join(HERE, "java")
-JAR = os.path.join(PROJECT, "target", "client-check.jar")
-LIB = os.path.join(PROJECT, "target", "lib")
-
-
-
-def newest_source_mtime():
-    paths = [os.path.join(PROJECT, "pom.xml")]
-    for root, _dirs, files in os.walk(os.path.join(PROJECT, "src")):
-        paths += [os.path.join(root, f) for f in files]
-    return max(os.path.getmtime(p) for p in paths)
 
 
 @pytest.fixture(scope="module")
 def client_check():
-    assert shutil.which("java") and shutil.which("mvn"), "java and mvn needed: scripts/install-deps.sh installs them"
-    fresh = os.path.exists(JAR) and os.path.isdir(LIB) and os.path.getmtime(JAR) >= newest_source_mtime()
-    if not fresh:
-        r = subprocess.run(["mvn", "-q", "-B", "-Dstyle.color=never", "package"], cwd=PROJECT,
-                           capture_output=True, text=True, timeout=600)
-        assert r.returncode == 0, f"mvn package failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
-        os.utime(JAR)  # mvn keeps an unchanged jar's old mtime
-    classpath = os.pathsep.join([JAR] + sorted(os.path.join(LIB, f) for f in os.listdir(LIB) if f.endswith(".jar")))
-    return ["java", "-cp", classpath, "ringlog.clientcheck.ClientCheck"]
+    return java_client_check()
 
 
 def test_admin_produce_consume_every_codec(broker, client_check):

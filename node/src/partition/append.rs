@@ -184,3 +184,148 @@ pub fn batch_refused(e: BatchError) -> Refused {
         other => Refused::new(ResponseError::CorruptMessage, other.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+
+    use bytes::{Bytes, BytesMut};
+    use iouring_log::fault_injection::FaultyIo;
+    use iouring_log::{Log, LogConfig, LogOptions};
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+
+    use super::*;
+
+    /// One batch of `count` records of producer `pid` (-1: not idempotent) from `first_seq`.
+    fn batch(pid: i64, first_seq: i32, count: i32) -> Vec<u8> {
+        let records: Vec<Record> = (0..count)
+            .map(|i| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: 0,
+                producer_id: pid,
+                producer_epoch: if pid < 0 { -1 } else { 0 },
+                timestamp_type: TimestampType::Creation,
+                offset: i64::from(i),
+                sequence: if pid < 0 { i - 1 } else { first_seq + i },
+                timestamp: 1_700_000_000_000,
+                key: None,
+                value: Some(Bytes::from(format!("p{pid}-s{}", first_seq + i))),
+                headers: Default::default(),
+            })
+            .collect();
+        let mut buf = BytesMut::new();
+        let opts = RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        };
+        RecordBatchEncoder::encode(&mut buf, &records, &opts).unwrap();
+        buf.to_vec()
+    }
+
+    type Body = fn(FaultyIo, Rc<Partition>) -> futures_lite::future::BoxedLocal<()>;
+
+    /// Runs `body` on a fresh executor with a partition whose log counts its file operations;
+    /// the partition already holds one record (its first append writes the epoch checkpoint).
+    fn run(config: LogConfig, body: Body) {
+        glommio::LocalExecutorBuilder::default()
+            .spawn(move || async move {
+                // The target directory: a real filesystem (O_DIRECT), unlike a tmpfs /tmp.
+                let target = concat!(env!("CARGO_MANIFEST_DIR"), "/../target");
+                let dir = tempfile::tempdir_in(target).unwrap();
+                let io = FaultyIo::new();
+                let options = LogOptions {
+                    io: Rc::new(io.clone()),
+                    progress_listener: None,
+                };
+                let log = Log::open_with(dir.path(), config, 0, options)
+                    .await
+                    .unwrap();
+                let part = Rc::new(Partition::new("t".into(), 0, log, 1 << 20));
+                let warm = part.append(&batch(-1, 0, 1)).await.unwrap();
+                part.wait_acknowledgeable(&warm).await.unwrap();
+                body(io, part.clone()).await;
+                part.log.close().await.unwrap();
+            })
+            .expect("executor (ulimit -l >= 512 KiB?)")
+            .join()
+            .unwrap();
+    }
+
+    impl Partition {
+        async fn append(&self, records: &[u8]) -> Result<Appended, Refused> {
+            let header = BatchHeader::parse(records).unwrap();
+            self.append_as_leader(records, &header, LeaderEpoch(0), 0)
+                .await
+        }
+    }
+
+    /// The same idempotent batches sent on two connections at once (a client retrying on a new
+    /// connection). Tiny segments make every append roll, so the log append waits for a new
+    /// segment file while the other connection's copy arrives: each batch is still appended
+    /// once, and both answers name the same offsets.
+    #[test]
+    fn idempotent_retries_racing_are_appended_once() {
+        let config = LogConfig {
+            segment_bytes: 100,
+            ..LogConfig::default()
+        };
+        run(config, |_io, part| {
+            Box::pin(async move {
+                let sender = |part: Rc<Partition>| {
+                    glommio::spawn_local(async move {
+                        let mut offsets = Vec::new();
+                        for seq in 0..20 {
+                            let a = part.append(&batch(7, seq * 3, 3)).await.unwrap();
+                            part.wait_acknowledgeable(&a).await.unwrap();
+                            offsets.push(a.base_offset);
+                        }
+                        offsets
+                    })
+                };
+                let (a, b) = (sender(part.clone()), sender(part.clone()));
+                let (a, b) = (a.await, b.await);
+                assert_eq!(a, b, "both connections get the same offsets");
+                assert_eq!(part.log.log_end_offset(), Offset(1 + 60), "each batch once");
+            })
+        });
+    }
+
+    /// Pipelined produces under `flush.messages=1`: every answer waits for a flush, and one
+    /// write and one fdatasync serve them all.
+    #[test]
+    fn one_write_and_one_fsync_answer_many_pipelined_produces() {
+        let config = LogConfig {
+            flush_messages: Some(1),
+            ..LogConfig::default()
+        };
+        run(config, |io, part| {
+            Box::pin(async move {
+                let before = io.counts();
+                let mut pending = Vec::new();
+                for i in 0..32 {
+                    let a = part.append(&batch(-1, 0, 2 + i % 3)).await.unwrap();
+                    assert_eq!(a.wait, AckWait::Flushed);
+                    pending.push(a);
+                }
+                let waits: Vec<_> = pending
+                    .into_iter()
+                    .map(|a| {
+                        let part = part.clone();
+                        glommio::spawn_local(async move { part.wait_acknowledgeable(&a).await })
+                    })
+                    .collect();
+                for w in waits {
+                    w.await.unwrap();
+                }
+                let after = io.counts();
+                assert_eq!(after.writes - before.writes, 1, "{before:?} -> {after:?}");
+                assert_eq!(after.syncs - before.syncs, 1, "{before:?} -> {after:?}");
+                assert_eq!(part.log.flushed_end_offset(), part.log.log_end_offset());
+            })
+        });
+    }
+}

@@ -120,9 +120,13 @@ public final class ClientCheck {
         return out.toString();
     }
 
-    public static void main(String[] args) {
+    public static void main(String[] args) throws Exception {
         if (args.length > 0 && args[0].equals("groups")) {
             GroupCheck.main(Arrays.copyOfRange(args, 1, args.length));
+            return;
+        }
+        if (args.length > 0 && args[0].equals("chaos-produce")) {
+            ChaosProducer.main(Arrays.copyOfRange(args, 1, args.length));
             return;
         }
         if (args.length < 1) {
