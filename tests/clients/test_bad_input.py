@@ -15,6 +15,7 @@ INVALID_TOPIC_EXCEPTION = 17
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
+INVALID_CONFIG = 40
 
 
 def kafka_code(excinfo):
@@ -161,4 +162,33 @@ def test_invalid_topic_names_and_partition_counts(seeded):
     with pytest.raises(Exception) as e:
         fs["dup"].result(timeout=10)
     assert kafka_code(e) == TOPIC_ALREADY_EXISTS, str(e.value)
+    after(seeded)
+
+
+def test_topic_configs_out_of_kafkas_bounds_are_refused(seeded):
+    """Refused at CreateTopics with INVALID_CONFIG naming the config, as Kafka does, rather than
+    accepted and then leaving the partitions offline (segment.bytes above 2 GiB) or misread
+    (segment.ms=-1 as a 1 ms roll period)."""
+    admin = AdminClient({"bootstrap.servers": seeded.bootstrap})
+    cases = {
+        "cfg-segment-ms": {"segment.ms": "-1"},
+        "cfg-segment-bytes": {"segment.bytes": "3000000000"},
+        "cfg-flush-messages": {"flush.messages": "0"},
+        "cfg-retention-ms": {"retention.ms": "-7"},
+        "cfg-not-a-number": {"flush.ms": "soon"},
+        "cfg-unknown": {"no.such.config": "1"},
+    }
+    for name, config in cases.items():
+        fs = admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1, config=config)])
+        with pytest.raises(Exception) as e:
+            fs[name].result(timeout=10)
+        assert kafka_code(e) == INVALID_CONFIG, (name, str(e.value))
+        assert list(config)[0] in str(e.value), (name, str(e.value))
+    # Kafka's unlimited values are accepted, and the topic takes records.
+    ok = {"retention.ms": "-1", "retention.bytes": "-1", "segment.ms": "1", "index.interval.bytes": "0"}
+    admin.create_topics([NewTopic("cfg-ok", num_partitions=1, replication_factor=1, config=ok)])["cfg-ok"].result(10)
+    p = Producer({"bootstrap.servers": seeded.bootstrap})
+    errors = []
+    p.produce("cfg-ok", value=b"v", on_delivery=lambda err, _m: errors.append(err))
+    assert p.flush(10) == 0 and errors == [None], errors
     after(seeded)
