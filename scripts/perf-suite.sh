@@ -6,7 +6,8 @@
 #   scripts/perf-suite.sh OUT_DIR WORKLOAD.yaml...
 #
 # Env: SUITE_DURATION_MINUTES / SUITE_WARMUP_MINUTES override the workloads' durations;
-# SUITE_TARGETS (default "ringlog kafka"); SUITE_BROKER_CPUS / SUITE_HARNESS_CPUS (taskset CPU
+# SUITE_TARGETS (default "ringlog kafka"; "ringlog-baseline" runs the ringlog binary named by
+# SUITE_RINGLOG_BASELINE_BIN, e.g. an older commit's build, for before/after figures); SUITE_BROKER_CPUS / SUITE_HARNESS_CPUS (taskset CPU
 # lists, e.g. 1 and 0) pin each broker and ringlog-bench to separate cores — ringlog then runs one
 # shard per allowed CPU, Kafka's JVM sizes its thread pools to the same CPUs.
 # SUITE_DURABILITY=fsync makes both brokers fsync every message before acknowledging it
@@ -65,13 +66,17 @@ trap cleanup EXIT
 WORKLOADS=("$@")
 for target in ${SUITE_TARGETS:-ringlog kafka}; do
   case "$target" in
-    ringlog)
+    ringlog|ringlog-baseline)
+      BIN=target/release/ringlog
+      if [[ "$target" == ringlog-baseline ]]; then
+        BIN="${SUITE_RINGLOG_BASELINE_BIN:?ringlog-baseline needs SUITE_RINGLOG_BASELINE_BIN}"
+      fi
       DATA="$(mktemp -d -p "$REPO_ROOT/target" suite-ringlog.XXXXXX)"
-      "${BROKER_PIN[@]}" target/release/ringlog serve --data-dir "$DATA" --listen 127.0.0.1:39092 "${RINGLOG_SET[@]}" >"$DATA/broker.log" 2>&1 &
+      "${BROKER_PIN[@]}" "$BIN" serve --data-dir "$DATA" --listen 127.0.0.1:39092 "${RINGLOG_SET[@]}" >"$DATA/broker.log" 2>&1 &
       PID=$!; CURRENT_PID=$PID
       for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/39092) 2>/dev/null && break; sleep 0.1; done
       kill -0 $PID || { cat "$DATA/broker.log" >&2; echo "ringlog did not start" >&2; exit 1; }
-      run_workloads ringlog 127.0.0.1:39092 "$PID"
+      run_workloads "$target" 127.0.0.1:39092 "$PID"
       kill -TERM $PID; wait $PID || true
       CURRENT_PID=""
       rm -rf "$DATA"
@@ -84,7 +89,7 @@ for target in ${SUITE_TARGETS:-ringlog kafka}; do
       "$SCRIPT_DIR/kafka-stop.sh" >/dev/null
       rm -rf "$KAFKA_DATA_DIR"; KAFKA_DATA_DIR=""
       ;;
-    *) echo "unknown target '$target' (ringlog, kafka)" >&2; exit 2 ;;
+    *) echo "unknown target '$target' (ringlog, ringlog-baseline, kafka)" >&2; exit 2 ;;
   esac
 done
 target/release/ringlog-perf report "${RESULTS[@]}" --html "$OUT_DIR/report.html" --markdown "$OUT_DIR/summary.md" --title "ringlog vs Apache Kafka"

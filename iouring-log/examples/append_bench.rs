@@ -14,7 +14,7 @@
 use std::time::Instant;
 
 use bytes::BytesMut;
-use iouring_log::{LeaderEpoch, Log, LogConfig};
+use iouring_log::{Durability, LeaderEpoch, Log, LogConfig};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
@@ -124,6 +124,57 @@ async fn fsync_latency(dir: String, batch_bytes: usize, count: usize) {
     log.close().await.expect("close");
 }
 
+/// Appends `count` batches at `BENCH_RATE` batches per second (default 1000), each waited for
+/// as a produce does (ordered append, then a wait until written), and reports the latency from
+/// the append to the written acknowledgement.
+async fn written_latency(dir: String, batch_bytes: usize, count: usize) {
+    let log = Log::open(&dir, LogConfig::default(), 0)
+        .await
+        .expect("open log");
+    let batch = make_batch(batch_bytes);
+    let rate: f64 = std::env::var("BENCH_RATE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000.0);
+    let hist = std::rc::Rc::new(std::cell::RefCell::new(
+        hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram"),
+    ));
+    let start = Instant::now();
+    let mut waits = Vec::with_capacity(count);
+    for i in 0..count {
+        let due = start + std::time::Duration::from_secs_f64(i as f64 / rate);
+        if let Some(d) = due.checked_duration_since(Instant::now()) {
+            glommio::timer::sleep(d).await;
+        }
+        let t = Instant::now();
+        let info = log
+            .append_as_leader(&batch, LeaderEpoch(0), 0)
+            .await
+            .expect("append");
+        let (log, hist) = (log.clone(), hist.clone());
+        waits.push(glommio::spawn_local(async move {
+            log.wait_for(Durability::Written, info.last_offset.next())
+                .await
+                .expect("written");
+            let us = t.elapsed().as_micros() as u64;
+            hist.borrow_mut().record(us.max(1)).expect("record");
+        }));
+    }
+    for w in waits {
+        w.await;
+    }
+    let h = hist.borrow().clone();
+    println!(
+        "log_append_written batch_bytes={} rate={rate} p50_us={} p99_us={} p999_us={} max_us={}",
+        batch.len(),
+        h.value_at_quantile(0.5),
+        h.value_at_quantile(0.99),
+        h.value_at_quantile(0.999),
+        h.max()
+    );
+    log.close().await.expect("close");
+}
+
 /// Keeps large buffers on the heap instead of fresh mmaps: every write buffer and tail chunk
 /// would otherwise page-fault and be zeroed by the kernel on each use.
 fn keep_large_allocations_on_heap() {
@@ -139,7 +190,7 @@ fn main() {
         keep_large_allocations_on_heap();
     }
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: append_bench throughput|fsync DIR BATCH_BYTES TOTAL_BYTES|COUNT";
+    let usage = "usage: append_bench throughput|fsync|written DIR BATCH_BYTES TOTAL_BYTES|COUNT";
     let [_, mode, dir, batch_bytes, amount] = args.as_slice() else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -163,6 +214,7 @@ fn main() {
             match mode.as_str() {
                 "throughput" => throughput(dir, batch_bytes, amount).await,
                 "fsync" => fsync_latency(dir, batch_bytes, amount as usize).await,
+                "written" => written_latency(dir, batch_bytes, amount as usize).await,
                 other => {
                     eprintln!("unknown mode '{other}'\n{usage}");
                     std::process::exit(2);

@@ -37,6 +37,7 @@ pub mod tail;
 pub mod time_index;
 pub mod types;
 pub mod watermarks;
+pub mod write_planner;
 
 pub use batch::{BatchError, BatchHeader};
 pub use config::LogConfig;

@@ -51,6 +51,10 @@ pub const UNWRITTEN_BYTES_MAX: u64 = 64 << 20;
 /// `log.flush.offset.checkpoint.interval.ms` default). Roll and close always write it.
 pub const RECOVERY_POINT_CHECKPOINT_INTERVAL_MS: i64 = 60_000;
 
+/// Zeros written in one go past an active segment's appended end while its device is idle, so
+/// that later data writes land on converted blocks (see `write_planner.rs`).
+pub const ZERO_FILL_BYTES: usize = 1 << 20;
+
 /// Preallocation step of active segment files.
 pub const PREALLOCATE_BYTES: u64 = 64 << 20;
 
@@ -75,6 +79,8 @@ const _: () = assert!(WRITE_BYTES_MAX <= TAIL_CHUNK_BYTES * 4);
 const _: () = assert!(SEGMENT_BYTES_MAX.is_multiple_of(DIRECT_IO_ALIGNMENT as u64));
 const _: () = assert!(SEGMENT_BYTES_MAX <= u32::MAX as u64);
 const _: () = assert!(PREALLOCATE_BYTES.is_multiple_of(DIRECT_IO_ALIGNMENT as u64));
+const _: () = assert!(ZERO_FILL_BYTES.is_multiple_of(DIRECT_IO_ALIGNMENT));
+const _: () = assert!(ZERO_FILL_BYTES <= PREALLOCATE_BYTES as usize);
 const _: () = assert!(BATCH_BYTES_MAX < SEGMENT_BYTES_MAX as usize);
 const _: () = assert!(WRITES_IN_FLIGHT_MAX >= 2 && WRITES_IN_FLIGHT_MAX <= 4);
 const _: () = assert!(HEADER_SCAN_READ_BYTES >= BATCH_HEADER_BYTES);

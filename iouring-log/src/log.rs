@@ -91,7 +91,7 @@ impl Drop for LogInner {
     fn drop(&mut self) {
         if let Ok(st) = self.state.try_borrow() {
             if let Some(a) = st.segments.last().and_then(|s| s.appender()) {
-                a.io.borrow_mut().closing = true;
+                a.io.borrow_mut().close();
                 a.events.notify_all();
             }
         }

@@ -4,7 +4,7 @@
 //!
 //! Contract:
 //! - [`Log::wait_for`] returns `Ok` once every batch before `end` is written (or flushed), and
-//!   an error once the log has failed or closed with them still short of it. It never issues a
+//!   an error once the log has failed or closed (a failed log answers nothing). It never issues a
 //!   write (the appender's writer does, as soon as appends arrive) and issues an `fdatasync` only
 //!   for `Durability::Flushed`, only when the offsets waited for are written but not flushed,
 //!   and only one at a time per log.
@@ -37,11 +37,12 @@ impl Log {
         };
         loop {
             let seen = self.inner.progress.log.generation();
-            if self.inner.state.borrow().watermark(which) >= end {
-                return Ok(());
-            }
+            // A failed log answers nothing, not even what it had written before it failed.
             if let Some(f) = self.failure() {
                 return Err(FlushError::Failed(f));
+            }
+            if self.inner.state.borrow().watermark(which) >= end {
+                return Ok(());
             }
             if which == Watermark::Flushed {
                 if let Some(appender) = self.active_needing_sync(end) {

@@ -10,7 +10,7 @@ use glommio::sync::Semaphore;
 
 use crate::appender::{Appender, SegmentEnd};
 use crate::checkpoint::{
-    parse_checkpoint, read_file, sync_dir, LEADER_EPOCH_FILE, RECOVERY_POINT_FILE,
+    parse_checkpoint, read_file, sync_dir, write_checkpoint, LEADER_EPOCH_FILE, RECOVERY_POINT_FILE,
 };
 use crate::config::LogConfig;
 use crate::error::{IoError, OpenError};
@@ -287,9 +287,29 @@ impl Log {
                 failed: RefCell::new(None),
             }),
         };
-        log.write_recovery_point_checkpoint().await?;
-        log.write_epoch_checkpoint().await?;
+        log.checkpoint_after_open().await;
         Ok(log)
+    }
+
+    /// Records what recovery found (recovery point, truncated epochs). Best effort: checkpoints
+    /// are replaced atomically, so a failure (a full disk) leaves the older ones, which are
+    /// still right — the next open re-validates more and truncates the epochs again — and must
+    /// not keep a log that holds its data from opening for reads.
+    async fn checkpoint_after_open(&self) {
+        let rp = self.recovery_point();
+        let epochs = self.inner.state.borrow().epochs.to_lines();
+        let written =
+            match write_checkpoint(&self.inner.dir, RECOVERY_POINT_FILE, &[rp.0.to_string()]).await
+            {
+                Ok(()) => write_checkpoint(&self.inner.dir, LEADER_EPOCH_FILE, &epochs).await,
+                Err(e) => Err(e),
+            };
+        match written {
+            Ok(()) => self.inner.state.borrow_mut().checkpointed_recovery_point = Some(rp),
+            Err(e) => {
+                tracing::warn!(log = %self.inner.dir.display(), error = %e, "checkpoints not updated after recovery; the older ones stand")
+            }
+        }
     }
 }
 

@@ -163,7 +163,7 @@ impl Segment {
             panic!("sealing {}, which is not active", self.log_path.display());
         };
         let appender = active.appender.clone();
-        appender.io.borrow_mut().closing = true;
+        appender.io.borrow_mut().close();
         appender.events.notify_all();
         self.state = SegmentState::Sealing(active);
         appender
@@ -268,7 +268,7 @@ pub async fn write_index_files(
 /// log's mutation permit so no append arrives meanwhile.
 pub async fn seal_appender(appender: &Appender, size: u64) -> Result<(), IoError> {
     let path = appender.path.as_path();
-    appender.io.borrow_mut().closing = true;
+    appender.io.borrow_mut().close();
     appender.events.notify_all();
     appender
         .wait_until(|p| p.is_idle())
