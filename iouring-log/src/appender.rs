@@ -106,7 +106,7 @@ impl Appender {
             path,
             io: Rc::new(RefCell::new(AppenderIo {
                 planner: WritePlanner::new(end.size),
-                watermarks: SegmentWatermarks::new(end.next_offset),
+                watermarks: SegmentWatermarks::new(end.next_offset, end.size),
                 tail: Tail::new(end.size, end.partial_block),
                 failed: None,
                 preallocated: 0,

@@ -103,9 +103,18 @@ impl Log {
             // batch holding it. Only the bytes about to be returned are scanned: scanning to
             // the bound itself would read a whole segment's headers for a consumer far behind.
             if let Some(m) = opts.max_offset.filter(|m| *m < log_end_offset) {
-                let range_end = found.position + len;
-                if let Some(limit) = view.find_batch_before(found.position, m, range_end).await? {
-                    len = len.min(limit.position.max(first_end) - found.position);
+                // The high watermark is usually this segment's written watermark, whose file
+                // position is known: no scan at all.
+                let limit = match view.position_of_written(m) {
+                    Some(position) => Some(position),
+                    None => {
+                        let range_end = found.position + len;
+                        let limit = view.find_batch_before(found.position, m, range_end).await?;
+                        limit.map(|b| b.position)
+                    }
+                };
+                if let Some(position) = limit {
+                    len = len.min(position.max(first_end) - found.position);
                 }
             }
             result.slices = view.slices(found.position, found.position + len);

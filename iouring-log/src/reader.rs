@@ -165,6 +165,14 @@ impl SegmentView {
         out
     }
 
+    /// The file position where the batch at `offset` starts, if `offset` is this (active or
+    /// sealing) segment's written watermark.
+    pub fn position_of_written(&self, offset: Offset) -> Option<u64> {
+        self.io
+            .as_ref()
+            .and_then(|io| io.borrow().watermarks.position_of_written(offset))
+    }
+
     /// Copies `[from, to)` (clamped to the live end) for header scanning.
     pub async fn copy_bytes(&self, from: u64, to: u64) -> Result<Vec<u8>, ReadError> {
         let slices = self.slices(from, to);

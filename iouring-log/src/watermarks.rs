@@ -16,6 +16,9 @@ use crate::types::Offset;
 #[derive(Debug)]
 pub struct SegmentWatermarks {
     written_offset: Offset,
+    /// The file position where the batch at `written_offset` starts (after the last written
+    /// batch): a read bounded by the written watermark ends here without scanning headers.
+    written_position: u64,
     durable_offset: Offset,
     next_offset: Offset,
     /// `(file position after the batch, offset after the batch)` of every batch appended but
@@ -25,10 +28,12 @@ pub struct SegmentWatermarks {
 }
 
 impl SegmentWatermarks {
-    /// A segment whose batches up to `next_offset` are all on disk and durable.
-    pub fn new(next_offset: Offset) -> SegmentWatermarks {
+    /// A segment whose batches up to `next_offset` (ending at file position `size`) are all on
+    /// disk and durable.
+    pub fn new(next_offset: Offset, size: u64) -> SegmentWatermarks {
         SegmentWatermarks {
             written_offset: next_offset,
+            written_position: size,
             durable_offset: next_offset,
             next_offset,
             unwritten: VecDeque::new(),
@@ -48,6 +53,12 @@ impl SegmentWatermarks {
     /// The offset after the last appended batch.
     pub fn next_offset(&self) -> Offset {
         self.next_offset
+    }
+
+    /// The file position where the batch at `offset` starts, if `offset` is the written
+    /// watermark (the high watermark on one node); `None` for other offsets.
+    pub fn position_of_written(&self, offset: Offset) -> Option<u64> {
+        (offset == self.written_offset).then_some(self.written_position)
     }
 
     fn check(&self) {
@@ -86,6 +97,7 @@ impl SegmentWatermarks {
             }
             self.unwritten.pop_front();
             self.written_offset = next;
+            self.written_position = end;
         }
         self.check();
     }
@@ -101,11 +113,15 @@ impl SegmentWatermarks {
         self.check();
     }
 
-    /// Cuts the segment back to `next_offset` (truncation; no write in flight).
-    pub fn truncate(&mut self, next_offset: Offset) {
+    /// Cuts the segment back to `next_offset`, which ends at file position `size` (truncation;
+    /// no write in flight).
+    pub fn truncate(&mut self, next_offset: Offset, size: u64) {
         self.unwritten.retain(|&(_, next)| next <= next_offset);
         self.next_offset = next_offset;
-        self.written_offset = self.written_offset.min(next_offset);
+        if self.written_offset > next_offset {
+            self.written_offset = next_offset;
+            self.written_position = size;
+        }
         self.durable_offset = self.durable_offset.min(next_offset);
         self.check();
     }
@@ -118,7 +134,7 @@ mod tests {
 
     #[test]
     fn a_batch_counts_only_when_all_its_bytes_are_in() {
-        let mut w = SegmentWatermarks::new(Offset(10));
+        let mut w = SegmentWatermarks::new(Offset(10), 0);
         w.on_append(100, Offset(15));
         w.on_append(250, Offset(16));
         w.on_append(4200, Offset(40));
@@ -126,6 +142,8 @@ mod tests {
         assert_eq!(w.written_offset(), Offset(10));
         w.on_written(250);
         assert_eq!(w.written_offset(), Offset(16));
+        assert_eq!(w.position_of_written(Offset(16)), Some(250));
+        assert_eq!(w.position_of_written(Offset(15)), None);
         let synced = w.written_offset();
         w.on_written(4200);
         w.on_durable(synced);
@@ -138,7 +156,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "beyond written offset")]
     fn durable_never_passes_written() {
-        let mut w = SegmentWatermarks::new(Offset(0));
+        let mut w = SegmentWatermarks::new(Offset(0), 0);
         w.on_append(100, Offset(5));
         w.on_durable(Offset(5));
     }
@@ -149,7 +167,7 @@ mod tests {
     fn random_progress_stays_on_batch_boundaries() {
         for seed in 0..100u64 {
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-            let mut w = SegmentWatermarks::new(Offset(0));
+            let mut w = SegmentWatermarks::new(Offset(0), 0);
             let mut batches: Vec<(u64, Offset)> = Vec::new();
             let (mut bytes, mut written) = (0u64, 0u64);
             for _ in 0..300 {
@@ -163,12 +181,13 @@ mod tests {
                     1 => {
                         written = rng.gen_range(written..=bytes);
                         w.on_written(written);
-                        let expect = batches
+                        let (position, expect) = batches
                             .iter()
                             .rev()
                             .find(|(end, _)| *end <= written)
-                            .map_or(Offset(0), |b| b.1);
+                            .map_or((0, Offset(0)), |b| *b);
                         assert_eq!(w.written_offset(), expect, "seed {seed}");
+                        assert_eq!(w.position_of_written(expect), Some(position), "seed {seed}");
                     }
                     _ => {
                         let synced = w.written_offset();

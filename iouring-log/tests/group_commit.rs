@@ -158,3 +158,35 @@ fn flush_messages_marks_the_append_that_reaches_it() {
         log.close().await.unwrap();
     });
 }
+
+/// A read bounded by the written watermark (the high watermark) returns exactly the written
+/// batches: the bound is cut at the watermark's known file position.
+#[test]
+fn reads_bounded_by_the_written_watermark_stop_at_it() {
+    run(|| async {
+        let dir = tmpdir();
+        let (log, _io) = open_counted(dir.path(), LogConfig::default()).await;
+        let a = log
+            .append_as_leader(&batch(1, 5, 100, Compression::None), LeaderEpoch(0), 0)
+            .await
+            .unwrap();
+        log.wait_for(Durability::Written, a.last_offset.next())
+            .await
+            .unwrap();
+        log.append_as_leader(&batch(6, 5, 100, Compression::None), LeaderEpoch(0), 0)
+            .await
+            .unwrap();
+        let hw = log.written_end_offset();
+        assert_eq!((hw, log.log_end_offset()), (Offset(6), Offset(11)));
+        let opts = iouring_log::ReadOptions {
+            max_bytes: 1 << 20,
+            max_offset: Some(hw),
+            min_one_batch: true,
+        };
+        let r = log.read(Offset(1), opts).await.unwrap();
+        let bytes = iouring_log::read_slices_to_vec(&r.slices).await.unwrap();
+        let offsets: Vec<i64> = common::decode(&bytes).iter().map(|r| r.offset).collect();
+        assert_eq!(offsets, (1..6).collect::<Vec<_>>());
+        log.close().await.unwrap();
+    });
+}
