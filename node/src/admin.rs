@@ -4,7 +4,6 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::create_topics_request::{
@@ -37,7 +36,7 @@ impl AdminClient {
         let stream = TcpStream::connect(bootstrap)
             .map_err(|e| err(&format!("connecting to {bootstrap}"), e))?;
         stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
+            .set_read_timeout(Some(crate::limits::ADMIN_TIMEOUT))
             .map_err(|e| err("socket", e))?;
         Ok(AdminClient {
             stream,
@@ -103,7 +102,7 @@ impl AdminClient {
             .collect();
         let mut req = CreateTopicsRequest::default();
         req.topics = vec![t];
-        req.timeout_ms = 30_000;
+        req.timeout_ms = crate::limits::ADMIN_TIMEOUT.as_millis() as i32;
         let resp: CreateTopicsResponse = self.call(ApiKey::CreateTopics, 5, &req)?;
         let r = resp.topics.first().ok_or("empty CreateTopics response")?;
         check(r.error_code, r.error_message.as_ref())
@@ -112,7 +111,7 @@ impl AdminClient {
     pub fn delete_topic(&mut self, name: &str) -> Result<(), String> {
         let mut req = DeleteTopicsRequest::default();
         req.topic_names = vec![TopicName(StrBytes::from_string(name.to_owned()))];
-        req.timeout_ms = 30_000;
+        req.timeout_ms = crate::limits::ADMIN_TIMEOUT.as_millis() as i32;
         let resp: DeleteTopicsResponse = self.call(ApiKey::DeleteTopics, 5, &req)?;
         let r = resp
             .responses

@@ -279,7 +279,7 @@ impl Properties {
             Ok(v)
         };
         let partitions = positive("offsets.topic.num.partitions")?;
-        if partitions > i64::from(crate::metadata::PARTITIONS_MAX) {
+        if partitions > i64::from(crate::limits::PARTITIONS_MAX) {
             return Err(self.invalid("offsets.topic.num.partitions", "too many partitions"));
         }
         let min_session: i32 = self.int("group.min.session.timeout.ms")?;

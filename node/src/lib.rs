@@ -14,6 +14,7 @@ pub mod config;
 pub mod group;
 pub mod group_admin;
 pub mod handlers;
+pub mod limits;
 pub mod metadata;
 pub mod partition;
 pub mod server;

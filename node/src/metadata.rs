@@ -13,9 +13,9 @@ use futures_channel::{mpsc as fmpsc, oneshot};
 use kafka_protocol::ResponseError;
 use serde::{Deserialize, Serialize};
 
+use crate::limits::{PARTITIONS_MAX, TOPIC_NAME_MAX};
+
 pub const METADATA_FILE: &str = "__ringlog_metadata.json";
-pub const TOPIC_NAME_MAX: usize = 249;
-pub const PARTITIONS_MAX: i32 = 10_000;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PartitionMeta {

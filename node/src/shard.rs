@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::Duration;
 
 use futures_channel::mpsc as fmpsc;
 use futures_lite::StreamExt;
@@ -17,6 +16,9 @@ use iouring_log::{LeaderEpoch, Log, LogOptions};
 use kafka_protocol::ResponseError;
 
 use crate::config::BrokerConfig;
+use crate::limits::{
+    ACCEPT_RETRY_DELAY, DRAIN_POLL_INTERVAL, MAINTENANCE_INTERVAL, STOP_POLL_INTERVAL,
+};
 use crate::metadata::{Command, Snapshot, SnapshotUpdate, TopicMeta};
 use crate::partition::{dir_name, Partition};
 use crate::server::connection::serve_connection;
@@ -251,7 +253,7 @@ pub async fn run_shard(ctx: Rc<ShardCtx>, mut updates: fmpsc::UnboundedReceiver<
         async move {
             let mut last_retention = now_ms();
             loop {
-                glommio::timer::sleep(Duration::from_millis(100)).await;
+                glommio::timer::sleep(MAINTENANCE_INTERVAL).await;
                 let due =
                     now_ms() - last_retention >= ctx.config.retention_check_interval_ms as i64;
                 if due {
@@ -268,7 +270,7 @@ pub async fn run_shard(ctx: Rc<ShardCtx>, mut updates: fmpsc::UnboundedReceiver<
     maintenance.cancel();
     // In-flight requests finish: connections close after their current request.
     while ctx.connections.get() > 0 {
-        glommio::timer::sleep(Duration::from_millis(10)).await;
+        glommio::timer::sleep(DRAIN_POLL_INTERVAL).await;
     }
     ctx.close_all().await;
     updater.cancel();
@@ -284,8 +286,6 @@ async fn watch_for_stop(ctx: Rc<ShardCtx>) {
     ctx.stop_notify.notify_all();
 }
 
-/// How often a shard looks at the `stopping` flag.
-const STOP_POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 async fn accept_until_stopped(ctx: &Rc<ShardCtx>, listener: TcpListener) {
     // The accept future is polled only when a connection arrives or the shard stops: glommio's
@@ -316,7 +316,7 @@ async fn accept_until_stopped(ctx: &Rc<ShardCtx>, listener: TcpListener) {
             }
             Some(Err(e)) => {
                 tracing::warn!(shard = ctx.shard, error = %e, "accept failed");
-                glommio::timer::sleep(Duration::from_millis(10)).await;
+                glommio::timer::sleep(ACCEPT_RETRY_DELAY).await;
             }
         }
     }

@@ -10,11 +10,10 @@ use glommio::{LocalExecutorBuilder, Placement};
 use iouring_log::notify::Notify;
 
 use crate::config::BrokerConfig;
+use crate::limits::SHARD_IO_MEMORY_BYTES;
 use crate::metadata::{self, Controller};
 use crate::shard::{now_ms, run_shard, ShardCtx};
 
-/// glommio's registered I/O arena per shard: the logs' tail chunks come from it.
-const SHARD_IO_MEMORY_BYTES: usize = 64 << 20;
 
 /// A running node; `stop` asks every shard to finish and waits for them.
 pub struct Node {

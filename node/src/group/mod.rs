@@ -676,7 +676,7 @@ async fn answer<T>(ctx: &ShardCtx, reply: Reply<T>, stopped: impl FnOnce() -> T)
 pub fn spawn_ticker(ctx: Rc<ShardCtx>) -> glommio::task::JoinHandle<()> {
     glommio::spawn_local(async move {
         loop {
-            glommio::timer::sleep(std::time::Duration::from_millis(20)).await;
+            glommio::timer::sleep(crate::limits::GROUP_TICK_INTERVAL).await;
             if ctx.stopping.load(std::sync::atomic::Ordering::SeqCst) {
                 return;
             }

@@ -15,11 +15,10 @@ use kafka_protocol::messages::BrokerId;
 use kafka_protocol::protocol::Encodable;
 use kafka_protocol::ResponseError;
 
+use crate::limits::FETCH_MAX_WAIT_MS;
 use crate::server::response::{records_placeholder, GapBuf, Outgoing, RECORDS_PLACEHOLDER_MAX};
 use crate::shard::ShardCtx;
 
-/// Longest long poll accepted (Kafka clients use at most a few seconds).
-const MAX_WAIT_MS_LIMIT: i32 = 60_000;
 
 pub async fn handle(
     ctx: &Rc<ShardCtx>,
@@ -27,7 +26,7 @@ pub async fn handle(
     version: i16,
 ) -> Result<Outgoing, String> {
     let deadline =
-        Instant::now() + Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_MS_LIMIT) as u64);
+        Instant::now() + Duration::from_millis(req.max_wait_ms.clamp(0, FETCH_MAX_WAIT_MS) as u64);
     loop {
         let seen = ctx.data_arrived.generation();
         let (resp, records, total, errors) = read_once(ctx, &req, version).await;

@@ -17,13 +17,11 @@ use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use crate::limits::PRODUCE_ACK_TIMEOUT_MAX_MS;
 use crate::partition::append::{batch_refused, Appended, Refused};
 use crate::partition::Partition;
 use crate::shard::{now_ms, ShardCtx};
 
-/// Longest a produce waits for its records to be written (or flushed), whatever the request's
-/// `timeout_ms` says.
-const ACK_TIMEOUT_MAX_MS: i32 = 120_000;
 
 /// A produce request whose batches are appended; [`complete`] answers it.
 pub struct PendingProduce {
@@ -39,7 +37,7 @@ struct PendingPartition {
 
 /// The ordered append of every partition of the request, in request order.
 pub async fn append(ctx: &Rc<ShardCtx>, req: ProduceRequest, version: i16) -> PendingProduce {
-    let timeout_ms = req.timeout_ms.clamp(0, ACK_TIMEOUT_MAX_MS);
+    let timeout_ms = req.timeout_ms.clamp(0, PRODUCE_ACK_TIMEOUT_MAX_MS);
     let mut pending = PendingProduce {
         version,
         timeout: Duration::from_millis(timeout_ms as u64),

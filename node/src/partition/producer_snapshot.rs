@@ -14,12 +14,11 @@ use iouring_log::checkpoint::{parse_checkpoint, read_file, write_checkpoint};
 use iouring_log::{IoError, Offset, ReadError};
 
 use super::producer_state::ProducerStateMap;
+use crate::limits::PRODUCER_SNAPSHOT_INTERVAL_MS;
 use super::Partition;
 
 pub const PRODUCER_SNAPSHOT_FILE: &str = "producer-state-snapshot";
 
-/// Least time between two periodic snapshots of one partition's producer state.
-pub const PRODUCER_SNAPSHOT_INTERVAL_MS: i64 = 10_000;
 
 /// Restoring the producer state failed.
 #[derive(Debug, thiserror::Error)]

@@ -10,9 +10,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-pub const BATCHES_PER_PRODUCER: usize = 5;
-/// Producers tracked per partition; the least recently used one is forgotten beyond this.
-pub const PRODUCERS_MAX: usize = 10_000;
+use crate::limits::{BATCHES_PER_PRODUCER, PRODUCERS_MAX};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchRecord {

@@ -26,15 +26,12 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeade
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::handlers;
+use crate::limits::{PIPELINE_REQUESTS_MAX, READ_CHUNK_BYTES};
 use crate::handlers::groups::Client;
 use crate::server::response::{Outgoing, Part};
 use crate::server::zero_copy::sendfile_all;
 use crate::shard::ShardCtx;
 
-/// Requests of one connection read but not yet answered (Kafka clients keep up to 5 in
-/// flight by default; librdkafka without idempotence many more). Beyond this the connection
-/// reads nothing until an answer is written: TCP pushes back on the client.
-const PIPELINE_REQUESTS_MAX: usize = 32;
 
 /// Why a connection was closed.
 #[derive(Debug, thiserror::Error)]
@@ -306,8 +303,6 @@ struct FrameReader {
     chunk: Vec<u8>,
 }
 
-/// Bytes asked of the socket at once.
-const READ_CHUNK_BYTES: usize = 64 << 10;
 
 impl FrameReader {
     async fn next(

@@ -11,8 +11,7 @@ use bytes::{buf::UninitSlice, BufMut, Bytes, BytesMut};
 use iouring_log::ReadSlice;
 use kafka_protocol::protocol::buf::ByteBufMut;
 
-/// Largest records placeholder (per partition): fetches are capped to this.
-pub const RECORDS_PLACEHOLDER_MAX: usize = 64 << 20;
+pub use crate::limits::RECORDS_PLACEHOLDER_MAX;
 
 /// Never read or written: only its addresses mark placeholders. Lives in `.bss`.
 static PLACEHOLDER: [u8; RECORDS_PLACEHOLDER_MAX] = [0; RECORDS_PLACEHOLDER_MAX];

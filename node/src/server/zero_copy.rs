@@ -65,7 +65,7 @@ fn wait_writable(socket: RawFd) -> io::Result<()> {
         revents: 0,
     };
     // SAFETY: `pfd` is a valid pollfd array of length 1.
-    let r = unsafe { libc::poll(&mut pfd, 1, 30_000) };
+    let r = unsafe { libc::poll(&mut pfd, 1, crate::limits::SENDFILE_POLL_TIMEOUT_MS) };
     match r {
         1.. if pfd.revents & (libc::POLLERR | libc::POLLHUP) != 0 => {
             Err(io::Error::new(io::ErrorKind::BrokenPipe, "peer closed"))

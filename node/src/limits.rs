@@ -1,0 +1,79 @@
+//! Every bound and timeout of the broker in one place (the log's own are in
+//! `iouring_log::limits`).
+//!
+//! Arithmetic behind the numbers:
+//! - A connection reads at most [`PIPELINE_REQUESTS_MAX`] requests ahead of its answers, each at
+//!   most `socket.request.max.bytes`, so what one connection holds is bounded by their product;
+//!   [`READ_CHUNK_BYTES`] is what one `recv` asks for.
+//! - A fetch response carries at most [`RECORDS_PLACEHOLDER_MAX`] of records per partition (the
+//!   static placeholder region the encoder points into).
+//! - Idempotent producer state is [`BATCHES_PER_PRODUCER`] batches for each of at most
+//!   [`PRODUCERS_MAX`] producers per partition: 50 000 small entries at most.
+//! - The shard loop wakes every [`MAINTENANCE_INTERVAL`] for retention, `flush.ms`, checkpoints
+//!   and producer snapshots; [`PRODUCER_SNAPSHOT_INTERVAL_MS`] and the retention interval are
+//!   multiples of it in practice.
+
+use std::time::Duration;
+
+/// Requests of one connection read but not yet answered (Kafka clients keep up to 5 in flight
+/// by default; librdkafka without idempotence many more). Beyond this the connection reads
+/// nothing until an answer is written: TCP pushes back on the client.
+pub const PIPELINE_REQUESTS_MAX: usize = 32;
+
+/// Bytes asked of a socket at once.
+pub const READ_CHUNK_BYTES: usize = 64 << 10;
+
+/// Largest records part of one partition in a fetch response.
+pub const RECORDS_PLACEHOLDER_MAX: usize = 64 << 20;
+
+/// Longest fetch long poll accepted (Kafka clients use at most a few seconds).
+pub const FETCH_MAX_WAIT_MS: i32 = 60_000;
+
+/// Longest a produce waits for its records to be written (or flushed), whatever the request's
+/// `timeout_ms` says.
+pub const PRODUCE_ACK_TIMEOUT_MAX_MS: i32 = 120_000;
+
+/// Longest a zero-copy `sendfile` waits for a socket to take more bytes.
+pub const SENDFILE_POLL_TIMEOUT_MS: i32 = 30_000;
+
+/// Batches remembered per idempotent producer (Kafka's five in-flight batches).
+pub const BATCHES_PER_PRODUCER: usize = 5;
+
+/// Idempotent producers tracked per partition; the least recently used is forgotten beyond.
+pub const PRODUCERS_MAX: usize = 10_000;
+
+/// Least time between two periodic snapshots of one partition's producer state.
+pub const PRODUCER_SNAPSHOT_INTERVAL_MS: i64 = 10_000;
+
+/// Longest topic name (Kafka's).
+pub const TOPIC_NAME_MAX: usize = 249;
+
+/// Most partitions of one topic.
+pub const PARTITIONS_MAX: i32 = 10_000;
+
+/// How often a shard runs retention, `flush.ms`, checkpoints and producer snapshots.
+pub const MAINTENANCE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// How often a shard looks at the process-wide stop flag.
+pub const STOP_POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+/// How often a stopping shard checks whether its connections have finished.
+pub const DRAIN_POLL_INTERVAL: Duration = Duration::from_millis(10);
+
+/// Pause after a failed `accept` before the next.
+pub const ACCEPT_RETRY_DELAY: Duration = Duration::from_millis(10);
+
+/// How often the group coordinator checks session timeouts, rebalance deadlines and offset
+/// retention.
+pub const GROUP_TICK_INTERVAL: Duration = Duration::from_millis(20);
+
+/// glommio's registered I/O arena per shard: the logs' tail chunks come from it.
+pub const SHARD_IO_MEMORY_BYTES: usize = 64 << 20;
+
+/// Read and write timeout of the blocking admin client's socket, and the timeout it asks the
+/// broker to apply to admin requests.
+pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+const _: () = assert!(RECORDS_PLACEHOLDER_MAX >= READ_CHUNK_BYTES);
+const _: () = assert!(PRODUCER_SNAPSHOT_INTERVAL_MS >= MAINTENANCE_INTERVAL.as_millis() as i64);
+const _: () = assert!(GROUP_TICK_INTERVAL.as_millis() < MAINTENANCE_INTERVAL.as_millis());
