@@ -11,6 +11,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod error;
 pub mod group;
 pub mod group_admin;
 pub mod handlers;

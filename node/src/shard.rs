@@ -16,6 +16,7 @@ use iouring_log::{LeaderEpoch, Log, LogOptions};
 use kafka_protocol::ResponseError;
 
 use crate::config::BrokerConfig;
+use crate::error::Refused;
 use crate::limits::{
     ACCEPT_RETRY_DELAY, DRAIN_POLL_INTERVAL, MAINTENANCE_INTERVAL, STOP_POLL_INTERVAL,
 };
@@ -125,7 +126,7 @@ impl ShardCtx {
                     self.partitions
                         .borrow_mut()
                         .insert((topic.name.clone(), p), part.clone());
-                    if topic.name == crate::group::OFFSETS_TOPIC {
+                    if topic.name == crate::metadata::OFFSETS_TOPIC {
                         self.groups.load_partition(&part).await;
                     }
                 }
@@ -144,7 +145,7 @@ impl ShardCtx {
         for key in gone {
             let part = self.partitions.borrow_mut().remove(&key);
             if let Some(part) = part {
-                if part.topic == crate::group::OFFSETS_TOPIC {
+                if part.topic == crate::metadata::OFFSETS_TOPIC {
                     let count = self
                         .snapshot
                         .borrow()
@@ -167,13 +168,19 @@ impl ShardCtx {
     }
 
     /// Sends a command to the control plane and waits for its answer.
-    pub async fn control<T>(
+    pub async fn control(
         &self,
-        make: impl FnOnce(futures_channel::oneshot::Sender<T>) -> Command,
-    ) -> Option<T> {
+        make: impl FnOnce(crate::metadata::controller::Reply) -> Command,
+    ) -> Result<(), Refused> {
+        let gone = || {
+            Refused::new(
+                ResponseError::UnknownServerError,
+                "the control plane stopped",
+            )
+        };
         let (tx, rx) = futures_channel::oneshot::channel();
-        self.commands.send(make(tx)).ok()?;
-        rx.await.ok()
+        self.commands.send(make(tx)).map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
     }
 
     pub fn next_producer_id(&self) -> i64 {

@@ -11,7 +11,9 @@ use iouring_log::notify::Notify;
 
 use crate::config::BrokerConfig;
 use crate::limits::SHARD_IO_MEMORY_BYTES;
-use crate::metadata::{self, Controller};
+use crate::metadata::embedded::EmbeddedStore;
+use crate::metadata::store::MetadataStore;
+use crate::metadata::Controller;
 use crate::shard::{now_ms, run_shard, ShardCtx};
 
 
@@ -36,7 +38,8 @@ pub fn start(config: BrokerConfig) -> Result<Node, String> {
     keep_large_allocations_on_heap();
     std::fs::create_dir_all(&config.log_dir)
         .map_err(|e| format!("creating log.dirs {}: {e}", config.log_dir.display()))?;
-    let snapshot = metadata::load(&config.log_dir)?;
+    let mut store = EmbeddedStore::new(&config.log_dir);
+    let snapshot = store.load().map_err(|e| e.to_string())?;
     let config = Arc::new(config);
     let stopping = Arc::new(AtomicBool::new(false));
     let producer_ids = Arc::new(AtomicI64::new(now_ms() << 8));
@@ -76,11 +79,9 @@ pub fn start(config: BrokerConfig) -> Result<Node, String> {
         shards.push(handle);
     }
     drop(commands);
-    let controller_dir = config.log_dir.clone();
-    let n = config.shards;
     let controller = std::thread::Builder::new()
         .name("control-plane".into())
-        .spawn(move || Controller::new(controller_dir, n, snapshot, to_shards).run(command_rx))
+        .spawn(move || Controller::new(Box::new(store), snapshot, to_shards).run(command_rx))
         .map_err(|e| format!("starting the control plane: {e}"))?;
     Ok(Node {
         stopping,

@@ -30,7 +30,7 @@ use crate::shard::{now_ms, ShardCtx};
 use records::{OffsetValue, RecordKey};
 use state::{Caller, Group, GroupState, JoinLimits, JoinRequest, JoinResult, Reply, SyncResult};
 
-pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+pub use crate::metadata::OFFSETS_TOPIC;
 
 /// Kafka's `Utils.abs(groupId.hashCode()) % partitions`, with Java's `String.hashCode` over
 /// UTF-16 code units.

@@ -85,13 +85,12 @@ async fn offsets_topic(ctx: &Rc<ShardCtx>) -> Result<i32, ResponseError> {
         })
         .await;
     match created {
-        Some(Ok(())) => tracing::info!(partitions, "created {OFFSETS_TOPIC}"),
-        Some(Err((ResponseError::TopicAlreadyExists, _))) => {}
-        Some(Err((e, msg))) => {
-            tracing::error!(error = %msg, code = e.code(), "creating {OFFSETS_TOPIC}");
+        Ok(()) => tracing::info!(partitions, "created {OFFSETS_TOPIC}"),
+        Err(r) if r.error == ResponseError::TopicAlreadyExists => {}
+        Err(r) => {
+            tracing::error!(error = %r, "creating {OFFSETS_TOPIC}");
             return Err(ResponseError::CoordinatorNotAvailable);
         }
-        None => return Err(ResponseError::CoordinatorNotAvailable),
     }
     ctx.snapshot
         .borrow()

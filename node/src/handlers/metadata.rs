@@ -76,13 +76,9 @@ async fn topic(
             })
             .await;
         match created {
-            Some(Ok(())) | Some(Err((ResponseError::TopicAlreadyExists, _))) => {
-                tracing::info!(topic = name, partitions, "auto-created topic");
-            }
-            Some(Err((e, msg))) => {
-                tracing::warn!(topic = name, error = %msg, code = e.code(), "auto-create failed")
-            }
-            None => tracing::warn!(topic = name, "control plane gone"),
+            Ok(()) => tracing::info!(topic = name, partitions, "auto-created topic"),
+            Err(r) if r.error == ResponseError::TopicAlreadyExists => {}
+            Err(r) => tracing::warn!(topic = name, error = %r, "auto-create failed"),
         }
         meta = ctx.snapshot.borrow().topics.get(name).cloned();
     }

@@ -20,17 +20,9 @@ use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use crate::error::Refused;
 use crate::metadata::{validate_topic_name, Command};
 use crate::shard::ShardCtx;
-
-type Refusal = (ResponseError, String);
-
-fn control_gone() -> Refusal {
-    (
-        ResponseError::UnknownServerError,
-        "the control plane stopped".into(),
-    )
-}
 
 pub async fn create(
     ctx: &Rc<ShardCtx>,
@@ -53,7 +45,7 @@ pub async fn create(
             );
         }
         let result = if !(t.replication_factor == -1 || t.replication_factor == 1) {
-            Err((
+            Err(Refused::new(
                 ResponseError::InvalidReplicationFactor,
                 format!(
                     "replication factor {} on a single node (only 1)",
@@ -61,16 +53,15 @@ pub async fn create(
                 ),
             ))
         } else if !t.assignments.is_empty() {
-            Err((
+            Err(Refused::new(
                 ResponseError::InvalidRequest,
-                "manual replica assignment is not supported".into(),
+                "manual replica assignment is not supported",
             ))
         } else if req.validate_only {
             validate_topic_name(&name)
-                .map_err(|m| (ResponseError::InvalidTopicException, m))
                 .and_then(|_| {
                     crate::topic_config::validate(&configs)
-                        .map_err(|e| (ResponseError::InvalidConfig, e.to_string()))
+                        .map_err(|e| Refused::new(ResponseError::InvalidConfig, e.to_string()))
                 })
         } else {
             let n = name.clone();
@@ -81,7 +72,6 @@ pub async fn create(
                 reply,
             })
             .await
-            .unwrap_or_else(|| Err(control_gone()))
         };
         let mut r = CreatableTopicResult::default();
         r.name = t.name.clone();
@@ -94,7 +84,7 @@ pub async fn create(
                 r.topic_id = m.id;
             }
         }
-        if let Err((e, msg)) = result {
+        if let Err(Refused { error: e, message: msg }) = result {
             r.error_code = e.code();
             r.error_message = Some(StrBytes::from_string(msg));
             r.num_partitions = -1;
@@ -122,11 +112,10 @@ pub async fn delete(
         let n = name.clone();
         let result = ctx
             .control(|reply| Command::DeleteTopic { name: n, reply })
-            .await
-            .unwrap_or_else(|| Err(control_gone()));
+            .await;
         let mut r = DeletableTopicResult::default();
         r.name = Some(TopicName(StrBytes::from_string(name)));
-        if let Err((e, msg)) = result {
+        if let Err(Refused { error: e, message: msg }) = result {
             r.error_code = e.code();
             if version >= 5 {
                 r.error_message = Some(StrBytes::from_string(msg));
@@ -145,9 +134,9 @@ pub async fn create_partitions(
     for t in req.topics {
         let name = t.name.0.to_string();
         let result = if t.assignments.is_some() {
-            Err((
+            Err(Refused::new(
                 ResponseError::InvalidRequest,
-                "manual replica assignment is not supported".into(),
+                "manual replica assignment is not supported",
             ))
         } else if req.validate_only {
             Ok(())
@@ -155,11 +144,10 @@ pub async fn create_partitions(
             let count = t.count;
             ctx.control(|reply| Command::CreatePartitions { name, count, reply })
                 .await
-                .unwrap_or_else(|| Err(control_gone()))
         };
         let mut r = CreatePartitionsTopicResult::default();
         r.name = t.name.clone();
-        if let Err((e, msg)) = result {
+        if let Err(Refused { error: e, message: msg }) = result {
             r.error_code = e.code();
             r.error_message = Some(StrBytes::from_string(msg));
         }

@@ -18,22 +18,7 @@ use kafka_protocol::ResponseError;
 
 use super::producer_state::{BatchRecord, SequenceCheck};
 use super::Partition;
-
-/// A produce refused for one partition: Kafka's error code and a message for the client.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Refused {
-    pub error: ResponseError,
-    pub message: String,
-}
-
-impl Refused {
-    pub fn new(error: ResponseError, message: impl Into<String>) -> Refused {
-        Refused {
-            error,
-            message: message.into(),
-        }
-    }
-}
+pub use crate::error::Refused;
 
 /// What an acknowledgement of appended offsets waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
