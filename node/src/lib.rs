@@ -12,8 +12,8 @@
 pub mod admin;
 pub mod config;
 pub mod error;
-pub mod group;
 pub mod group_admin;
+pub mod group_coordinator;
 pub mod handlers;
 pub mod limits;
 pub mod metadata;
@@ -22,4 +22,5 @@ pub mod server;
 pub mod shard;
 pub mod signals;
 pub mod start;
+pub mod stop;
 pub mod topic_config;

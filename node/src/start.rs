@@ -7,15 +7,15 @@ use std::sync::{mpsc, Arc};
 
 use futures_channel::mpsc as fmpsc;
 use glommio::{LocalExecutorBuilder, Placement};
-use iouring_log::notify::Notify;
 
 use crate::config::BrokerConfig;
 use crate::limits::SHARD_IO_MEMORY_BYTES;
 use crate::metadata::embedded::EmbeddedStore;
 use crate::metadata::store::MetadataStore;
 use crate::metadata::Controller;
-use crate::shard::{now_ms, run_shard, ShardCtx};
-
+use crate::shard::run::run_shard;
+use crate::shard::{now_ms, ShardCtx};
+use crate::stop::StopSignal;
 
 /// A running node; `stop` asks every shard to finish and waits for them.
 pub struct Node {
@@ -68,8 +68,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, String> {
                     commands,
                     data_arrived: Rc::default(),
                     producer_ids,
-                    stopping,
-                    stop_notify: Notify::default(),
+                    stop: StopSignal::new(stopping),
                     connections: Cell::new(0),
                     groups: Default::default(),
                 });

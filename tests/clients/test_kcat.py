@@ -134,4 +134,7 @@ def test_lz4_batches_are_compressed(broker):
     assert broker.stop() == 0, broker.read_log()
     batches = stored_batches(broker.data_dir, topic)
     assert sum(x["records"] for x in batches) == 50
-    assert {x["codec"] for x in batches} == {"lz4"}, batches
+    # librdkafka compresses; a batch that lz4 would not shrink (a lone small record, as the
+    # first one often is) it sends uncompressed.
+    assert "lz4" in {x["codec"] for x in batches}, batches
+    assert all(x["codec"] == "lz4" or x["records"] == 1 for x in batches), batches

@@ -53,8 +53,7 @@ fn setup() -> Harness {
             commands,
             data_arrived: Default::default(),
             producer_ids: Arc::new(AtomicI64::new(1)),
-            stopping: Arc::new(AtomicBool::new(false)),
-            stop_notify: Default::default(),
+            stop: node::stop::StopSignal::new(Arc::new(AtomicBool::new(false))),
             connections: Cell::new(0),
             groups: Default::default(),
         });

@@ -19,7 +19,6 @@ use crate::limits::FETCH_MAX_WAIT_MS;
 use crate::server::response::{records_placeholder, GapBuf, Outgoing, RECORDS_PLACEHOLDER_MAX};
 use crate::shard::ShardCtx;
 
-
 pub async fn handle(
     ctx: &Rc<ShardCtx>,
     req: FetchRequest,
@@ -34,7 +33,7 @@ pub async fn handle(
         if total >= req.min_bytes.max(0) as usize
             || now >= deadline
             || errors
-            || ctx.stopping.load(std::sync::atomic::Ordering::SeqCst)
+            || ctx.stop.is_stopping()
         {
             let mut body = GapBuf::default();
             resp.encode(&mut body, version)

@@ -1,6 +1,6 @@
 //! FindCoordinator and the classic group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 //! ListGroups, DescribeGroups, DeleteGroups, OffsetCommit, OffsetFetch. Translation between the
-//! wire messages and the coordinator in `crate::group`; fields are set only in the versions
+//! wire messages and the coordinator in `crate::group_coordinator`; fields are set only in the versions
 //! that carry them.
 
 use std::rc::Rc;
@@ -38,10 +38,11 @@ use kafka_protocol::messages::{BrokerId, GroupId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use crate::group::records::OffsetValue;
-use crate::group::state::{Caller, GroupState, JoinRequest};
-use crate::group::{partition_for, OFFSETS_TOPIC};
+use crate::group_coordinator::membership::{Caller, GroupState, JoinRequest};
+use crate::group_coordinator::partition_for;
+use crate::group_coordinator::records::OffsetValue;
 use crate::metadata::Command;
+use crate::metadata::OFFSETS_TOPIC;
 use crate::shard::{now_ms, ShardCtx};
 
 /// Who sent a request: JoinGroup records it for DescribeGroups.
@@ -203,7 +204,10 @@ pub async fn join(
             .collect(),
         require_known_member_id: version >= 4,
     };
-    let r = ctx.groups.join(ctx, &req.group_id.0, join).await;
+    let r = ctx
+        .groups
+        .join(&**ctx, &req.group_id.0, join, now_ms())
+        .await;
     let mut resp = JoinGroupResponse::default();
     resp.error_code = r.error.map_or(0, |e| e.code());
     resp.generation_id = r.generation;
@@ -238,7 +242,7 @@ pub async fn sync(ctx: &Rc<ShardCtx>, req: SyncGroupRequest, version: i16) -> Sy
     let result = ctx
         .groups
         .sync(
-            ctx,
+            &**ctx,
             &req.group_id.0,
             Caller {
                 member_id: &req.member_id,
@@ -247,6 +251,7 @@ pub async fn sync(ctx: &Rc<ShardCtx>, req: SyncGroupRequest, version: i16) -> Sy
             },
             (req.protocol_type.as_deref(), req.protocol_name.as_deref()),
             assignments,
+            now_ms(),
         )
         .await;
     let mut resp = SyncGroupResponse::default();
@@ -271,7 +276,7 @@ pub fn heartbeat(ctx: &Rc<ShardCtx>, req: HeartbeatRequest) -> HeartbeatResponse
         instance_id: req.group_instance_id.as_deref(),
         generation: req.generation_id,
     };
-    resp.error_code = code(ctx.groups.heartbeat(ctx, &req.group_id.0, who));
+    resp.error_code = code(ctx.groups.heartbeat(&**ctx, &req.group_id.0, who, now_ms()));
     resp
 }
 
@@ -290,7 +295,11 @@ pub async fn leave(ctx: &Rc<ShardCtx>, req: LeaveGroupRequest, version: i16) -> 
         vec![(req.member_id.to_string(), None)]
     };
     let mut resp = LeaveGroupResponse::default();
-    match ctx.groups.leave(ctx, &req.group_id.0, &members).await {
+    match ctx
+        .groups
+        .leave(&**ctx, &req.group_id.0, &members, now_ms())
+        .await
+    {
         Err(e) => resp.error_code = e.code(),
         Ok(results) if version < 3 => resp.error_code = code(results[0]),
         Ok(results) => {
@@ -347,7 +356,7 @@ pub fn describe(
         if version >= 3 {
             g.authorized_operations = i32::MIN;
         }
-        match ctx.groups.describe(ctx, &id.0) {
+        match ctx.groups.describe(&**ctx, &id.0) {
             Err(e) => {
                 g.error_code = e.code();
                 g.group_state = s(GroupState::Dead.name());
@@ -384,7 +393,7 @@ pub async fn delete(ctx: &Rc<ShardCtx>, req: DeleteGroupsRequest) -> DeleteGroup
     let mut resp = DeleteGroupsResponse::default();
     for id in req.groups_names {
         let mut r = DeletableGroupResult::default();
-        r.error_code = code(ctx.groups.delete(ctx, &id.0).await);
+        r.error_code = code(ctx.groups.delete(&**ctx, &id.0, now_ms()).await);
         r.group_id = id;
         resp.results.push(r);
     }
@@ -427,7 +436,7 @@ pub async fn offset_commit(
     let results = ctx
         .groups
         .commit(
-            ctx,
+            &**ctx,
             &req.group_id.0,
             Caller {
                 member_id: &req.member_id,
@@ -435,6 +444,7 @@ pub async fn offset_commit(
                 generation: req.generation_id_or_member_epoch,
             },
             offsets,
+            now,
         )
         .await;
     let mut results = match results {
@@ -468,7 +478,7 @@ fn committed_partitions(
     group: &str,
     asked: Asked,
 ) -> Result<ByTopic, ResponseError> {
-    let found = ctx.groups.fetch_offsets(ctx, group, asked)?;
+    let found = ctx.groups.fetch_offsets(&**ctx, group, asked)?;
     let mut by_topic: ByTopic = Vec::new();
     for ((topic, partition), v) in found {
         match by_topic.iter_mut().find(|(t, _)| *t == topic) {

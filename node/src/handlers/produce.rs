@@ -22,7 +22,6 @@ use crate::partition::append::{batch_refused, Appended, Refused};
 use crate::partition::Partition;
 use crate::shard::{now_ms, ShardCtx};
 
-
 /// A produce request whose batches are appended; [`complete`] answers it.
 pub struct PendingProduce {
     version: i16,

@@ -58,11 +58,10 @@ pub async fn create(
                 "manual replica assignment is not supported",
             ))
         } else if req.validate_only {
-            validate_topic_name(&name)
-                .and_then(|_| {
-                    crate::topic_config::validate(&configs)
-                        .map_err(|e| Refused::new(ResponseError::InvalidConfig, e.to_string()))
-                })
+            validate_topic_name(&name).and_then(|_| {
+                crate::topic_config::validate(&configs)
+                    .map_err(|e| Refused::new(ResponseError::InvalidConfig, e.to_string()))
+            })
         } else {
             let n = name.clone();
             ctx.control(|reply| Command::CreateTopic {
@@ -84,7 +83,11 @@ pub async fn create(
                 r.topic_id = m.id;
             }
         }
-        if let Err(Refused { error: e, message: msg }) = result {
+        if let Err(Refused {
+            error: e,
+            message: msg,
+        }) = result
+        {
             r.error_code = e.code();
             r.error_message = Some(StrBytes::from_string(msg));
             r.num_partitions = -1;
@@ -115,7 +118,11 @@ pub async fn delete(
             .await;
         let mut r = DeletableTopicResult::default();
         r.name = Some(TopicName(StrBytes::from_string(name)));
-        if let Err(Refused { error: e, message: msg }) = result {
+        if let Err(Refused {
+            error: e,
+            message: msg,
+        }) = result
+        {
             r.error_code = e.code();
             if version >= 5 {
                 r.error_message = Some(StrBytes::from_string(msg));
@@ -147,7 +154,11 @@ pub async fn create_partitions(
         };
         let mut r = CreatePartitionsTopicResult::default();
         r.name = t.name.clone();
-        if let Err(Refused { error: e, message: msg }) = result {
+        if let Err(Refused {
+            error: e,
+            message: msg,
+        }) = result
+        {
             r.error_code = e.code();
             r.error_message = Some(StrBytes::from_string(msg));
         }

@@ -178,11 +178,7 @@ impl Controller {
         Ok(true)
     }
 
-    fn create_partitions(
-        &mut self,
-        name: &str,
-        count: i32,
-    ) -> Result<bool, Refused> {
+    fn create_partitions(&mut self, name: &str, count: i32) -> Result<bool, Refused> {
         refuse_internal(
             name,
             "given more partitions (group coordinators would move)",

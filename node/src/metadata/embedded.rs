@@ -24,7 +24,11 @@ impl EmbeddedStore {
         self.dir.join(METADATA_FILE)
     }
 
-    fn error(&self, op: &'static str, e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> StoreError {
+    fn error(
+        &self,
+        op: &'static str,
+        e: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> StoreError {
         StoreError {
             op,
             location: self.path().display().to_string(),

@@ -14,11 +14,10 @@ use iouring_log::checkpoint::{parse_checkpoint, read_file, write_checkpoint};
 use iouring_log::{IoError, Offset, ReadError};
 
 use super::producer_state::ProducerStateMap;
-use crate::limits::PRODUCER_SNAPSHOT_INTERVAL_MS;
 use super::Partition;
+use crate::limits::PRODUCER_SNAPSHOT_INTERVAL_MS;
 
 pub const PRODUCER_SNAPSHOT_FILE: &str = "producer-state-snapshot";
-
 
 /// Restoring the producer state failed.
 #[derive(Debug, thiserror::Error)]

@@ -14,7 +14,6 @@ use std::future::Future;
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures_lite::io::{ReadHalf, WriteHalf};
@@ -26,12 +25,11 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeade
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::handlers;
-use crate::limits::{PIPELINE_REQUESTS_MAX, READ_CHUNK_BYTES};
 use crate::handlers::groups::Client;
+use crate::limits::{PIPELINE_REQUESTS_MAX, READ_CHUNK_BYTES};
 use crate::server::response::{Outgoing, Part};
 use crate::server::zero_copy::sendfile_all;
 use crate::shard::ShardCtx;
-
 
 /// Why a connection was closed.
 #[derive(Debug, thiserror::Error)]
@@ -268,9 +266,8 @@ async fn read_frame_or_stop(
     reader: &mut FrameReader,
     stream: &mut ReadHalf<TcpStream>,
 ) -> Result<Bytes, ConnectionError> {
-    let seen = ctx.stop_notify.generation();
     let writer_seen = pipeline.writer_failed.generation();
-    if ctx.stopping.load(Ordering::SeqCst) {
+    if ctx.stop.is_stopping() {
         return Err(ConnectionError::Stopping);
     }
     // Dropping an unfinished read loses nothing: glommio reads a socket only once it is ready.
@@ -282,7 +279,7 @@ async fn read_frame_or_stop(
         )
     };
     let stop = async {
-        ctx.stop_notify.changed(seen).await;
+        ctx.stop.stopped().await;
         None
     };
     let writer_failed = async {
@@ -302,7 +299,6 @@ struct FrameReader {
     buf: BytesMut,
     chunk: Vec<u8>,
 }
-
 
 impl FrameReader {
     async fn next(

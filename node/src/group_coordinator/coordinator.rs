@@ -1,0 +1,299 @@
+//! The coordinator's groups: locating a group's coordinator, membership (join, sync,
+//! heartbeat, leave), listing, describing and deleting groups, and the periodic tick.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet};
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+
+use super::host::Host;
+use super::membership::{
+    Caller, Group, GroupState, JoinLimits, JoinRequest, JoinResult, Reply, SyncResult,
+};
+use super::persist::{append, tombstones};
+use super::records::OffsetValue;
+use crate::metadata::OFFSETS_TOPIC;
+
+/// Kafka's `Utils.abs(groupId.hashCode()) % partitions`, with Java's `String.hashCode` over
+/// UTF-16 code units.
+pub fn partition_for(group: &str, partitions: i32) -> i32 {
+    let mut h: i32 = 0;
+    for unit in group.encode_utf16() {
+        h = h.wrapping_mul(31).wrapping_add(i32::from(unit));
+    }
+    let abs = if h == i32::MIN { 0 } else { h.abs() };
+    abs % partitions.max(1)
+}
+
+/// What DescribeGroups shows of a group.
+pub struct GroupSummary {
+    pub state: GroupState,
+    pub protocol_type: String,
+    pub protocol: String,
+    pub members: Vec<(String, Option<String>, String, String, Bytes, Bytes)>,
+}
+
+pub(super) type Committed = Vec<((String, i32), Option<OffsetValue>)>;
+/// Records to append: `(key, value)`, a `None` value being a tombstone.
+pub(super) type KeyValues = Vec<(Bytes, Option<Bytes>)>;
+
+#[derive(Default)]
+pub struct Coordinator {
+    pub(super) groups: RefCell<HashMap<String, Group>>,
+    /// `__consumer_offsets` partitions of this shard whose records are in memory.
+    pub(super) loaded: RefCell<HashSet<i32>>,
+    pub(super) last_retention_ms: Cell<i64>,
+}
+
+impl Coordinator {
+    pub(super) fn limits(host: &dyn Host) -> JoinLimits {
+        JoinLimits {
+            initial_rebalance_delay_ms: host.settings().initial_rebalance_delay_ms,
+            max_size: host.settings().max_size,
+        }
+    }
+
+    /// The `__consumer_offsets` partition of `group` if this shard coordinates it.
+    pub fn locate(&self, host: &dyn Host, group: &str) -> Result<i32, ResponseError> {
+        if group.is_empty() {
+            return Err(ResponseError::InvalidGroupId);
+        }
+        let snapshot = host.snapshot();
+        let Some(topic) = snapshot.topics.get(OFFSETS_TOPIC) else {
+            return Err(ResponseError::CoordinatorNotAvailable);
+        };
+        let p = partition_for(group, topic.partitions.len() as i32);
+        if topic.partitions[p as usize].shard != host.shard() {
+            return Err(ResponseError::NotCoordinator);
+        }
+        if !self.loaded.borrow().contains(&p) {
+            return Err(ResponseError::CoordinatorLoadInProgress);
+        }
+        Ok(p)
+    }
+
+    /// Runs `f` on the group (created empty at `create_at` if given); `None` if it does not
+    /// exist.
+    pub(super) fn with_group<R>(
+        &self,
+        id: &str,
+        create_at: Option<i64>,
+        f: impl FnOnce(&mut Group) -> R,
+    ) -> Option<R> {
+        let mut groups = self.groups.borrow_mut();
+        if let Some(now) = create_at.filter(|_| !groups.contains_key(id)) {
+            groups.insert(id.to_owned(), Group::new(id.to_owned(), now));
+        }
+        groups.get_mut(id).map(f)
+    }
+
+    pub async fn join(
+        &self,
+        host: &dyn Host,
+        group: &str,
+        req: JoinRequest,
+        now: i64,
+    ) -> JoinResult {
+        let member_id = req.member_id.clone();
+        let p = match self.locate(host, group) {
+            Ok(p) => p,
+            Err(e) => return JoinResult::error(e, member_id),
+        };
+        let s = host.settings();
+        if req.session_timeout_ms < s.min_session_timeout_ms
+            || req.session_timeout_ms > s.max_session_timeout_ms
+        {
+            return JoinResult::error(ResponseError::InvalidSessionTimeout, member_id);
+        }
+        let limits = Self::limits(host);
+        let known = !req.member_id.is_empty();
+        let reply = self.with_group(group, (!known).then_some(now), |g| {
+            let reply = g.join(req, limits, now);
+            g.try_complete_join(now);
+            reply
+        });
+        let Some(reply) = reply else {
+            return JoinResult::error(ResponseError::UnknownMemberId, member_id);
+        };
+        // A refused first join leaves no trace: no empty group appears in ListGroups.
+        let unused = self
+            .groups
+            .borrow()
+            .get(group)
+            .is_some_and(Group::never_used);
+        if unused {
+            self.groups.borrow_mut().remove(group);
+        }
+        if let Err(e) = self.persist_group(host, p, group, now).await {
+            tracing::warn!(group, code = e.code(), "writing group metadata failed");
+        }
+        answer(host, reply, || {
+            JoinResult::error(ResponseError::NotCoordinator, member_id)
+        })
+        .await
+    }
+
+    pub async fn sync(
+        &self,
+        host: &dyn Host,
+        group: &str,
+        who: Caller<'_>,
+        protocol: (Option<&str>, Option<&str>),
+        assignments: Vec<(String, Bytes)>,
+        now: i64,
+    ) -> SyncResult {
+        let p = self.locate(host, group)?;
+        let reply = self
+            .with_group(group, None, |g| {
+                g.sync(who, protocol.0, protocol.1, assignments, now)
+            })
+            .ok_or(ResponseError::UnknownMemberId)?;
+        // The leader's assignment is written before the leader hears back.
+        self.persist_group(host, p, group, now).await?;
+        answer(host, reply, || Err(ResponseError::NotCoordinator)).await
+    }
+
+    pub fn heartbeat(
+        &self,
+        host: &dyn Host,
+        group: &str,
+        who: Caller<'_>,
+        now: i64,
+    ) -> Result<(), ResponseError> {
+        self.locate(host, group)?;
+        self.with_group(group, None, |g| g.heartbeat(who, now))
+            .unwrap_or(Err(ResponseError::UnknownMemberId))
+    }
+
+    /// LeaveGroup: one result per `(member id, group instance id)`.
+    pub async fn leave(
+        &self,
+        host: &dyn Host,
+        group: &str,
+        members: &[(String, Option<String>)],
+        now: i64,
+    ) -> Result<Vec<Result<(), ResponseError>>, ResponseError> {
+        let p = self.locate(host, group)?;
+        let limits = Self::limits(host);
+        let results = self
+            .with_group(group, None, |g| g.leave(members, limits, now))
+            .ok_or(ResponseError::UnknownMemberId)?;
+        self.persist_group(host, p, group, now).await?;
+        Ok(results)
+    }
+
+    /// `(group id, protocol type, state)` of every group this shard coordinates.
+    pub fn list(&self) -> Vec<(String, String, GroupState)> {
+        let mut out: Vec<_> = self
+            .groups
+            .borrow()
+            .values()
+            .filter(|g| g.state != GroupState::Dead)
+            .map(|g| {
+                (
+                    g.id.clone(),
+                    g.protocol_type.clone().unwrap_or_default(),
+                    g.state,
+                )
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    pub fn describe(&self, host: &dyn Host, group: &str) -> Result<GroupSummary, ResponseError> {
+        self.locate(host, group)?;
+        let groups = self.groups.borrow();
+        Ok(match groups.get(group) {
+            // Kafka describes an unknown group as Dead, without an error.
+            None => GroupSummary {
+                state: GroupState::Dead,
+                protocol_type: String::new(),
+                protocol: String::new(),
+                members: Vec::new(),
+            },
+            Some(g) => GroupSummary {
+                state: g.state,
+                protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                protocol: g.protocol.clone().unwrap_or_default(),
+                members: g.describe_members(),
+            },
+        })
+    }
+
+    /// `(protocol type, protocol)` of a group, for SyncGroup v5's answer.
+    pub fn protocol(&self, group: &str) -> (Option<String>, Option<String>) {
+        self.groups.borrow().get(group).map_or((None, None), |g| {
+            (g.protocol_type.clone(), g.protocol.clone())
+        })
+    }
+
+    /// DeleteGroups for one group: only an empty group can be deleted; its offsets and
+    /// metadata get tombstones.
+    pub async fn delete(
+        &self,
+        host: &dyn Host,
+        group: &str,
+        now: i64,
+    ) -> Result<(), ResponseError> {
+        let p = self.locate(host, group)?;
+        let keys = {
+            let groups = self.groups.borrow();
+            let g = groups.get(group).ok_or(ResponseError::GroupIdNotFound)?;
+            if g.state == GroupState::Dead {
+                return Err(ResponseError::GroupIdNotFound);
+            }
+            if !g.is_empty() {
+                return Err(ResponseError::NonEmptyGroup);
+            }
+            tombstones(group, g.offsets.keys().cloned(), true)
+        };
+        append(host, p, keys, now).await?;
+        if let Some(mut g) = self.groups.borrow_mut().remove(group) {
+            g.kill();
+        }
+        Ok(())
+    }
+
+    /// Session timeouts and join deadlines of every group; offsets retention of empty groups
+    /// every `offsets.retention.check.interval.ms`.
+    pub async fn tick(&self, host: &dyn Host, now: i64) {
+        let limits = Self::limits(host);
+        let changed: Vec<String> = self
+            .groups
+            .borrow_mut()
+            .values_mut()
+            .filter_map(|g| g.expire(limits, now).then(|| g.id.clone()))
+            .collect();
+        for id in changed {
+            if let Ok(p) = self.locate(host, &id) {
+                if let Err(e) = self.persist_group(host, p, &id, now).await {
+                    tracing::warn!(group = %id, code = e.code(), "writing group metadata failed");
+                }
+            }
+        }
+        let cfg = host.settings();
+        if now - self.last_retention_ms.get() >= cfg.offsets_retention_check_interval_ms {
+            self.last_retention_ms.set(now);
+            self.expire_offsets(host, now).await;
+        }
+    }
+}
+
+/// The answer to a JoinGroup/SyncGroup, waiting for the rebalance step when it is not ready;
+/// `stopped()` when the shard stops first or the group dropped the request.
+async fn answer<T>(host: &dyn Host, reply: Reply<T>, stopped: impl FnOnce() -> T) -> T {
+    let rx = match reply {
+        Reply::Now(r) => return r,
+        Reply::Wait(rx) => rx,
+    };
+    let answer = async { rx.await.ok() };
+    let stop = async {
+        host.stop().stopped().await;
+        None
+    };
+    futures_lite::future::or(answer, stop)
+        .await
+        .unwrap_or_else(stopped)
+}

@@ -1,0 +1,227 @@
+//! Loading a `__consumer_offsets` partition into memory when the shard opens it (every record
+//! replayed, the latest per key winning), and forgetting it when the shard no longer leads it.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use iouring_log::{Offset, ReadOptions};
+use kafka_protocol::records::RecordBatchDecoder;
+
+use super::coordinator::{partition_for, Coordinator};
+use super::membership::Group;
+use super::records::{self, OffsetValue, RecordKey};
+use crate::partition::Partition;
+
+impl Coordinator {
+    /// Replays partition `p` of `__consumer_offsets` into memory. Until it finishes, requests
+    /// for its groups get COORDINATOR_LOAD_IN_PROGRESS.
+    pub async fn load_partition(&self, part: &Partition, now: i64) {
+        let p = part.index;
+        let mut next = part.log.log_start_offset();
+        let end = part.log.log_end_offset();
+        let (mut offsets, mut metas) = (0usize, 0usize);
+        let mut groups = BTreeMap::<String, Group>::new();
+        while next < end {
+            let opts = ReadOptions {
+                max_bytes: 1 << 20,
+                max_offset: None,
+                min_one_batch: true,
+            };
+            let bytes = match part.log.read(next, opts).await {
+                Ok(r) if r.is_empty() => break,
+                Ok(r) => match iouring_log::read_slices_to_vec(&r.slices).await {
+                    Ok(b) => b,
+                    Err(e) => {
+                        tracing::error!(partition = p, error = %e, "loading __consumer_offsets");
+                        break;
+                    }
+                },
+                Err(e) => {
+                    tracing::error!(partition = p, error = %e, "loading __consumer_offsets");
+                    break;
+                }
+            };
+            let before = next;
+            for batch in whole_batches(Bytes::from(bytes)) {
+                let mut batch = batch;
+                let Ok(set) = RecordBatchDecoder::decode(&mut batch) else {
+                    tracing::error!(
+                        partition = p,
+                        offset = next.0,
+                        "undecodable batch in __consumer_offsets; skipped"
+                    );
+                    continue;
+                };
+                for r in set.records {
+                    if r.offset < next.0 {
+                        continue;
+                    }
+                    next = Offset(r.offset + 1);
+                    if r.control {
+                        continue;
+                    }
+                    match apply_record(&mut groups, r.key, r.value, now) {
+                        Ok(true) => offsets += 1,
+                        Ok(false) => metas += 1,
+                        Err(e) => {
+                            tracing::warn!(partition = p, offset = r.offset, error = %e, "skipped record")
+                        }
+                    }
+                }
+            }
+            if next == before {
+                break;
+            }
+        }
+        let count = groups.len();
+        self.groups.borrow_mut().extend(groups);
+        self.loaded.borrow_mut().insert(p);
+        if count == 0 && offsets + metas == 0 {
+            return;
+        }
+        tracing::info!(
+            partition = p,
+            groups = count,
+            offset_records = offsets,
+            group_records = metas,
+            "loaded __consumer_offsets partition"
+        );
+    }
+
+    /// Forgets the groups of a partition this shard no longer leads.
+    pub fn unload_partition(&self, p: i32, partitions: i32) {
+        self.loaded.borrow_mut().remove(&p);
+        self.groups.borrow_mut().retain(|id, g| {
+            let keep = partition_for(id, partitions) != p;
+            if !keep {
+                g.kill();
+            }
+            keep
+        });
+    }
+}
+
+/// Applies one record during load; `Ok(true)` for an offset record, `Ok(false)` for group
+/// metadata.
+pub(super) fn apply_record(
+    groups: &mut BTreeMap<String, Group>,
+    key: Option<Bytes>,
+    value: Option<Bytes>,
+    now: i64,
+) -> Result<bool, records::RecordError> {
+    let key = RecordKey::decode(key.unwrap_or_default())?;
+    match key {
+        RecordKey::Offset {
+            group,
+            topic,
+            partition,
+        } => {
+            match value {
+                None => {
+                    if let Some(g) = groups.get_mut(&group) {
+                        g.offsets.remove(&(topic, partition));
+                    }
+                }
+                Some(v) => {
+                    let v = OffsetValue::decode(v)?;
+                    groups
+                        .entry(group.clone())
+                        .or_insert_with(|| Group::new(group, now))
+                        .offsets
+                        .insert((topic, partition), v);
+                }
+            }
+            Ok(true)
+        }
+        RecordKey::Group(group) => {
+            match value {
+                None => {
+                    groups.remove(&group);
+                }
+                Some(v) => {
+                    let v = records::GroupValue::decode(v)?;
+                    groups
+                        .entry(group.clone())
+                        .or_insert_with(|| Group::new(group, now))
+                        .restore(v, now);
+                }
+            }
+            Ok(false)
+        }
+    }
+}
+
+/// Splits fetched bytes into whole record batches (a trailing partial batch is dropped).
+pub(super) fn whole_batches(bytes: Bytes) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while at + 12 <= bytes.len() {
+        let len = i32::from_be_bytes(bytes[at + 8..at + 12].try_into().expect("4 bytes"));
+        let Ok(len) = usize::try_from(len) else {
+            break;
+        };
+        if at + 12 + len > bytes.len() {
+            break;
+        }
+        out.push(bytes.slice(at..at + 12 + len));
+        at += 12 + len;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coordinator_partition_matches_kafka() {
+        // Java: Math.abs("my-group".hashCode()) % 50 and friends, computed with the JDK.
+        let java_hash = |s: &str| {
+            s.encode_utf16()
+                .fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(i32::from(u)))
+        };
+        assert_eq!(java_hash("hello"), 99_162_322);
+        assert_eq!(partition_for("hello", 50), 99_162_322 % 50);
+        assert_eq!(java_hash("polygenelubricants"), i32::MIN);
+        assert_eq!(partition_for("polygenelubricants", 50), 0);
+        for g in ["", "a", "consumer-group-1", "ümlaut", "日本"] {
+            let p = partition_for(g, 50);
+            assert!((0..50).contains(&p), "{g}: {p}");
+        }
+    }
+
+    #[test]
+    fn batches_split_and_replay_latest_wins() {
+        let mut groups = BTreeMap::new();
+        let key = RecordKey::Offset {
+            group: "g".into(),
+            topic: "t".into(),
+            partition: 0,
+        }
+        .encode();
+        let v = |o| {
+            OffsetValue {
+                offset: o,
+                leader_epoch: -1,
+                metadata: String::new(),
+                commit_timestamp: 0,
+            }
+            .encode()
+        };
+        apply_record(&mut groups, Some(key.clone()), Some(v(5)), 0).unwrap();
+        apply_record(&mut groups, Some(key.clone()), Some(v(9)), 0).unwrap();
+        assert_eq!(groups["g"].offsets[&("t".into(), 0)].offset, 9);
+        apply_record(&mut groups, Some(key), None, 0).unwrap();
+        assert!(groups["g"].offsets.is_empty());
+        apply_record(
+            &mut groups,
+            Some(RecordKey::Group("g".into()).encode()),
+            None,
+            0,
+        )
+        .unwrap();
+        assert!(groups.is_empty());
+        assert!(apply_record(&mut groups, None, None, 0).is_err());
+        assert!(whole_batches(Bytes::from_static(&[0; 11])).is_empty());
+    }
+}

@@ -1,0 +1,129 @@
+//! Committed offsets: OffsetCommit, OffsetFetch, and Kafka's offsets retention.
+
+use kafka_protocol::ResponseError;
+
+use super::coordinator::{Committed, Coordinator, KeyValues};
+use super::host::Host;
+use super::membership::{Caller, Group};
+use super::persist::{append, tombstones};
+use super::records::{OffsetValue, RecordKey};
+
+impl Coordinator {
+    /// OffsetCommit. `Err` is an error for the whole request; otherwise one result per
+    /// partition, in request order.
+    pub async fn commit(
+        &self,
+        host: &dyn Host,
+        group: &str,
+        who: Caller<'_>,
+        offsets: Vec<(String, i32, OffsetValue)>,
+        now: i64,
+    ) -> Result<Vec<Result<(), ResponseError>>, ResponseError> {
+        let p = self.locate(host, group)?;
+        let exists = self.groups.borrow().contains_key(group);
+        if !exists && who.generation >= 0 {
+            return Err(ResponseError::IllegalGeneration);
+        }
+        self.with_group(group, Some(now), |g| g.check_commit(who, now))
+            .expect("created")?;
+        let max_metadata = host.settings().offset_metadata_max_bytes;
+        let mut results = Vec::with_capacity(offsets.len());
+        let mut records = Vec::new();
+        let mut accepted = Vec::new();
+        for (topic, partition, value) in offsets {
+            let exists = host.snapshot().partition(&topic, partition).is_some();
+            let result = if !exists {
+                Err(ResponseError::UnknownTopicOrPartition)
+            } else if value.metadata.len() > max_metadata {
+                Err(ResponseError::OffsetMetadataTooLarge)
+            } else {
+                let key = RecordKey::Offset {
+                    group: group.to_owned(),
+                    topic: topic.clone(),
+                    partition,
+                };
+                records.push((key.encode(), Some(value.encode())));
+                accepted.push((results.len(), topic, partition, value));
+                Ok(())
+            };
+            results.push(result);
+        }
+        if records.is_empty() {
+            return Ok(results);
+        }
+        if let Err(e) = append(host, p, records, now).await {
+            for (i, ..) in &accepted {
+                results[*i] = Err(e);
+            }
+            return Ok(results);
+        }
+        self.with_group(group, Some(now), |g| {
+            for (_, topic, partition, value) in accepted {
+                g.offsets.insert((topic, partition), value);
+            }
+        });
+        Ok(results)
+    }
+
+    /// OffsetFetch: the committed offset of each asked partition (`None`: nothing committed),
+    /// or of every partition the group committed when `partitions` is `None`.
+    pub fn fetch_offsets(
+        &self,
+        host: &dyn Host,
+        group: &str,
+        partitions: Option<Vec<(String, i32)>>,
+    ) -> Result<Committed, ResponseError> {
+        self.locate(host, group)?;
+        let groups = self.groups.borrow();
+        let offsets = groups.get(group).map(|g| &g.offsets);
+        Ok(match partitions {
+            Some(ps) => ps
+                .into_iter()
+                .map(|k| {
+                    let v = offsets.and_then(|o| o.get(&k)).cloned();
+                    (k, v)
+                })
+                .collect(),
+            None => offsets
+                .map(|o| {
+                    o.iter()
+                        .map(|(k, v)| (k.clone(), Some(v.clone())))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+    }
+
+    /// Kafka's offsets retention: once a group has been empty for `offsets.retention.minutes`
+    /// its committed offsets expire and the group is removed.
+    pub(super) async fn expire_offsets(&self, host: &dyn Host, now: i64) {
+        let retention = host.settings().offsets_retention_ms;
+        let expired: Vec<(String, KeyValues)> = self
+            .groups
+            .borrow()
+            .values()
+            .filter(|g| g.is_empty() && now - g.state_since_ms >= retention)
+            .map(|g| {
+                (
+                    g.id.clone(),
+                    tombstones(&g.id, g.offsets.keys().cloned(), true),
+                )
+            })
+            .collect();
+        for (id, keys) in expired {
+            let Ok(p) = self.locate(host, &id) else {
+                continue;
+            };
+            match append(host, p, keys, now).await {
+                Ok(()) => {
+                    tracing::info!(group = %id, "offsets expired (group empty past offsets.retention.minutes)");
+                    let still_empty = self.groups.borrow().get(&id).is_some_and(Group::is_empty);
+                    if still_empty {
+                        self.groups.borrow_mut().remove(&id);
+                    }
+                }
+                Err(e) => tracing::warn!(group = %id, code = e.code(), "expiring offsets failed"),
+            }
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! A shard: one glommio executor pinned to one CPU, a Kafka broker endpoint of its own (listener
+//! port base + shard, broker id node * 1000 + shard), and the partitions it owns. Nothing a
+//! shard owns is touched by another thread.
+
+mod maintenance;
+pub mod run;
+mod topology;
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{mpsc, Arc};
+
+use iouring_log::notify::Notify;
+use iouring_log::LeaderEpoch;
+use kafka_protocol::ResponseError;
+
+use crate::config::{BrokerConfig, GroupConfig};
+use crate::error::Refused;
+use crate::group_coordinator::{Coordinator, Host};
+use crate::metadata::{Command, Snapshot, TopicMeta};
+use crate::partition::Partition;
+use crate::stop::StopSignal;
+use crate::topic_config::{TopicConfig, TopicConfigError, TopicOverrides};
+
+/// Everything a shard's tasks share. Single-threaded: `Rc` and `RefCell`, no locks.
+pub struct ShardCtx {
+    pub shard: usize,
+    pub config: Arc<BrokerConfig>,
+    pub snapshot: RefCell<Arc<Snapshot>>,
+    pub partitions: RefCell<HashMap<(String, i32), Rc<Partition>>>,
+    pub commands: mpsc::Sender<Command>,
+    /// Notified whenever a log of this shard has more written (or flushed) records, i.e. its
+    /// high watermark may have moved: long-polling fetches re-check.
+    pub data_arrived: Rc<Notify>,
+    pub producer_ids: Arc<AtomicI64>,
+    /// The node stopping: idle connections close at once, waits give up.
+    pub stop: StopSignal,
+    pub connections: Cell<usize>,
+    /// The group coordinator for the `__consumer_offsets` partitions this shard leads.
+    pub groups: Coordinator,
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl ShardCtx {
+    pub fn broker_id(&self) -> i32 {
+        self.config.broker_id(self.shard)
+    }
+
+    pub fn partition(&self, topic: &str, index: i32) -> Option<Rc<Partition>> {
+        self.partitions
+            .borrow()
+            .get(&(topic.to_owned(), index))
+            .cloned()
+    }
+
+    /// Kafka's answer for a partition this shard does not serve: another shard leads it, or it
+    /// does not exist.
+    pub fn not_served(&self, topic: &str, index: i32) -> ResponseError {
+        if self.snapshot.borrow().partition(topic, index).is_some() {
+            ResponseError::NotLeaderOrFollower
+        } else {
+            ResponseError::UnknownTopicOrPartition
+        }
+    }
+
+    /// The partition's current leader epoch, stamped into the batches appended to it.
+    pub fn leader_epoch(&self, part: &Partition) -> LeaderEpoch {
+        let epoch = self
+            .snapshot
+            .borrow()
+            .partition(&part.topic, part.index)
+            .map_or(0, |p| p.leader_epoch);
+        LeaderEpoch(epoch)
+    }
+
+    /// A topic's effective configs: broker defaults overridden by the topic's own.
+    pub fn topic_config(&self, topic: &TopicMeta) -> Result<TopicConfig, TopicConfigError> {
+        TopicOverrides::parse(&topic.configs)?
+            .resolve(&self.config.log, self.config.message_max_bytes)
+    }
+
+    /// Sends a command to the control plane and waits for its answer.
+    pub async fn control(
+        &self,
+        make: impl FnOnce(crate::metadata::controller::Reply) -> Command,
+    ) -> Result<(), Refused> {
+        let gone = || {
+            Refused::new(
+                ResponseError::UnknownServerError,
+                "the control plane stopped",
+            )
+        };
+        let (tx, rx) = futures_channel::oneshot::channel();
+        self.commands.send(make(tx)).map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    pub fn next_producer_id(&self) -> i64 {
+        self.producer_ids.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+impl Host for ShardCtx {
+    fn shard(&self) -> usize {
+        self.shard
+    }
+
+    fn settings(&self) -> &GroupConfig {
+        &self.config.group
+    }
+
+    fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.borrow().clone()
+    }
+
+    fn offsets_partition(&self, p: i32) -> Option<Rc<Partition>> {
+        self.partition(crate::metadata::OFFSETS_TOPIC, p)
+    }
+
+    fn stop(&self) -> &StopSignal {
+        &self.stop
+    }
+}

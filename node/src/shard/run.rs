@@ -1,0 +1,133 @@
+//! Running a shard: apply the first metadata snapshot, listen on the shard's port, serve
+//! connections, run the maintenance and group timers, and on stop let connections finish and
+//! close every log.
+
+use std::rc::Rc;
+
+use futures_channel::mpsc as fmpsc;
+use futures_lite::StreamExt;
+use glommio::net::TcpListener;
+
+use super::{now_ms, ShardCtx};
+use crate::limits::{
+    ACCEPT_RETRY_DELAY, DRAIN_POLL_INTERVAL, GROUP_TICK_INTERVAL, MAINTENANCE_INTERVAL,
+    STOP_POLL_INTERVAL,
+};
+use crate::metadata::SnapshotUpdate;
+use crate::server::connection::serve_connection;
+
+/// Runs shard `shard` until `stopping` is set; returns after its logs are closed.
+pub async fn run_shard(ctx: Rc<ShardCtx>, mut updates: fmpsc::UnboundedReceiver<SnapshotUpdate>) {
+    let addr = std::net::SocketAddr::new(
+        ctx.config.listen.ip(),
+        ctx.config.listen.port() + ctx.shard as u16,
+    );
+    // The first snapshot arrives before any client is served.
+    if let Some(u) = updates.next().await {
+        ctx.apply_snapshot(u.snapshot).await;
+        u.applied.send(()).ok();
+    }
+    let listener = match TcpListener::bind(addr) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(shard = ctx.shard, %addr, error = %e, "cannot listen");
+            ctx.stop.stop_node();
+            return;
+        }
+    };
+    tracing::info!(shard = ctx.shard, %addr, broker_id = ctx.broker_id(), "listening");
+    let updater = glommio::spawn_local({
+        let ctx = ctx.clone();
+        async move {
+            while let Some(u) = updates.next().await {
+                ctx.apply_snapshot(u.snapshot).await;
+                u.applied.send(()).ok();
+            }
+        }
+    })
+    .detach();
+    let maintenance = glommio::spawn_local({
+        let ctx = ctx.clone();
+        async move {
+            let mut last_retention = now_ms();
+            loop {
+                glommio::timer::sleep(MAINTENANCE_INTERVAL).await;
+                let due =
+                    now_ms() - last_retention >= ctx.config.retention_check_interval_ms as i64;
+                if due {
+                    last_retention = now_ms();
+                }
+                ctx.maintain(due).await;
+            }
+        }
+    })
+    .detach();
+    let group_ticker = spawn_group_ticker(ctx.clone());
+    accept_until_stopped(&ctx, listener).await;
+    group_ticker.cancel();
+    maintenance.cancel();
+    // In-flight requests finish: connections close after their current request.
+    while ctx.connections.get() > 0 {
+        glommio::timer::sleep(DRAIN_POLL_INTERVAL).await;
+    }
+    ctx.close_all().await;
+    updater.cancel();
+    tracing::info!(shard = ctx.shard, "stopped");
+}
+
+/// Watches the process-wide stop flag (set by the signal thread, so it cannot wake this shard's
+/// tasks itself) and announces it to the shard's tasks, once.
+async fn watch_for_stop(ctx: Rc<ShardCtx>) {
+    while !ctx.stop.is_stopping() {
+        glommio::timer::sleep(STOP_POLL_INTERVAL).await;
+    }
+    ctx.stop.announce();
+}
+
+/// Session timeouts, join deadlines and offsets retention of the shard's groups.
+fn spawn_group_ticker(ctx: Rc<ShardCtx>) -> glommio::task::JoinHandle<()> {
+    glommio::spawn_local(async move {
+        loop {
+            glommio::timer::sleep(GROUP_TICK_INTERVAL).await;
+            if ctx.stop.is_stopping() {
+                return;
+            }
+            ctx.groups.tick(&*ctx, now_ms()).await;
+        }
+    })
+    .detach()
+}
+
+async fn accept_until_stopped(ctx: &Rc<ShardCtx>, listener: TcpListener) {
+    // The accept future is polled only when a connection arrives or the shard stops: glommio's
+    // listener keeps a clone of the task's waker for every poll of an accept, and a task polled
+    // on a timer (every 50 ms while idle) overflowed glommio's waker count after 27 minutes and
+    // panicked the shard ("Waker invariant broken").
+    glommio::spawn_local(watch_for_stop(ctx.clone())).detach();
+    loop {
+        if ctx.stop.is_stopping() {
+            return;
+        }
+        let accept = async { Some(listener.accept().await) };
+        let stop = async {
+            ctx.stop.stopped().await;
+            None
+        };
+        match futures_lite::future::or(accept, stop).await {
+            None => return,
+            Some(Ok(stream)) => {
+                let ctx = ctx.clone();
+                glommio::spawn_local(async move {
+                    ctx.connections.set(ctx.connections.get() + 1);
+                    serve_connection(&ctx, stream).await;
+                    ctx.connections.set(ctx.connections.get() - 1);
+                })
+                .detach();
+            }
+            Some(Err(e)) => {
+                tracing::warn!(shard = ctx.shard, error = %e, "accept failed");
+                glommio::timer::sleep(ACCEPT_RETRY_DELAY).await;
+            }
+        }
+    }
+}
