@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use kafka_protocol::messages::RequestKind;
 use libfuzzer_sys::fuzz_target;
-use node::server::connection::{decode_request, Decoded};
+use node::server::frame::{decode_request, Decoded};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(Decoded::Request { body, .. }) = decode_request(Bytes::copy_from_slice(data)) {

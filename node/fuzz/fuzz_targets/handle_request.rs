@@ -14,7 +14,7 @@ use libfuzzer_sys::fuzz_target;
 use node::config::Properties;
 use node::metadata::{PartitionMeta, Snapshot, TopicMeta};
 use node::partition::Partition;
-use node::server::connection::{decode_request, Decoded};
+use node::server::frame::{decode_request, Decoded};
 use node::shard::ShardCtx;
 
 struct Harness {

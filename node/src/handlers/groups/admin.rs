@@ -1,0 +1,101 @@
+//! ListGroups, DescribeGroups and DeleteGroups.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::delete_groups_request::DeleteGroupsRequest;
+use kafka_protocol::messages::delete_groups_response::{
+    DeletableGroupResult, DeleteGroupsResponse,
+};
+use kafka_protocol::messages::describe_groups_request::DescribeGroupsRequest;
+use kafka_protocol::messages::describe_groups_response::{
+    DescribeGroupsResponse, DescribedGroup, DescribedGroupMember,
+};
+use kafka_protocol::messages::list_groups_request::ListGroupsRequest;
+use kafka_protocol::messages::list_groups_response::{ListGroupsResponse, ListedGroup};
+use kafka_protocol::messages::GroupId;
+
+use crate::group_coordinator::membership::GroupState;
+use crate::shard::{now_ms, ShardCtx};
+
+use super::{code, s};
+
+pub fn list(ctx: &Rc<ShardCtx>, req: ListGroupsRequest, version: i16) -> ListGroupsResponse {
+    let states: Vec<String> = req.states_filter.iter().map(|s| s.to_lowercase()).collect();
+    let types: Vec<String> = req.types_filter.iter().map(|s| s.to_lowercase()).collect();
+    let mut resp = ListGroupsResponse::default();
+    resp.groups = ctx
+        .groups
+        .list()
+        .into_iter()
+        .filter(|(_, _, st)| states.is_empty() || states.contains(&st.name().to_lowercase()))
+        .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
+        .map(|(id, protocol_type, st)| {
+            let mut g = ListedGroup::default();
+            g.group_id = GroupId(s(id));
+            g.protocol_type = s(protocol_type);
+            if version >= 4 {
+                g.group_state = s(st.name());
+            }
+            if version >= 5 {
+                g.group_type = s("classic");
+            }
+            g
+        })
+        .collect();
+    resp
+}
+
+pub fn describe(
+    ctx: &Rc<ShardCtx>,
+    req: DescribeGroupsRequest,
+    version: i16,
+) -> DescribeGroupsResponse {
+    let mut resp = DescribeGroupsResponse::default();
+    for id in req.groups {
+        let mut g = DescribedGroup::default();
+        if version >= 3 {
+            g.authorized_operations = i32::MIN;
+        }
+        match ctx.groups.describe(&**ctx, &id.0) {
+            Err(e) => {
+                g.error_code = e.code();
+                g.group_state = s(GroupState::Dead.name());
+            }
+            Ok(summary) => {
+                g.group_state = s(summary.state.name());
+                g.protocol_type = s(summary.protocol_type);
+                g.protocol_data = s(summary.protocol);
+                g.members = summary
+                    .members
+                    .into_iter()
+                    .map(|(member, instance, client, host, metadata, assignment)| {
+                        let mut m = DescribedGroupMember::default();
+                        m.member_id = s(member);
+                        if version >= 4 {
+                            m.group_instance_id = instance.map(s);
+                        }
+                        m.client_id = s(client);
+                        m.client_host = s(host);
+                        m.member_metadata = metadata;
+                        m.member_assignment = assignment;
+                        m
+                    })
+                    .collect();
+            }
+        }
+        g.group_id = id;
+        resp.groups.push(g);
+    }
+    resp
+}
+
+pub async fn delete(ctx: &Rc<ShardCtx>, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+    let mut resp = DeleteGroupsResponse::default();
+    for id in req.groups_names {
+        let mut r = DeletableGroupResult::default();
+        r.error_code = code(ctx.groups.delete(&**ctx, &id.0, now_ms()).await);
+        r.group_id = id;
+        resp.results.push(r);
+    }
+    resp
+}

@@ -1,0 +1,134 @@
+//! FindCoordinator, creating `__consumer_offsets` on first use as Kafka does.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
+use kafka_protocol::messages::find_coordinator_response::{Coordinator, FindCoordinatorResponse};
+use kafka_protocol::messages::BrokerId;
+use kafka_protocol::ResponseError;
+
+use crate::group_coordinator::partition_for;
+use crate::metadata::Command;
+use crate::metadata::OFFSETS_TOPIC;
+use crate::shard::ShardCtx;
+
+use super::s;
+
+/// Creates `__consumer_offsets` if it does not exist yet (as Kafka does on the first
+/// FindCoordinator). Returns its partition count.
+async fn offsets_topic(ctx: &Rc<ShardCtx>) -> Result<i32, ResponseError> {
+    if let Some(t) = ctx.snapshot.borrow().topics.get(OFFSETS_TOPIC) {
+        return Ok(t.partitions.len() as i32);
+    }
+    let g = &ctx.config.group;
+    // No cleanup.policy=compact: there is no log cleaner. Time retention is off instead and a
+    // load replays every record, the latest per key winning.
+    let configs = [
+        ("retention.ms", "-1".to_owned()),
+        ("segment.bytes", g.offsets_topic_segment_bytes.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let partitions = g.offsets_topic_partitions;
+    let created = ctx
+        .control(|reply| Command::CreateTopic {
+            name: OFFSETS_TOPIC.to_owned(),
+            partitions,
+            configs,
+            reply,
+        })
+        .await;
+    match created {
+        Ok(()) => tracing::info!(partitions, "created {OFFSETS_TOPIC}"),
+        Err(r) if r.error == ResponseError::TopicAlreadyExists => {}
+        Err(r) => {
+            tracing::error!(error = %r, "creating {OFFSETS_TOPIC}");
+            return Err(ResponseError::CoordinatorNotAvailable);
+        }
+    }
+    ctx.snapshot
+        .borrow()
+        .topics
+        .get(OFFSETS_TOPIC)
+        .map(|t| t.partitions.len() as i32)
+        .ok_or(ResponseError::CoordinatorNotAvailable)
+}
+
+/// `(broker id, port)` of the shard coordinating `key`, or the error.
+async fn coordinator_of(
+    ctx: &Rc<ShardCtx>,
+    key_type: i8,
+    key: &str,
+) -> Result<(i32, i32), (ResponseError, String)> {
+    if key_type != 0 {
+        return Err((
+            ResponseError::InvalidRequest,
+            format!("coordinator key type {key_type} is not supported (transactions and share groups are not built; 0 = group)"),
+        ));
+    }
+    if key.is_empty() {
+        return Err((ResponseError::InvalidGroupId, "empty group id".into()));
+    }
+    let partitions = offsets_topic(ctx)
+        .await
+        .map_err(|e| (e, format!("{OFFSETS_TOPIC} is not available")))?;
+    let p = partition_for(key, partitions);
+    let shard = ctx
+        .snapshot
+        .borrow()
+        .partition(OFFSETS_TOPIC, p)
+        .map(|m| m.shard)
+        .ok_or((ResponseError::CoordinatorNotAvailable, String::new()))?;
+    Ok((
+        ctx.config.broker_id(shard),
+        i32::from(ctx.config.advertised_port) + shard as i32,
+    ))
+}
+
+pub async fn find_coordinator(
+    ctx: &Rc<ShardCtx>,
+    req: FindCoordinatorRequest,
+    version: i16,
+) -> FindCoordinatorResponse {
+    let mut resp = FindCoordinatorResponse::default();
+    let key_type = if version >= 1 { req.key_type } else { 0 };
+    let host = s(ctx.config.advertised_host.clone());
+    if version >= 4 {
+        for key in req.coordinator_keys {
+            let mut c = Coordinator::default();
+            match coordinator_of(ctx, key_type, &key).await {
+                Ok((id, port)) => {
+                    c.node_id = BrokerId(id);
+                    c.host = host.clone();
+                    c.port = port;
+                }
+                Err((e, msg)) => {
+                    c.node_id = BrokerId(-1);
+                    c.port = -1;
+                    c.error_code = e.code();
+                    c.error_message = Some(s(msg));
+                }
+            }
+            c.key = key;
+            resp.coordinators.push(c);
+        }
+        return resp;
+    }
+    match coordinator_of(ctx, key_type, &req.key).await {
+        Ok((id, port)) => {
+            resp.node_id = BrokerId(id);
+            resp.host = host;
+            resp.port = port;
+        }
+        Err((e, msg)) => {
+            resp.error_code = e.code();
+            resp.node_id = BrokerId(-1);
+            resp.port = -1;
+            if version >= 1 {
+                resp.error_message = Some(s(msg));
+            }
+        }
+    }
+    resp
+}

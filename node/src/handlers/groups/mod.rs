@@ -1,0 +1,32 @@
+//! FindCoordinator and the classic group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+//! ListGroups, DescribeGroups, DeleteGroups, OffsetCommit, OffsetFetch. Translation between the
+//! wire messages and `crate::group_coordinator`; fields are set only in the versions that carry
+//! them.
+
+mod admin;
+mod find_coordinator;
+mod join_sync;
+mod offsets;
+
+pub use admin::{delete, describe, list};
+pub use find_coordinator::find_coordinator;
+pub use join_sync::{heartbeat, join, leave, sync};
+pub use offsets::{offset_commit, offset_fetch};
+
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+/// Who sent a request: JoinGroup records it for DescribeGroups.
+#[derive(Debug, Clone, Default)]
+pub struct Client {
+    pub id: String,
+    pub host: String,
+}
+
+pub(super) fn s(v: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(v.into())
+}
+
+pub(super) fn code(r: Result<(), ResponseError>) -> i16 {
+    r.err().map_or(0, |e| e.code())
+}

@@ -1,0 +1,222 @@
+//! OffsetCommit and OffsetFetch.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::offset_commit_request::OffsetCommitRequest;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponse, OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequest;
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponse, OffsetFetchResponseGroup, OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions, OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::ResponseError;
+
+use crate::group_coordinator::membership::Caller;
+use crate::group_coordinator::records::OffsetValue;
+use crate::shard::{now_ms, ShardCtx};
+
+use super::{code, s};
+
+pub async fn offset_commit(
+    ctx: &Rc<ShardCtx>,
+    req: OffsetCommitRequest,
+    version: i16,
+) -> OffsetCommitResponse {
+    let now = now_ms();
+    let mut asked: Vec<(TopicName, Vec<i32>)> = Vec::new();
+    let mut offsets = Vec::new();
+    for t in &req.topics {
+        let mut ps = Vec::new();
+        for p in &t.partitions {
+            ps.push(p.partition_index);
+            offsets.push((
+                t.name.0.to_string(),
+                p.partition_index,
+                OffsetValue {
+                    offset: p.committed_offset,
+                    leader_epoch: if version >= 6 {
+                        p.committed_leader_epoch
+                    } else {
+                        -1
+                    },
+                    metadata: p
+                        .committed_metadata
+                        .as_ref()
+                        .map(|m| m.to_string())
+                        .unwrap_or_default(),
+                    commit_timestamp: now,
+                },
+            ));
+        }
+        asked.push((t.name.clone(), ps));
+    }
+    let results = ctx
+        .groups
+        .commit(
+            &**ctx,
+            &req.group_id.0,
+            Caller {
+                member_id: &req.member_id,
+                instance_id: req.group_instance_id.as_deref(),
+                generation: req.generation_id_or_member_epoch,
+            },
+            offsets,
+            now,
+        )
+        .await;
+    let mut results = match results {
+        Ok(r) => r.into_iter(),
+        Err(e) => {
+            let n = asked.iter().map(|(_, ps)| ps.len()).sum();
+            vec![Err(e); n].into_iter()
+        }
+    };
+    let mut resp = OffsetCommitResponse::default();
+    for (name, ps) in asked {
+        let mut t = OffsetCommitResponseTopic::default();
+        t.name = name;
+        for index in ps {
+            let mut p = OffsetCommitResponsePartition::default();
+            p.partition_index = index;
+            p.error_code = code(results.next().expect("one result per partition"));
+            t.partitions.push(p);
+        }
+        resp.topics.push(t);
+    }
+    resp
+}
+
+type Asked = Option<Vec<(String, i32)>>;
+/// Committed offsets grouped by topic, in the order first seen.
+type ByTopic = Vec<(String, Vec<(i32, Option<OffsetValue>)>)>;
+
+fn committed_partitions(
+    ctx: &Rc<ShardCtx>,
+    group: &str,
+    asked: Asked,
+) -> Result<ByTopic, ResponseError> {
+    let found = ctx.groups.fetch_offsets(&**ctx, group, asked)?;
+    let mut by_topic: ByTopic = Vec::new();
+    for ((topic, partition), v) in found {
+        match by_topic.iter_mut().find(|(t, _)| *t == topic) {
+            Some((_, ps)) => ps.push((partition, v)),
+            None => by_topic.push((topic, vec![(partition, v)])),
+        }
+    }
+    Ok(by_topic)
+}
+
+pub fn offset_fetch(
+    ctx: &Rc<ShardCtx>,
+    req: OffsetFetchRequest,
+    version: i16,
+) -> OffsetFetchResponse {
+    let mut resp = OffsetFetchResponse::default();
+    if version >= 8 {
+        for g in req.groups {
+            let asked: Asked = g
+                .topics
+                .map(|ts| asked_partitions(ts.into_iter().map(|t| (t.name, t.partition_indexes))));
+            let mut rg = OffsetFetchResponseGroup::default();
+            match committed_partitions(ctx, &g.group_id.0, asked) {
+                Err(e) => rg.error_code = e.code(),
+                Ok(topics) => {
+                    rg.topics = topics
+                        .into_iter()
+                        .map(|(name, ps)| {
+                            let mut t = OffsetFetchResponseTopics::default();
+                            t.name = TopicName(s(name));
+                            t.partitions = ps
+                                .into_iter()
+                                .map(|(index, v)| {
+                                    let mut p = OffsetFetchResponsePartitions::default();
+                                    p.partition_index = index;
+                                    let (o, e, m) = offset_fields(v);
+                                    p.committed_offset = o;
+                                    p.committed_leader_epoch = e;
+                                    p.metadata = Some(s(m));
+                                    p
+                                })
+                                .collect();
+                            t
+                        })
+                        .collect();
+                }
+            }
+            rg.group_id = g.group_id;
+            resp.groups.push(rg);
+        }
+        return resp;
+    }
+    let asked: Asked = req
+        .topics
+        .map(|ts| asked_partitions(ts.into_iter().map(|t| (t.name, t.partition_indexes))));
+    match committed_partitions(ctx, &req.group_id.0, asked.clone()) {
+        Ok(topics) => {
+            resp.topics = topics
+                .into_iter()
+                .map(|(name, ps)| {
+                    let mut t = OffsetFetchResponseTopic::default();
+                    t.name = TopicName(s(name));
+                    t.partitions = ps
+                        .into_iter()
+                        .map(|(index, v)| {
+                            let mut p = OffsetFetchResponsePartition::default();
+                            p.partition_index = index;
+                            let (o, e, m) = offset_fields(v);
+                            p.committed_offset = o;
+                            if version >= 5 {
+                                p.committed_leader_epoch = e;
+                            }
+                            p.metadata = Some(s(m));
+                            p
+                        })
+                        .collect();
+                    t
+                })
+                .collect();
+        }
+        Err(e) if version >= 2 => resp.error_code = e.code(),
+        Err(e) => {
+            // v1 has no top-level error: every asked partition carries it.
+            for (name, index) in asked.unwrap_or_default() {
+                let mut p = OffsetFetchResponsePartition::default();
+                p.partition_index = index;
+                p.committed_offset = -1;
+                p.metadata = Some(s(""));
+                p.error_code = e.code();
+                match resp.topics.iter_mut().find(|t| t.name.0.as_str() == name) {
+                    Some(t) => t.partitions.push(p),
+                    None => {
+                        let mut t = OffsetFetchResponseTopic::default();
+                        t.name = TopicName(s(name));
+                        t.partitions.push(p);
+                        resp.topics.push(t);
+                    }
+                }
+            }
+        }
+    }
+    resp
+}
+
+/// `(topic, partition)` pairs of an OffsetFetch's topics (either request layout).
+fn asked_partitions(topics: impl Iterator<Item = (TopicName, Vec<i32>)>) -> Vec<(String, i32)> {
+    topics
+        .flat_map(|(name, partitions)| {
+            let name = name.0.to_string();
+            partitions.into_iter().map(move |p| (name.clone(), p))
+        })
+        .collect()
+}
+
+/// `(offset, leader epoch, metadata)`; -1/-1/"" when nothing is committed.
+fn offset_fields(v: Option<OffsetValue>) -> (i64, i32, String) {
+    match v {
+        Some(v) => (v.offset, v.leader_epoch, v.metadata),
+        None => (-1, -1, String::new()),
+    }
+}
