@@ -54,6 +54,7 @@ fn versioned<T: Encodable>(api: ApiKey, value: &T, version: i16) -> Result<Bytes
         .encode(&mut buf, version)
         .map_err(|e| ClientError::Codec {
             api,
+            version,
             reason: e.to_string(),
         })?;
     Ok(buf.freeze())
@@ -216,6 +217,7 @@ impl GroupMember {
             ConsumerProtocolAssignment::decode(&mut bytes, version.clamp(0, 3)).map_err(|e| {
                 ClientError::Codec {
                     api: ApiKey::SyncGroup,
+                    version,
                     reason: e.to_string(),
                 }
             })?;

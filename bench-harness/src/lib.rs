@@ -6,6 +6,9 @@
 //! Consumers read by assigned partitions or, with `consumerAssignment: group`, as members of a
 //! consumer group (`group`). The HTML report is `perf`'s job.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 pub mod client;
 pub mod cluster;
 pub mod consumer;

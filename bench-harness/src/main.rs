@@ -1,6 +1,9 @@
 //! `ringlog-bench`: runs a workload against any Kafka-compatible bootstrap address and writes
 //! the result JSON.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -271,6 +271,7 @@ impl ProducerTask {
         RecordBatchEncoder::encode(&mut records, &batch.records, &opts).map_err(|e| {
             ClientError::Codec {
                 api: ApiKey::Produce,
+                version: PRODUCE_VERSION,
                 reason: e.to_string(),
             }
         })?;

@@ -2,6 +2,9 @@
 //! defaults, a TOML file of `"property" = value` pairs, then `--set property=value` and the
 //! dedicated CLI flags.
 
+use kafka_protocol::messages::BrokerId;
+
+use crate::ids::NodeId;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -73,7 +76,7 @@ pub struct GroupConfig {
 
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
-    pub node_id: i32,
+    pub node_id: NodeId,
     pub log_dir: PathBuf,
     /// Address shard 0 listens on; shard `i` listens on port + i.
     pub listen: SocketAddr,
@@ -253,7 +256,7 @@ impl Properties {
             reason: e.to_string(),
         })?;
         Ok(BrokerConfig {
-            node_id: self.int("node.id")?,
+            node_id: NodeId(self.int("node.id")?),
             log_dir: PathBuf::from(self.get("log.dirs")),
             listen: SocketAddr::new(ip, port),
             advertised_host: adv_host,
@@ -310,12 +313,13 @@ impl Properties {
 
 impl BrokerConfig {
     /// The Kafka broker id of shard `shard` of this node.
-    pub fn broker_id(&self, shard: usize) -> i32 {
-        self.node_id * 1000 + shard as i32
+    pub fn broker_id(&self, shard: usize) -> BrokerId {
+        BrokerId(self.node_id.0 * 1000 + shard as i32)
     }
 
-    pub fn shard_of_broker(&self, broker_id: i32) -> Option<usize> {
-        let shard = broker_id - self.node_id * 1000;
+    /// The shard of this node that is Kafka broker `broker_id`, if any.
+    pub fn shard_of_broker(&self, broker_id: BrokerId) -> Option<usize> {
+        let shard = broker_id.0 - self.node_id.0 * 1000;
         (0..self.shards as i32)
             .contains(&shard)
             .then_some(shard as usize)

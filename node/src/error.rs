@@ -30,3 +30,29 @@ impl std::fmt::Display for Refused {
 }
 
 impl std::error::Error for Refused {}
+
+/// A request the broker could not answer at all: the connection is closed.
+#[derive(Debug, thiserror::Error)]
+pub enum HandlerError {
+    #[error("encoding the response: {0}")]
+    Encode(String),
+    #[error("no handler for {0}")]
+    Unhandled(String),
+}
+
+/// The node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("creating log.dirs {path}: {source}")]
+    DataDir {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("loading the cluster metadata: {0}")]
+    Metadata(#[from] crate::metadata::store::StoreError),
+    #[error("starting shard {shard}: {reason} (is ulimit -l at least 512 KiB?)")]
+    Shard { shard: usize, reason: String },
+    #[error("starting the control plane: {0}")]
+    ControlPlane(#[source] std::io::Error),
+}

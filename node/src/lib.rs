@@ -9,12 +9,15 @@
 //! are Kafka-internal and not in `kafka-protocol`). Not built yet: replication, etcd metadata,
 //! transactions (see the issues).
 
-pub mod admin;
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+pub mod cli;
 pub mod config;
 pub mod error;
-pub mod group_admin;
 pub mod group_coordinator;
 pub mod handlers;
+pub mod ids;
 pub mod limits;
 pub mod metadata;
 pub mod partition;

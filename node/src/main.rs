@@ -1,10 +1,14 @@
 //! `ringlog`: the broker and its admin commands.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use node::config::Properties;
+use node::cli::CliError;
+use node::config::{ConfigError, Properties};
 
 #[derive(Parser)]
 #[command(
@@ -107,8 +111,8 @@ enum TopicAction {
     Delete { name: String },
 }
 
-fn topic_command(bootstrap: &str, action: TopicAction) -> Result<String, String> {
-    use node::admin;
+fn topic_command(bootstrap: &str, action: TopicAction) -> Result<String, CliError> {
+    use node::cli::topic;
     match action {
         TopicAction::Create {
             name,
@@ -117,28 +121,24 @@ fn topic_command(bootstrap: &str, action: TopicAction) -> Result<String, String>
         } => {
             let mut pairs = Vec::new();
             for c in configs {
-                let (k, v) = c
-                    .split_once('=')
-                    .ok_or_else(|| format!("--config takes key=value, got '{c}'"))?;
+                let (k, v) = c.split_once('=').ok_or_else(|| {
+                    CliError::Invalid(format!("--config takes key=value, got '{c}'"))
+                })?;
                 pairs.push((k.to_owned(), v.to_owned()));
             }
-            admin::AdminClient::connect(bootstrap)?.create_topic(&name, partitions, &pairs)?;
-            Ok(format!("Created topic {name}."))
+            topic::create(bootstrap, &name, partitions, &pairs)
         }
-        TopicAction::List => admin::list(bootstrap),
-        TopicAction::Describe { name } => admin::describe(bootstrap, &name),
-        TopicAction::Delete { name } => {
-            admin::AdminClient::connect(bootstrap)?.delete_topic(&name)?;
-            Ok(format!("Deleted topic {name}."))
-        }
+        TopicAction::List => topic::list(bootstrap),
+        TopicAction::Describe { name } => topic::describe(bootstrap, &name),
+        TopicAction::Delete { name } => topic::delete(bootstrap, &name),
     }
 }
 
-fn group_command(bootstrap: &str, action: GroupAction) -> Result<String, String> {
-    use node::group_admin::{self, ResetTo};
+fn group_command(bootstrap: &str, action: GroupAction) -> Result<String, CliError> {
+    use node::cli::group::{self, ResetTo};
     match action {
-        GroupAction::List => group_admin::list(bootstrap),
-        GroupAction::Describe { group } => group_admin::describe(bootstrap, &group),
+        GroupAction::List => group::list(bootstrap),
+        GroupAction::Describe { group } => group::describe(bootstrap, &group),
         GroupAction::ResetOffsets {
             group,
             topic,
@@ -156,19 +156,19 @@ fn group_command(bootstrap: &str, action: GroupAction) -> Result<String, String>
             } else if let Some(o) = to_offset {
                 ResetTo::Offset(o)
             } else if let Some(d) = to_datetime {
-                ResetTo::Timestamp(group_admin::parse_datetime(&d)?)
+                ResetTo::Timestamp(group::parse_datetime(&d)?)
             } else if let Some(n) = shift_by {
                 ResetTo::ShiftBy(n)
             } else {
-                return Err("reset-offsets needs one of --to-earliest, --to-latest, --to-offset N, --to-datetime T, --shift-by N".into());
+                return Err(CliError::Invalid("reset-offsets needs one of --to-earliest, --to-latest, --to-offset N, --to-datetime T, --shift-by N".into()));
             };
-            group_admin::reset_offsets(bootstrap, &group, &topic, &to, execute)
+            group::reset_offsets(bootstrap, &group, &topic, &to, execute)
         }
     }
 }
 
 /// Prints an admin command's output (or its error, naming the command) and picks the exit code.
-fn admin_outcome(command: &str, result: Result<String, String>) -> ExitCode {
+fn admin_outcome(command: &str, result: Result<String, CliError>) -> ExitCode {
     match result {
         Ok(out) => {
             if !out.is_empty() {
@@ -189,27 +189,29 @@ fn properties(
     listen: Option<String>,
     shards: Option<usize>,
     set: Vec<String>,
-) -> Result<Properties, String> {
+) -> Result<Properties, ConfigError> {
     let mut p = Properties::default();
     if let Some(path) = config {
-        p.load_file(&path).map_err(|e| e.to_string())?;
+        p.load_file(&path)?;
     }
     for pair in &set {
-        p.set_pair(pair).map_err(|e| e.to_string())?;
+        p.set_pair(pair)?;
     }
     if let Some(d) = data_dir {
-        p.set("log.dirs", &d.to_string_lossy())
-            .map_err(|e| e.to_string())?;
+        p.set("log.dirs", &d.to_string_lossy())?;
     }
     if let Some(l) = listen {
-        p.set("listeners", &l).map_err(|e| e.to_string())?;
+        p.set("listeners", &l)?;
     }
     if let Some(s) = shards {
         if s == 0 {
-            return Err("--shards must be at least 1, got 0".into());
+            return Err(ConfigError::Invalid {
+                key: "--shards (num.shards)".into(),
+                value: "0".into(),
+                reason: "must be at least 1".into(),
+            });
         }
-        p.set("num.shards", &s.to_string())
-            .map_err(|e| e.to_string())?;
+        p.set("num.shards", &s.to_string())?;
     }
     Ok(p)
 }
@@ -230,15 +232,14 @@ fn main() -> ExitCode {
             shards,
             set,
         } => {
-            let config = match properties(config, data_dir, listen, shards, set)
-                .and_then(|p| p.build().map_err(|e| e.to_string()))
-            {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("ringlog: {e}");
-                    return ExitCode::from(2);
-                }
-            };
+            let config =
+                match properties(config, data_dir, listen, shards, set).and_then(|p| p.build()) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        eprintln!("ringlog: {e}");
+                        return ExitCode::from(2);
+                    }
+                };
             let signals = node::signals::block_termination_signals();
             tracing::info!(shards = config.shards, dir = %config.log_dir.display(), listen = %config.listen, "starting ringlog");
             let running = match node::start::start(config) {

@@ -9,6 +9,7 @@ use futures_channel::mpsc as fmpsc;
 use glommio::{LocalExecutorBuilder, Placement};
 
 use crate::config::BrokerConfig;
+use crate::error::StartError;
 use crate::limits::SHARD_IO_MEMORY_BYTES;
 use crate::metadata::embedded::EmbeddedStore;
 use crate::metadata::store::MetadataStore;
@@ -34,12 +35,14 @@ fn keep_large_allocations_on_heap() {
     }
 }
 
-pub fn start(config: BrokerConfig) -> Result<Node, String> {
+pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
     keep_large_allocations_on_heap();
-    std::fs::create_dir_all(&config.log_dir)
-        .map_err(|e| format!("creating log.dirs {}: {e}", config.log_dir.display()))?;
+    std::fs::create_dir_all(&config.log_dir).map_err(|source| StartError::DataDir {
+        path: config.log_dir.clone(),
+        source,
+    })?;
     let mut store = EmbeddedStore::new(&config.log_dir);
-    let snapshot = store.load().map_err(|e| e.to_string())?;
+    let snapshot = store.load()?;
     let config = Arc::new(config);
     let stopping = Arc::new(AtomicBool::new(false));
     let producer_ids = Arc::new(AtomicI64::new(now_ms() << 8));
@@ -74,14 +77,17 @@ pub fn start(config: BrokerConfig) -> Result<Node, String> {
                 });
                 run_shard(ctx, rx).await;
             })
-            .map_err(|e| format!("starting shard {shard}: {e} (is ulimit -l at least 512 KiB?)"))?;
+            .map_err(|e| StartError::Shard {
+                shard,
+                reason: e.to_string(),
+            })?;
         shards.push(handle);
     }
     drop(commands);
     let controller = std::thread::Builder::new()
         .name("control-plane".into())
         .spawn(move || Controller::new(Box::new(store), snapshot, to_shards).run(command_rx))
-        .map_err(|e| format!("starting the control plane: {e}"))?;
+        .map_err(StartError::ControlPlane)?;
     Ok(Node {
         stopping,
         shards,
@@ -114,11 +120,13 @@ impl Node {
 /// `i` is pinned to the `i`-th of them, so `taskset -c 1 ringlog serve --shards 1` keeps the
 /// broker on CPU 1 and leaves CPU 0 to a load generator.
 fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: `set` is a plain bit mask the kernel fills; its size is passed along.
+    // SAFETY: `cpu_set_t` is a plain bit mask; all zeros is a valid (empty) set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the kernel writes at most `size_of_val(&set)` bytes into `set`, which we own.
     let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
     let cpus: Vec<usize> = if rc == 0 {
         (0..libc::CPU_SETSIZE as usize)
+            // SAFETY: `c` is below CPU_SETSIZE, the number of bits `set` holds.
             .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
             .collect()
     } else {

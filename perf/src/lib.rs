@@ -7,4 +7,7 @@
 //! and Apache Kafka and runs workloads against both is `scripts/perf-suite.sh`; its committed
 //! results are under `perf/results/`.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 pub mod report;

@@ -1,5 +1,8 @@
 //! `ringlog-perf report RESULT.json... --html OUT.html [--markdown OUT.md]`.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

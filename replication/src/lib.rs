@@ -5,3 +5,6 @@
 //! It knows replicas, offsets and epochs, and drives an `iouring-log` `Log` through
 //! `append_as_follower`, `truncate_to` and `end_offset_for_epoch`. It must not touch sockets,
 //! Kafka request encoding or files directly.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]

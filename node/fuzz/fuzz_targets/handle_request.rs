@@ -40,7 +40,7 @@ fn setup() -> Harness {
     let mut topics = BTreeMap::new();
     topics.insert(
         "fuzz".to_owned(),
-        TopicMeta { name: "fuzz".into(), id: Default::default(), partitions: vec![PartitionMeta { shard: 0, leader_epoch: 0 }], configs: BTreeMap::new() },
+        TopicMeta { name: "fuzz".into(), id: Default::default(), partitions: vec![PartitionMeta { shard: 0, leader_epoch: iouring_log::LeaderEpoch(0) }], configs: BTreeMap::new() },
     );
     let executor = LocalExecutor::default();
     let ctx = executor.run(async {

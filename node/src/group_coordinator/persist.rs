@@ -102,7 +102,7 @@ pub(super) async fn append(
     let epoch = host
         .snapshot()
         .partition(OFFSETS_TOPIC, p)
-        .map_or(LeaderEpoch(0), |m| LeaderEpoch(m.leader_epoch));
+        .map_or(LeaderEpoch(0), |m| m.leader_epoch);
     let appended = part
         .append_as_leader(&buf, &header, epoch, now)
         .await

@@ -15,6 +15,7 @@ use kafka_protocol::messages::BrokerId;
 use kafka_protocol::protocol::Encodable;
 use kafka_protocol::ResponseError;
 
+use crate::error::HandlerError;
 use crate::limits::FETCH_MAX_WAIT_MS;
 use crate::server::response::{records_placeholder, GapBuf, Outgoing, RECORDS_PLACEHOLDER_MAX};
 use crate::shard::ShardCtx;
@@ -23,7 +24,7 @@ pub async fn handle(
     ctx: &Rc<ShardCtx>,
     req: FetchRequest,
     version: i16,
-) -> Result<Outgoing, String> {
+) -> Result<Outgoing, HandlerError> {
     let deadline =
         Instant::now() + Duration::from_millis(req.max_wait_ms.clamp(0, FETCH_MAX_WAIT_MS) as u64);
     loop {
@@ -37,7 +38,7 @@ pub async fn handle(
         {
             let mut body = GapBuf::default();
             resp.encode(&mut body, version)
-                .map_err(|e| format!("encoding the fetch response: {e}"))?;
+                .map_err(|e| HandlerError::Encode(e.to_string()))?;
             return Ok(Outgoing::from_gaps(body, records));
         }
         let wait = async {

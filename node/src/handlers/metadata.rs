@@ -7,7 +7,7 @@ use kafka_protocol::messages::metadata_request::MetadataRequest;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use kafka_protocol::messages::{BrokerId, TopicName};
+use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
@@ -23,7 +23,7 @@ pub async fn handle(ctx: &Rc<ShardCtx>, req: MetadataRequest, version: i16) -> M
             ctx.config.node_id
         )));
     }
-    resp.controller_id = BrokerId(ctx.config.broker_id(0));
+    resp.controller_id = ctx.config.broker_id(0);
     let auto_create =
         ctx.config.auto_create_topics && (version < 4 || req.allow_auto_topic_creation);
     let names: Option<Vec<String>> = req.topics.map(|ts| {
@@ -45,7 +45,7 @@ pub async fn handle(ctx: &Rc<ShardCtx>, req: MetadataRequest, version: i16) -> M
 
 fn broker(ctx: &ShardCtx, shard: usize) -> MetadataResponseBroker {
     let mut b = MetadataResponseBroker::default();
-    b.node_id = BrokerId(ctx.config.broker_id(shard));
+    b.node_id = ctx.config.broker_id(shard);
     b.host = StrBytes::from_string(ctx.config.advertised_host.clone());
     b.port = i32::from(ctx.config.advertised_port) + shard as i32;
     b
@@ -99,12 +99,12 @@ fn fill_topic(ctx: &ShardCtx, t: &mut MetadataResponseTopic, m: &TopicMeta, vers
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let leader = BrokerId(ctx.config.broker_id(p.shard));
+            let leader = ctx.config.broker_id(p.shard);
             let mut mp = MetadataResponsePartition::default();
             mp.partition_index = i as i32;
             mp.leader_id = leader;
             if version >= 7 {
-                mp.leader_epoch = p.leader_epoch;
+                mp.leader_epoch = p.leader_epoch.0;
             }
             mp.replica_nodes = vec![leader];
             mp.isr_nodes = vec![leader];

@@ -17,6 +17,7 @@ use bytes::BytesMut;
 use kafka_protocol::messages::{ApiKey, RequestKind};
 use kafka_protocol::protocol::Encodable;
 
+use crate::error::HandlerError;
 use crate::server::response::Outgoing;
 use crate::shard::ShardCtx;
 
@@ -54,10 +55,10 @@ pub fn supported_versions(api: ApiKey) -> Option<(i16, i16)> {
 }
 
 /// Encodes a response body.
-pub fn encode<T: Encodable>(body: &T, version: i16) -> Result<Outgoing, String> {
+pub fn encode<T: Encodable>(body: &T, version: i16) -> Result<Outgoing, HandlerError> {
     let mut buf = BytesMut::new();
     body.encode(&mut buf, version)
-        .map_err(|e| format!("encoding the response: {e}"))?;
+        .map_err(|e| HandlerError::Encode(e.to_string()))?;
     Ok(Outgoing::from_bytes(buf.freeze()))
 }
 
@@ -68,7 +69,7 @@ pub async fn dispatch(
     client: &groups::Client,
     request: RequestKind,
     version: i16,
-) -> Result<Option<Outgoing>, String> {
+) -> Result<Option<Outgoing>, HandlerError> {
     let out = match request {
         RequestKind::ApiVersions(_) => encode(&api_versions::handle(), version)?,
         RequestKind::Metadata(r) => encode(&metadata::handle(ctx, r, version).await, version)?,
@@ -107,7 +108,7 @@ pub async fn dispatch(
         RequestKind::ListGroups(r) => encode(&groups::list(ctx, r, version), version)?,
         RequestKind::DescribeGroups(r) => encode(&groups::describe(ctx, r, version), version)?,
         RequestKind::DeleteGroups(r) => encode(&groups::delete(ctx, r).await, version)?,
-        other => return Err(format!("no handler for {other:?}")),
+        other => return Err(HandlerError::Unhandled(format!("{other:?}"))),
     };
     Ok(Some(out))
 }

@@ -2,12 +2,14 @@
 
 use std::collections::BTreeMap;
 
+use iouring_log::LeaderEpoch;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PartitionMeta {
     pub shard: usize,
-    pub leader_epoch: i32,
+    #[serde(with = "crate::ids::leader_epoch_serde")]
+    pub leader_epoch: LeaderEpoch,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

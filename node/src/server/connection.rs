@@ -143,11 +143,11 @@ async fn serve_requests(
                 }
                 pipeline.push(Box::pin(async move {
                     let resp = handlers::produce::complete(pending).await;
-                    let body = handlers::encode(&resp, version).map_err(|reason| {
+                    let body = handlers::encode(&resp, version).map_err(|e| {
                         ConnectionError::Malformed {
                             api,
                             version,
-                            reason,
+                            reason: e.to_string(),
                         }
                     })?;
                     with_header(body, api, version, correlation_id).map(Some)
@@ -172,10 +172,10 @@ async fn handle_request(
     (api, version, correlation_id): (ApiKey, i16, i32),
     request: RequestKind,
 ) -> Result<Option<Outgoing>, ConnectionError> {
-    let malformed = |reason: String| ConnectionError::Malformed {
+    let malformed = |e: crate::error::HandlerError| ConnectionError::Malformed {
         api,
         version,
-        reason,
+        reason: e.to_string(),
     };
     let Some(body) = handlers::dispatch(ctx, client, request, version)
         .await

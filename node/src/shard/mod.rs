@@ -49,7 +49,7 @@ pub fn now_ms() -> i64 {
 }
 
 impl ShardCtx {
-    pub fn broker_id(&self) -> i32 {
+    pub fn broker_id(&self) -> kafka_protocol::messages::BrokerId {
         self.config.broker_id(self.shard)
     }
 
@@ -76,8 +76,8 @@ impl ShardCtx {
             .snapshot
             .borrow()
             .partition(&part.topic, part.index)
-            .map_or(0, |p| p.leader_epoch);
-        LeaderEpoch(epoch)
+            .map_or(LeaderEpoch(0), |p| p.leader_epoch);
+        epoch
     }
 
     /// A topic's effective configs: broker defaults overridden by the topic's own.

@@ -35,7 +35,7 @@ pub async fn run_shard(ctx: Rc<ShardCtx>, mut updates: fmpsc::UnboundedReceiver<
             return;
         }
     };
-    tracing::info!(shard = ctx.shard, %addr, broker_id = ctx.broker_id(), "listening");
+    tracing::info!(shard = ctx.shard, %addr, broker_id = ctx.broker_id().0, "listening");
     let updater = glommio::spawn_local({
         let ctx = ctx.clone();
         async move {

@@ -7,6 +7,7 @@ use kafka_protocol::messages::find_coordinator_response::{Coordinator, FindCoord
 use kafka_protocol::messages::BrokerId;
 use kafka_protocol::ResponseError;
 
+use crate::error::Refused;
 use crate::group_coordinator::partition_for;
 use crate::metadata::Command;
 use crate::metadata::OFFSETS_TOPIC;
@@ -60,26 +61,29 @@ async fn coordinator_of(
     ctx: &Rc<ShardCtx>,
     key_type: i8,
     key: &str,
-) -> Result<(i32, i32), (ResponseError, String)> {
+) -> Result<(BrokerId, i32), Refused> {
     if key_type != 0 {
-        return Err((
+        return Err(Refused::new(
             ResponseError::InvalidRequest,
             format!("coordinator key type {key_type} is not supported (transactions and share groups are not built; 0 = group)"),
         ));
     }
     if key.is_empty() {
-        return Err((ResponseError::InvalidGroupId, "empty group id".into()));
+        return Err(Refused::new(
+            ResponseError::InvalidGroupId,
+            "empty group id",
+        ));
     }
     let partitions = offsets_topic(ctx)
         .await
-        .map_err(|e| (e, format!("{OFFSETS_TOPIC} is not available")))?;
+        .map_err(|e| Refused::new(e, format!("{OFFSETS_TOPIC} is not available")))?;
     let p = partition_for(key, partitions);
     let shard = ctx
         .snapshot
         .borrow()
         .partition(OFFSETS_TOPIC, p)
         .map(|m| m.shard)
-        .ok_or((ResponseError::CoordinatorNotAvailable, String::new()))?;
+        .ok_or(Refused::new(ResponseError::CoordinatorNotAvailable, ""))?;
     Ok((
         ctx.config.broker_id(shard),
         i32::from(ctx.config.advertised_port) + shard as i32,
@@ -99,15 +103,15 @@ pub async fn find_coordinator(
             let mut c = Coordinator::default();
             match coordinator_of(ctx, key_type, &key).await {
                 Ok((id, port)) => {
-                    c.node_id = BrokerId(id);
+                    c.node_id = id;
                     c.host = host.clone();
                     c.port = port;
                 }
-                Err((e, msg)) => {
+                Err(refused) => {
                     c.node_id = BrokerId(-1);
                     c.port = -1;
-                    c.error_code = e.code();
-                    c.error_message = Some(s(msg));
+                    c.error_code = refused.error.code();
+                    c.error_message = Some(s(refused.message));
                 }
             }
             c.key = key;
@@ -117,16 +121,16 @@ pub async fn find_coordinator(
     }
     match coordinator_of(ctx, key_type, &req.key).await {
         Ok((id, port)) => {
-            resp.node_id = BrokerId(id);
+            resp.node_id = id;
             resp.host = host;
             resp.port = port;
         }
-        Err((e, msg)) => {
-            resp.error_code = e.code();
+        Err(refused) => {
+            resp.error_code = refused.error.code();
             resp.node_id = BrokerId(-1);
             resp.port = -1;
             if version >= 1 {
-                resp.error_message = Some(s(msg));
+                resp.error_message = Some(s(refused.message));
             }
         }
     }

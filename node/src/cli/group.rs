@@ -26,7 +26,8 @@ use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponse;
 use kafka_protocol::messages::{ApiKey, BrokerId, GroupId, TopicName};
 use kafka_protocol::protocol::{Decodable, StrBytes};
 
-use crate::admin::{check, AdminClient};
+use super::admin_client::{check, AdminClient};
+use super::CliError;
 
 /// Where `reset-offsets` moves a group's offsets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,7 +45,7 @@ fn s(v: &str) -> StrBytes {
 }
 
 /// Every broker endpoint of the node: `(broker id, host:port)`.
-fn brokers(bootstrap: &str) -> Result<Vec<(i32, String)>, String> {
+fn brokers(bootstrap: &str) -> Result<Vec<(i32, String)>, CliError> {
     let md = AdminClient::connect(bootstrap)?.metadata(Some(&[]))?;
     Ok(md
         .brokers
@@ -53,19 +54,19 @@ fn brokers(bootstrap: &str) -> Result<Vec<(i32, String)>, String> {
         .collect())
 }
 
-fn coordinator(bootstrap: &str, group: &str) -> Result<AdminClient, String> {
+fn coordinator(bootstrap: &str, group: &str) -> Result<AdminClient, CliError> {
     let mut req = FindCoordinatorRequest::default();
     req.key = s(group);
     req.key_type = 0;
     let resp: FindCoordinatorResponse =
         AdminClient::connect(bootstrap)?.call(ApiKey::FindCoordinator, 3, &req)?;
     check(resp.error_code, resp.error_message.as_ref())
-        .map_err(|e| format!("finding the coordinator of group '{group}': {e}"))?;
+        .map_err(|e| e.context(format!("finding the coordinator of group '{group}'")))?;
     AdminClient::connect(&format!("{}:{}", resp.host, resp.port))
 }
 
 /// `ringlog group list`: every group of every broker of the node, with its state.
-pub fn list(bootstrap: &str) -> Result<String, String> {
+pub fn list(bootstrap: &str) -> Result<String, CliError> {
     let mut rows = Vec::new();
     for (_, addr) in brokers(bootstrap)? {
         let resp: ListGroupsResponse = AdminClient::connect(&addr)?.call(
@@ -94,12 +95,15 @@ struct GroupView {
     committed: BTreeMap<(String, i32), i64>,
 }
 
-fn view(c: &mut AdminClient, group: &str) -> Result<GroupView, String> {
+fn view(c: &mut AdminClient, group: &str) -> Result<GroupView, CliError> {
     let mut req = DescribeGroupsRequest::default();
     req.groups = vec![GroupId(s(group))];
     let resp: DescribeGroupsResponse = c.call(ApiKey::DescribeGroups, 5, &req)?;
-    let g = resp.groups.first().ok_or("empty DescribeGroups response")?;
-    check(g.error_code, None).map_err(|e| format!("group '{group}': {e}"))?;
+    let g = resp
+        .groups
+        .first()
+        .ok_or(CliError::Empty("DescribeGroups"))?;
+    check(g.error_code, None).map_err(|e| e.context(format!("group '{group}'")))?;
     let mut owners = BTreeMap::new();
     for m in &g.members {
         let mut buf = m.member_assignment.clone();
@@ -127,7 +131,7 @@ fn view(c: &mut AdminClient, group: &str) -> Result<GroupView, String> {
     req.group_id = GroupId(s(group));
     req.topics = None;
     let resp: OffsetFetchResponse = c.call(ApiKey::OffsetFetch, 7, &req)?;
-    check(resp.error_code, None).map_err(|e| format!("group '{group}': {e}"))?;
+    check(resp.error_code, None).map_err(|e| e.context(format!("group '{group}'")))?;
     let mut committed = BTreeMap::new();
     for t in resp.topics {
         for p in t.partitions {
@@ -153,7 +157,7 @@ fn list_offsets(
     bootstrap: &str,
     topics: &[String],
     timestamp: i64,
-) -> Result<BTreeMap<(String, i32), i64>, String> {
+) -> Result<BTreeMap<(String, i32), i64>, CliError> {
     let mut c = AdminClient::connect(bootstrap)?;
     let names: Vec<&str> = topics.iter().map(String::as_str).collect();
     let md = c.metadata(Some(&names))?;
@@ -165,7 +169,7 @@ fn list_offsets(
     let mut by_leader: BTreeMap<i32, Vec<(String, i32)>> = BTreeMap::new();
     for t in &md.topics {
         let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
-        check(t.error_code, None).map_err(|e| format!("topic '{name}': {e}"))?;
+        check(t.error_code, None).map_err(|e| e.context(format!("topic '{name}'")))?;
         for p in &t.partitions {
             by_leader
                 .entry(p.leader_id.0)
@@ -177,7 +181,7 @@ fn list_offsets(
     for (leader, parts) in by_leader {
         let addr = addrs
             .get(&leader)
-            .ok_or_else(|| format!("no address for broker {leader}"))?;
+            .ok_or_else(|| CliError::Protocol(format!("no address for broker {leader}")))?;
         let mut req = ListOffsetsRequest::default();
         req.replica_id = BrokerId(-1);
         let mut topics: BTreeMap<String, ListOffsetsTopic> = BTreeMap::new();
@@ -199,7 +203,7 @@ fn list_offsets(
         for t in resp.topics {
             for p in t.partitions {
                 check(p.error_code, None)
-                    .map_err(|e| format!("{}-{}: {e}", t.name.0, p.partition_index))?;
+                    .map_err(|e| e.context(format!("{}-{}", t.name.0, p.partition_index)))?;
                 out.insert((t.name.0.to_string(), p.partition_index), p.offset);
             }
         }
@@ -209,11 +213,13 @@ fn list_offsets(
 
 /// `ringlog group describe GROUP`: per partition the committed offset, log end offset, lag and
 /// owner, like `kafka-consumer-groups --describe`.
-pub fn describe(bootstrap: &str, group: &str) -> Result<String, String> {
+pub fn describe(bootstrap: &str, group: &str) -> Result<String, CliError> {
     let mut c = coordinator(bootstrap, group)?;
     let v = view(&mut c, group)?;
     if v.state == "Dead" && v.committed.is_empty() {
-        return Err(format!("consumer group '{group}' does not exist"));
+        return Err(CliError::Refused(format!(
+            "consumer group '{group}' does not exist"
+        )));
     }
     let mut topics: Vec<String> = v
         .committed
@@ -271,14 +277,14 @@ pub fn reset_offsets(
     topic: &str,
     to: &ResetTo,
     execute: bool,
-) -> Result<String, String> {
+) -> Result<String, CliError> {
     let mut c = coordinator(bootstrap, group)?;
     let v = view(&mut c, group)?;
     if v.state != "Empty" && v.state != "Dead" {
-        return Err(format!(
+        return Err(CliError::Refused(format!(
             "group '{group}' is {} with {} member(s); offsets can only be reset while it has no active members (stop its consumers first)",
             v.state, v.members
-        ));
+        )));
     }
     let topics = vec![topic.to_owned()];
     let earliest = list_offsets(bootstrap, &topics, -2)?;
@@ -341,7 +347,7 @@ pub fn reset_offsets(
     for t in &resp.topics {
         for p in &t.partitions {
             check(p.error_code, None)
-                .map_err(|e| format!("committing {}-{}: {e}", t.name.0, p.partition_index))?;
+                .map_err(|e| e.context(format!("committing {}-{}", t.name.0, p.partition_index)))?;
         }
     }
     out.push_str("\nOffsets committed.");
@@ -350,14 +356,14 @@ pub fn reset_offsets(
 
 /// Parses `--to-datetime` values: `YYYY-MM-DDTHH:MM:SS[.sss]` in UTC (Kafka's format, an
 /// optional trailing `Z`) or epoch milliseconds.
-pub fn parse_datetime(v: &str) -> Result<i64, String> {
+pub fn parse_datetime(v: &str) -> Result<i64, CliError> {
     if let Ok(ms) = v.parse::<i64>() {
         return Ok(ms);
     }
     let bad = || {
-        format!(
+        CliError::Invalid(format!(
             "--to-datetime '{v}': expected YYYY-MM-DDTHH:MM:SS[.sss] (UTC) or epoch milliseconds"
-        )
+        ))
     };
     let t = v.trim_end_matches('Z');
     let (date, time) = t.split_once('T').ok_or_else(bad)?;
@@ -393,15 +399,16 @@ mod tests {
 
     #[test]
     fn datetimes_parse_as_utc() {
-        assert_eq!(parse_datetime("1970-01-01T00:00:00"), Ok(0));
+        assert_eq!(parse_datetime("1970-01-01T00:00:00").unwrap(), 0);
         assert_eq!(
-            parse_datetime("2026-11-29T10:00:00.5Z"),
-            Ok(1_795_946_400_500)
+            parse_datetime("2026-11-29T10:00:00.5Z").unwrap(),
+            1_795_946_400_500
         );
-        assert_eq!(parse_datetime("1234"), Ok(1234));
+        assert_eq!(parse_datetime("1234").unwrap(), 1234);
         assert!(parse_datetime("2026-13-01T00:00:00").is_err());
         assert!(parse_datetime("yesterday")
             .unwrap_err()
+            .to_string()
             .contains("yesterday"));
     }
 }

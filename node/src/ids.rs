@@ -1,0 +1,30 @@
+//! Typed identifiers that cross modules. Offsets and leader epochs are `iouring_log`'s
+//! [`Offset`](iouring_log::Offset) and [`LeaderEpoch`]; broker ids are Kafka's
+//! [`BrokerId`](kafka_protocol::messages::BrokerId).
+
+use iouring_log::LeaderEpoch;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A ringlog node (`node.id`): one machine, running one shard per core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct NodeId(pub i32);
+
+impl std::fmt::Display for NodeId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A leader epoch in the persisted metadata, as the plain number Kafka stores.
+pub mod leader_epoch_serde {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(epoch: &LeaderEpoch, s: S) -> Result<S::Ok, S::Error> {
+        epoch.0.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<LeaderEpoch, D::Error> {
+        i32::deserialize(d).map(LeaderEpoch)
+    }
+}
