@@ -55,6 +55,11 @@ echo "RINGLOG_KAFKA_LIBS=$RINGLOG_KAFKA_LIBS"
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
+step "no import cycle between the modules of a crate (scripts/import-cycles.py)"
+for src in iouring-log/src node/src kafka-client/src bench-harness/src perf/src; do
+  python3 scripts/import-cycles.py "$src"
+done
+
 step "cargo clippy (release, -D warnings)"
 cargo clippy --workspace --all-targets --release -- -D warnings
 
