@@ -34,6 +34,9 @@ RINGLOG_APT_DEPS=(
   "flock:util-linux"     # scripts/fetch-kafka.sh
   "kcat:kcat"            # tests/clients/test_kcat.py, scripts/bench-broker.sh
   "pip3:python3-pip"     # the pip step below (Debian's python3 comes without pip)
+  "protoc:protobuf-compiler" # etcd-client's build script compiles etcd's .proto files
+  "etcd:etcd-server"     # cluster metadata store (node/tests/etcd_*.rs, scripts/cluster.sh)
+  "etcdctl:etcd-client"  # inspecting a cluster's metadata by hand
 )
 
 # Python packages for tests/clients (pytest, the Kafka clients, kafka-python's optional codecs),

@@ -56,7 +56,7 @@ step "cargo fmt --check"
 cargo fmt --all -- --check
 
 step "no import cycle between the modules of a crate (scripts/import-cycles.py)"
-for src in iouring-log/src node/src kafka-client/src bench-harness/src perf/src; do
+for src in iouring-log/src replication/src node/src kafka-client/src bench-harness/src perf/src; do
   python3 scripts/import-cycles.py "$src"
 done
 

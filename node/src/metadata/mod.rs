@@ -5,6 +5,7 @@
 
 pub mod controller;
 pub mod embedded;
+pub mod etcd;
 pub mod names;
 pub mod placement;
 pub mod snapshot;

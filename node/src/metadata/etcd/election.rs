@@ -1,0 +1,113 @@
+//! The controller: elected with etcd's election API under the broker's lease.
+//!
+//! Contract: [`ControllerLease::campaign`] returns once this broker is the controller; the
+//! election key's create revision is the controller epoch. [`ControllerLease::fence`] is the
+//! compare every controller write carries: the key still exists with that revision — so a
+//! controller whose lease expired (paused, cut off) can never write, even if it does not know
+//! yet that it lost.
+
+use std::time::Duration;
+
+use etcd_client::{Compare, CompareOp, LeaderKey, ResignOptions};
+
+use super::session::BrokerSession;
+use super::{Etcd, EtcdError};
+
+/// This broker's controllership.
+#[derive(Debug, Clone)]
+pub struct ControllerLease {
+    key: Vec<u8>,
+    epoch: i64,
+    leader: LeaderKey,
+}
+
+impl ControllerLease {
+    /// Campaigns with `value` (the node id) under `session`'s lease; waits until elected, the
+    /// lease is lost, or `give_up_after` passes (`Ok(None)`).
+    pub fn campaign(
+        etcd: &Etcd,
+        session: &BrokerSession,
+        value: &str,
+        give_up_after: Duration,
+    ) -> Result<Option<ControllerLease>, EtcdError> {
+        let mut client = etcd.client();
+        let name = etcd.keys().controller_election();
+        let lease = session.lease_id();
+        let endpoints = etcd.config().endpoints.clone();
+        let campaign = async {
+            let step = Duration::from_millis(100);
+            let waited = tokio::time::Instant::now();
+            let call = client.campaign(name, value, lease);
+            tokio::pin!(call);
+            loop {
+                tokio::select! {
+                    answer = &mut call => return Some(answer),
+                    _ = tokio::time::sleep(step) => {
+                        if !session.holds_lease() || waited.elapsed() >= give_up_after {
+                            return None;
+                        }
+                    }
+                }
+            }
+        };
+        let Some(answer) = etcd.runtime().block_on(campaign) else {
+            if !session.holds_lease() {
+                return Err(EtcdError::LeaseLost);
+            }
+            return Ok(None);
+        };
+        let answer = answer.map_err(|source| EtcdError::Etcd {
+            op: "campaigning for controller",
+            endpoints,
+            source,
+        })?;
+        let leader = answer.leader().cloned().ok_or_else(|| EtcdError::Corrupt {
+            key: etcd.keys().controller_election(),
+            reason: "campaign answered without a leader key".into(),
+        })?;
+        Ok(Some(ControllerLease {
+            key: leader.key().to_vec(),
+            epoch: leader.rev(),
+            leader,
+        }))
+    }
+
+    /// The controller epoch: the election key's create revision.
+    pub fn epoch(&self) -> i64 {
+        self.epoch
+    }
+
+    /// The compare that fences a controller write.
+    pub fn fence(&self) -> Compare {
+        Compare::create_revision(self.key.clone(), CompareOp::Equal, self.epoch)
+    }
+
+    pub(super) fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// Gives controllership up (controlled shutdown); the next candidate is elected.
+    pub fn resign(self, etcd: &Etcd) -> Result<(), EtcdError> {
+        let mut client = etcd.client();
+        let options = ResignOptions::new().with_leader(self.leader);
+        etcd.call("resigning as controller", client.resign(Some(options)))
+            .map(|_| ())
+    }
+}
+
+/// The current controller's node id (its campaign value) and epoch, if any.
+pub fn current_controller(etcd: &Etcd) -> Result<Option<(String, i64)>, EtcdError> {
+    let mut client = etcd.client();
+    let name = etcd.keys().controller_election();
+    match etcd.call("reading the controller", client.leader(name)) {
+        Ok(answer) => Ok(answer.kv().map(|kv| {
+            (
+                String::from_utf8_lossy(kv.value()).into_owned(),
+                kv.create_revision(),
+            )
+        })),
+        // etcd answers "election: no leader" as an error.
+        Err(EtcdError::Etcd { source, .. }) if source.to_string().contains("no leader") => Ok(None),
+        Err(e) => Err(e),
+    }
+}

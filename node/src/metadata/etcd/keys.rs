@@ -1,0 +1,67 @@
+//! The key layout under `/ringlog/<cluster.id>/`.
+
+/// Key names for one cluster.
+#[derive(Debug, Clone)]
+pub struct Keys {
+    root: String,
+}
+
+impl Keys {
+    pub fn new(cluster_id: &str) -> Keys {
+        Keys {
+            root: format!("/ringlog/{cluster_id}/"),
+        }
+    }
+
+    /// Every key of the cluster (a prefix).
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+
+    /// The prefix of the broker registrations.
+    pub fn brokers(&self) -> String {
+        format!("{}brokers/", self.root)
+    }
+
+    /// A broker's registration, under its lease.
+    pub fn broker(&self, node: i32) -> String {
+        format!("{}brokers/{node}", self.root)
+    }
+
+    /// The controller election's name (etcd's election API keys candidates under it).
+    pub fn controller_election(&self) -> String {
+        format!("{}controller", self.root)
+    }
+
+    /// A partition's replication state.
+    pub fn partition(&self, topic: &str, partition: i32) -> String {
+        format!("{}partitions/{topic}/{partition}", self.root)
+    }
+
+    /// Parses a broker registration key back into its node id.
+    pub fn broker_of(&self, key: &str) -> Option<i32> {
+        key.strip_prefix(&self.brokers())?.parse().ok()
+    }
+
+    /// Parses a partition key back into `(topic, partition)`.
+    pub fn partition_of<'a>(&self, key: &'a str) -> Option<(&'a str, i32)> {
+        let rest = key.strip_prefix(&self.root)?.strip_prefix("partitions/")?;
+        let (topic, p) = rest.rsplit_once('/')?;
+        Some((topic, p.parse().ok()?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip() {
+        let k = Keys::new("c1");
+        assert_eq!(k.broker(3), "/ringlog/c1/brokers/3");
+        assert_eq!(k.broker_of(&k.broker(3)), Some(3));
+        assert_eq!(k.broker_of("/ringlog/c2/brokers/3"), None);
+        assert_eq!(k.partition_of(&k.partition("a/b", 7)), Some(("a/b", 7)));
+        assert_eq!(k.partition_of(&k.broker(1)), None);
+    }
+}

@@ -1,0 +1,361 @@
+//! The etcd metadata layer against a real etcd (Debian's `etcd-server`, installed by
+//! `scripts/install-deps.sh`): broker registration under a lease, controller election and
+//! fencing, compare-and-swap of partition states, and the ordered watch — with etcd killed and
+//! restarted, and stopped (SIGSTOP) past the lease.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use node::metadata::etcd::election::{current_controller, ControllerLease};
+use node::metadata::etcd::partitions::{self, CasOutcome, PartitionRecord};
+use node::metadata::etcd::session::{live_brokers, BrokerSession};
+use node::metadata::etcd::{Etcd, EtcdConfig, EtcdError, MetadataEvent, MetadataWatch};
+
+/// One etcd member on loopback ports of its own, with its data in a temp dir.
+struct EtcdProcess {
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+    client_port: u16,
+    peer_port: u16,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind a free port")
+        .local_addr()
+        .expect("local addr")
+        .port()
+}
+
+impl EtcdProcess {
+    fn start() -> EtcdProcess {
+        let mut p = EtcdProcess {
+            child: None,
+            dir: tempfile::tempdir().expect("temp dir"),
+            client_port: free_port(),
+            peer_port: free_port(),
+        };
+        p.spawn();
+        p
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.client_port)
+    }
+
+    fn spawn(&mut self) {
+        let client = self.endpoint();
+        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let child = Command::new("etcd")
+            .args(["--name", "t", "--data-dir"])
+            .arg(self.dir.path().join("data"))
+            .args([
+                "--listen-client-urls",
+                &client,
+                "--advertise-client-urls",
+                &client,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer,
+                "--initial-advertise-peer-urls",
+                &peer,
+            ])
+            .args(["--initial-cluster", &format!("t={peer}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(
+                std::fs::File::create(self.dir.path().join("etcd.log")).expect("etcd log"),
+            ))
+            .spawn()
+            .expect("etcd not found: run scripts/install-deps.sh (Debian's etcd-server)");
+        self.child = Some(child);
+        let until = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", self.client_port)).is_err() {
+            assert!(Instant::now() < until, "etcd did not listen within 20 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let ok = Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .expect("kill");
+        assert!(ok.success(), "kill {sig} {pid}");
+    }
+
+    fn kill9_and_restart(&mut self) {
+        self.signal("-KILL");
+        self.child
+            .take()
+            .expect("running")
+            .wait()
+            .expect("reap etcd");
+        self.spawn();
+    }
+}
+
+impl Drop for EtcdProcess {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn connect(etcd: &EtcdProcess, cluster: &str, session_secs: u64) -> Etcd {
+    Etcd::connect(EtcdConfig {
+        endpoints: vec![etcd.endpoint()],
+        cluster_id: cluster.into(),
+        session_timeout: Duration::from_secs(session_secs),
+        request_timeout: Duration::from_secs(2),
+    })
+    .expect("connect to etcd")
+}
+
+fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < within, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    start.elapsed()
+}
+
+fn record(epoch: i32) -> PartitionRecord {
+    PartitionRecord {
+        replicas: vec![1, 2, 3],
+        isr: vec![1, 2, 3],
+        elr: vec![],
+        leader: 1,
+        leader_epoch: 0,
+        partition_epoch: epoch,
+    }
+}
+
+#[test]
+fn a_broker_registers_once_and_its_registration_dies_with_its_lease() {
+    let etcd = EtcdProcess::start();
+    let client = connect(&etcd, "reg", 2);
+    let first = BrokerSession::register(&client, 1, r#"{"host":"127.0.0.1"}"#).unwrap();
+    assert!(first.holds_lease());
+    let brokers = live_brokers(&client).unwrap();
+    assert_eq!(brokers.len(), 1);
+    assert_eq!(
+        (brokers[0].node, brokers[0].broker_epoch),
+        (1, first.broker_epoch())
+    );
+    match BrokerSession::register(&client, 1, "{}") {
+        Err(EtcdError::DuplicateRegistration { node: 1, epoch, .. }) => {
+            assert_eq!(epoch, first.broker_epoch())
+        }
+        other => panic!(
+            "a second node 1 registered: {:?}",
+            other.map(|s| s.broker_epoch())
+        ),
+    }
+    // Kept alive: still registered after three TTLs.
+    std::thread::sleep(Duration::from_secs(6));
+    assert!(first.holds_lease());
+    assert_eq!(live_brokers(&client).unwrap().len(), 1);
+    // Stopped keeping it alive (as a paused broker): etcd drops it within the TTL.
+    let old_epoch = first.broker_epoch();
+    first.abandon();
+    assert!(!first.holds_lease());
+    let took = wait_for("registration expired", Duration::from_secs(5), || {
+        live_brokers(&client).unwrap().is_empty()
+    });
+    assert!(
+        took <= Duration::from_millis(3500),
+        "expired after {took:?}"
+    );
+    let again = BrokerSession::register(&client, 1, "{}").unwrap();
+    assert!(again.broker_epoch() > old_epoch, "a new broker epoch");
+    again.close().unwrap();
+    assert!(
+        live_brokers(&client).unwrap().is_empty(),
+        "closing deregisters at once"
+    );
+}
+
+#[test]
+fn a_broker_cut_off_from_etcd_knows_its_lease_is_gone_before_etcd_does() {
+    let mut etcd = EtcdProcess::start();
+    let client = connect(&etcd, "cut", 2);
+    let session = BrokerSession::register(&client, 7, "{}").unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    // etcd stops answering (SIGSTOP) for longer than the TTL.
+    etcd.signal("-STOP");
+    let stopped = Instant::now();
+    let lost_after = wait_for("lease given up", Duration::from_secs(4), || {
+        !session.holds_lease()
+    });
+    assert!(
+        lost_after <= Duration::from_secs(2),
+        "held {lost_after:?} without etcd"
+    );
+    std::thread::sleep(Duration::from_secs(2).saturating_sub(stopped.elapsed()));
+    etcd.signal("-CONT");
+    // It registers again under a new epoch (revoking the old lease if etcd kept it).
+    let old = session.broker_epoch();
+    session.close().unwrap();
+    let again = BrokerSession::register(&client, 7, "{}").unwrap();
+    assert!(again.broker_epoch() > old);
+    // And survives etcd being killed and restarted within its TTL.
+    let again_epoch = again.broker_epoch();
+    etcd.kill9_and_restart();
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(again.holds_lease(), "lease lost across an etcd restart");
+    let brokers = live_brokers(&client).unwrap();
+    assert_eq!(brokers[0].broker_epoch, again_epoch);
+}
+
+#[test]
+fn one_controller_at_a_time_and_a_deposed_one_cannot_write() {
+    let etcd = EtcdProcess::start();
+    let client = connect(&etcd, "ctl", 2);
+    let a = BrokerSession::register(&client, 1, "{}").unwrap();
+    let b = BrokerSession::register(&client, 2, "{}").unwrap();
+    let wait = Duration::from_secs(1);
+    let ca = ControllerLease::campaign(&client, &a, "1", wait)
+        .unwrap()
+        .expect("the first candidate is elected");
+    assert!(ControllerLease::campaign(&client, &b, "2", wait)
+        .unwrap()
+        .is_none());
+    assert_eq!(
+        current_controller(&client).unwrap(),
+        Some(("1".into(), ca.epoch()))
+    );
+
+    let created = partitions::compare_and_swap(&client, &ca, "t", 0, 0, &record(0)).unwrap();
+    let CasOutcome::Committed(rev) = created else {
+        panic!("create refused: {created:?}")
+    };
+    assert_eq!(
+        partitions::compare_and_swap(&client, &ca, "t", 0, 0, &record(0)).unwrap(),
+        CasOutcome::Conflict(Some((record(0), rev))),
+        "created twice"
+    );
+
+    // The controller's broker pauses past its lease: the other one takes over.
+    a.abandon();
+    let cb = ControllerLease::campaign(&client, &b, "2", Duration::from_secs(6))
+        .unwrap()
+        .expect("elected once the first controller's lease expired");
+    assert!(cb.epoch() > ca.epoch(), "a higher controller epoch");
+    // The old controller wakes up and writes: fenced, nothing written.
+    assert_eq!(
+        partitions::compare_and_swap(&client, &ca, "t", 0, rev, &record(1)).unwrap(),
+        CasOutcome::NotController
+    );
+    assert_eq!(
+        partitions::read(&client, "t", 0).unwrap(),
+        Some((record(0), rev))
+    );
+    let next = partitions::compare_and_swap(&client, &cb, "t", 0, rev, &record(1)).unwrap();
+    assert!(matches!(next, CasOutcome::Committed(r) if r > rev));
+    cb.resign(&client).unwrap();
+    assert_eq!(current_controller(&client).unwrap(), None);
+}
+
+#[test]
+fn of_concurrent_compare_and_swaps_on_one_revision_exactly_one_commits() {
+    let etcd = EtcdProcess::start();
+    let client = connect(&etcd, "cas", 5);
+    let s = BrokerSession::register(&client, 1, "{}").unwrap();
+    let c = ControllerLease::campaign(&client, &s, "1", Duration::from_secs(2))
+        .unwrap()
+        .unwrap();
+    let CasOutcome::Committed(rev) =
+        partitions::compare_and_swap(&client, &c, "t", 3, 0, &record(0)).unwrap()
+    else {
+        panic!("create refused")
+    };
+    let barrier = Arc::new(Barrier::new(8));
+    let outcomes: Vec<CasOutcome> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (1..=8)
+            .map(|i| {
+                let (client, c, barrier) = (client.clone(), c.clone(), Arc::clone(&barrier));
+                scope.spawn(move || {
+                    barrier.wait();
+                    partitions::compare_and_swap(&client, &c, "t", 3, rev, &record(i)).unwrap()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let committed = outcomes
+        .iter()
+        .filter(|o| matches!(o, CasOutcome::Committed(_)))
+        .count();
+    assert_eq!(committed, 1, "{outcomes:?}");
+    let (now, now_rev) = partitions::read(&client, "t", 3).unwrap().unwrap();
+    let (all, at) = partitions::read_all(&client).unwrap();
+    assert_eq!(all, vec![(("t".to_owned(), 3), now.clone(), now_rev)]);
+    assert!(at >= now_rev);
+    for o in &outcomes {
+        if let CasOutcome::Conflict(Some((seen, _))) = o {
+            assert_eq!(seen, &now, "a refused writer sees the winner's state");
+        }
+    }
+}
+
+#[test]
+fn the_watch_delivers_every_change_once_in_order_across_an_etcd_restart() {
+    let mut etcd = EtcdProcess::start();
+    let client = connect(&etcd, "watch", 8);
+    let s = BrokerSession::register(&client, 1, "{}").unwrap();
+    let c = ControllerLease::campaign(&client, &s, "1", Duration::from_secs(2))
+        .unwrap()
+        .unwrap();
+    let (initial, revision, watch) = MetadataWatch::start(&client).unwrap();
+    assert!(initial.iter().any(|e| e.key.ends_with("/brokers/1")));
+    assert!(revision > 0);
+
+    let mut rev = 0;
+    for epoch in 0..60 {
+        if epoch == 30 {
+            etcd.kill9_and_restart();
+        }
+        // A write may fail while etcd restarts: retry until it lands (a CAS cannot land twice).
+        loop {
+            match partitions::compare_and_swap(&client, &c, "w", 0, rev, &record(epoch)) {
+                Ok(CasOutcome::Committed(r)) => {
+                    rev = r;
+                    break;
+                }
+                Ok(CasOutcome::Conflict(Some((seen, r)))) if seen == record(epoch) => {
+                    rev = r; // an earlier try landed after all
+                    break;
+                }
+                Ok(other) => panic!("write {epoch} refused: {other:?}"),
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+    let mut seen = Vec::new();
+    let mut last_revision = revision;
+    while seen.len() < 60 {
+        match watch.events.recv_timeout(Duration::from_secs(10)) {
+            Ok(MetadataEvent::Put(e)) if e.key.ends_with("/partitions/w/0") => {
+                assert!(e.mod_revision > last_revision, "out of order");
+                last_revision = e.mod_revision;
+                let r: PartitionRecord = serde_json::from_slice(&e.value).unwrap();
+                seen.push(r.partition_epoch);
+            }
+            Ok(MetadataEvent::Reload) => panic!("history lost without compaction"),
+            Ok(_) => {}
+            Err(e) => panic!("watch stalled after {:?}: {e}", seen.last()),
+        }
+    }
+    assert_eq!(
+        seen,
+        (0..60).collect::<Vec<_>>(),
+        "every change once, in order"
+    );
+}
