@@ -38,24 +38,47 @@ impl LeaderEpochCache {
         }
     }
 
-    /// Kafka's `endOffsetFor`: the requested epoch (or the largest below it) and the offset
-    /// where it ended: the start of the next epoch, or `log_end_offset` for the latest.
-    /// `None` when the epoch is older than every entry.
+    /// Kafka's `endOffsetFor` (what OffsetForLeaderEpoch answers), case for case:
+    /// - the latest epoch: it and `log_end_offset`;
+    /// - an epoch between known ones: the largest known epoch at or below it, ending where the
+    ///   next known epoch starts;
+    /// - an epoch older than every entry: it, ending where the first entry starts;
+    /// - an undefined (negative) epoch, one newer than the latest, or an empty cache: `None`
+    ///   (Kafka's `UNDEFINED_EPOCH`, `UNDEFINED_EPOCH_OFFSET`).
     pub fn end_offset_for(
         &self,
         epoch: LeaderEpoch,
         log_end_offset: Offset,
     ) -> Option<(LeaderEpoch, Offset)> {
-        let i = self.entries.partition_point(|&(e, _)| e <= epoch);
-        if i == 0 {
+        let &(latest, _) = self.entries.last()?;
+        if epoch.0 < 0 || epoch > latest {
             return None;
         }
-        let found = self.entries[i - 1].0;
-        let end = self
-            .entries
-            .get(i)
-            .map_or(log_end_offset, |&(_, start)| start);
-        Some((found, end))
+        if epoch == latest {
+            return Some((latest, log_end_offset));
+        }
+        let i = self.entries.partition_point(|&(e, _)| e <= epoch);
+        let next_start = self.entries[i].1;
+        match i.checked_sub(1) {
+            Some(floor) => Some((self.entries[floor].0, next_start)),
+            None => Some((epoch, next_start)),
+        }
+    }
+
+    /// Kafka's divergence check for a fetch at `fetch_offset` whose last fetched batch had
+    /// `last_fetched_epoch`: `None` when this log holds that epoch up to `fetch_offset` at
+    /// least; otherwise `Some` of what [`Self::end_offset_for`] answers for it (Kafka's
+    /// `DivergingEpoch`; `Some(None)` is `UNDEFINED_EPOCH`).
+    pub fn divergence(
+        &self,
+        last_fetched_epoch: LeaderEpoch,
+        fetch_offset: Offset,
+        log_end_offset: Offset,
+    ) -> Option<Option<(LeaderEpoch, Offset)>> {
+        match self.end_offset_for(last_fetched_epoch, log_end_offset) {
+            Some((e, end)) if e >= last_fetched_epoch && end >= fetch_offset => None,
+            other => Some(other),
+        }
     }
 
     /// Drops entries starting at or after `end_offset` (the log was truncated there).
@@ -124,6 +147,42 @@ mod tests {
             Some((LeaderEpoch(3), Offset(30)))
         );
         assert_eq!(c.end_offset_for(LeaderEpoch(-1), Offset(30)), None);
+        assert_eq!(
+            c.end_offset_for(LeaderEpoch(4), Offset(30)),
+            None,
+            "newer than all"
+        );
+        assert_eq!(
+            c.end_offset_for(LeaderEpoch(2), Offset(30)),
+            Some((LeaderEpoch(2), Offset(20)))
+        );
+        let mut later = LeaderEpochCache::default();
+        later.assign(LeaderEpoch(5), Offset(100));
+        later.assign(LeaderEpoch(7), Offset(120));
+        assert_eq!(
+            later.end_offset_for(LeaderEpoch(3), Offset(130)),
+            Some((LeaderEpoch(3), Offset(100))),
+            "older than every entry: ends where the first starts"
+        );
+        assert_eq!(
+            LeaderEpochCache::default().end_offset_for(LeaderEpoch(0), Offset(0)),
+            None
+        );
+        // Divergence: epoch 2 ends at 20 here, so a fetch at 25 after epoch-2 records diverges.
+        assert_eq!(c.divergence(LeaderEpoch(2), Offset(15), Offset(30)), None);
+        assert_eq!(
+            c.divergence(LeaderEpoch(2), Offset(25), Offset(30)),
+            Some(Some((LeaderEpoch(2), Offset(20))))
+        );
+        assert_eq!(
+            c.divergence(LeaderEpoch(1), Offset(8), Offset(30)),
+            Some(Some((LeaderEpoch(0), Offset(10)))),
+            "epoch 1 never existed here"
+        );
+        assert_eq!(
+            c.divergence(LeaderEpoch(9), Offset(8), Offset(30)),
+            Some(None)
+        );
         let round = LeaderEpochCache::from_lines(&c.to_lines()).unwrap();
         assert_eq!(round, c);
         c.truncate_from_end(Offset(20));

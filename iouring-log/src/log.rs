@@ -259,6 +259,17 @@ impl Log {
         st.epochs.end_offset_for(epoch, st.log_end_offset())
     }
 
+    /// Kafka's divergence check for a fetch (see [`LeaderEpochCache::divergence`]).
+    pub fn divergence(
+        &self,
+        last_fetched_epoch: LeaderEpoch,
+        fetch_offset: Offset,
+    ) -> Option<Option<(LeaderEpoch, Offset)>> {
+        let st = self.inner.state.borrow();
+        st.epochs
+            .divergence(last_fetched_epoch, fetch_offset, st.log_end_offset())
+    }
+
     pub fn leader_epochs(&self) -> Vec<(LeaderEpoch, Offset)> {
         self.inner.state.borrow().epochs.entries().to_vec()
     }

@@ -224,15 +224,15 @@ impl LeaderState {
             return FetchAnswer::NotAReplica;
         }
         if let Some(last) = fetch.last_fetched_epoch {
-            match epochs.end_offset_for(last, log_end) {
-                Some((e, end)) if e == last && end >= fetch.fetch_offset => {}
-                Some((e, end)) => {
+            match epochs.divergence(last, fetch.fetch_offset, log_end) {
+                None => {}
+                Some(Some((e, end))) => {
                     return FetchAnswer::Diverging {
                         epoch: Some(e),
                         end_offset: end.min(fetch.fetch_offset),
                     }
                 }
-                None => {
+                Some(None) => {
                     let start = epochs.entries().first().map_or(Offset(0), |&(_, s)| s);
                     return FetchAnswer::Diverging {
                         epoch: None,

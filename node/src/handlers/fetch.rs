@@ -6,10 +6,10 @@
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use iouring_log::{Offset, ReadError, ReadOptions, ReadSlice};
+use iouring_log::{LeaderEpoch, Offset, ReadError, ReadOptions, ReadSlice};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest};
 use kafka_protocol::messages::fetch_response::{
-    FetchResponse, FetchableTopicResponse, PartitionData,
+    EpochEndOffset, FetchResponse, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::BrokerId;
 use kafka_protocol::protocol::Encodable;
@@ -103,11 +103,28 @@ async fn read_partition(
         pd.error_code = e.code();
         return (pd, Vec::new());
     };
+    if version >= 9 {
+        if let Err(e) = ctx.check_current_epoch(&part, fp.current_leader_epoch) {
+            pd.error_code = e.code();
+            return (pd, Vec::new());
+        }
+    }
     let hw = part.high_watermark();
     pd.high_watermark = hw.0;
     pd.last_stable_offset = hw.0;
     if version >= 5 {
         pd.log_start_offset = part.log.log_start_offset().0;
+    }
+    if version >= 12 && fp.last_fetched_epoch >= 0 {
+        let last = LeaderEpoch(fp.last_fetched_epoch);
+        if let Some(diverging) = part.log.divergence(last, Offset(fp.fetch_offset)) {
+            // The fetcher's log diverges from this one: no records, only where to truncate.
+            let (epoch, end) = diverging.map_or((-1, -1), |(e, o)| (e.0, o.0));
+            pd.diverging_epoch = EpochEndOffset::default()
+                .with_epoch(epoch)
+                .with_end_offset(end);
+            return (pd, Vec::new());
+        }
     }
     let limit = (fp.partition_max_bytes.max(0) as usize)
         .min(budget)

@@ -37,6 +37,11 @@ pub async fn handle(
                 }
                 Some(part) => {
                     if version >= 4 {
+                        if let Err(e) = ctx.check_current_epoch(&part, p.current_leader_epoch) {
+                            pr.error_code = e.code();
+                            tr.partitions.push(pr);
+                            continue;
+                        }
                         pr.leader_epoch = part.log.latest_epoch().map_or(-1, |e| e.0);
                     }
                     match p.timestamp {

@@ -8,6 +8,7 @@ pub mod groups;
 pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod topics;
 
@@ -45,6 +46,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
+    // Kafka 4.x serves 2-4 (KIP-896 removed 0-1).
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
 ];
 
 pub fn supported_versions(api: ApiKey) -> Option<(i16, i16)> {
@@ -108,6 +111,9 @@ pub async fn dispatch(
         RequestKind::ListGroups(r) => encode(&groups::list(ctx, r, version), version)?,
         RequestKind::DescribeGroups(r) => encode(&groups::describe(ctx, r, version), version)?,
         RequestKind::DeleteGroups(r) => encode(&groups::delete(ctx, r).await, version)?,
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            encode(&offset_for_leader_epoch::handle(ctx, r), version)?
+        }
         other => return Err(HandlerError::Unhandled(format!("{other:?}"))),
     };
     Ok(Some(out))

@@ -168,6 +168,7 @@ mod tests {
             ApiKey::ListGroups => RequestKind::ListGroups(Default::default()),
             ApiKey::DescribeGroups => RequestKind::DescribeGroups(Default::default()),
             ApiKey::DeleteGroups => RequestKind::DeleteGroups(Default::default()),
+            ApiKey::OffsetForLeaderEpoch => RequestKind::OffsetForLeaderEpoch(Default::default()),
             other => panic!("add {other:?} to default_request"),
         }
     }

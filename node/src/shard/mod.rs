@@ -80,6 +80,20 @@ impl ShardCtx {
         epoch
     }
 
+    /// Kafka's check of the leader epoch a client believes current (`-1`: none given):
+    /// FENCED_LEADER_EPOCH when it is older than the partition's, UNKNOWN_LEADER_EPOCH when
+    /// newer (this broker has not learnt it yet).
+    pub fn check_current_epoch(&self, part: &Partition, current: i32) -> Result<(), ResponseError> {
+        if current < 0 {
+            return Ok(());
+        }
+        match current.cmp(&self.leader_epoch(part).0) {
+            std::cmp::Ordering::Less => Err(ResponseError::FencedLeaderEpoch),
+            std::cmp::Ordering::Greater => Err(ResponseError::UnknownLeaderEpoch),
+            std::cmp::Ordering::Equal => Ok(()),
+        }
+    }
+
     /// A topic's effective configs: broker defaults overridden by the topic's own.
     pub fn topic_config(&self, topic: &TopicMeta) -> Result<TopicConfig, TopicConfigError> {
         TopicOverrides::parse(&topic.configs)?

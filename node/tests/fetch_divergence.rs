@@ -1,0 +1,172 @@
+//! Fetch v12+ with `LastFetchedEpoch`, against the real `ringlog` binary: a fetcher whose last
+//! fetched epoch does not end where this log has it gets `DivergingEpoch` (Kafka's KIP-320 /
+//! KIP-595 check, the one followers rely on) and no records.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kafka_client::blocking::{ConnectOptions, Connection};
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
+use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
+use kafka_protocol::messages::fetch_response::FetchResponse;
+use kafka_protocol::messages::produce_request::{
+    PartitionProduceData, ProduceRequest, TopicProduceData,
+};
+use kafka_protocol::messages::produce_response::ProduceResponse;
+use kafka_protocol::messages::{ApiKey, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+struct Ringlog {
+    child: Child,
+    _dir: tempfile::TempDir,
+    addr: String,
+}
+
+impl Drop for Ringlog {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start() -> Ringlog {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let log = std::fs::File::create(dir.path().join("broker.log")).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_ringlog"))
+        .args(["serve", "--shards", "1", "--listen", &addr, "--data-dir"])
+        .arg(dir.path().join("data"))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start ringlog");
+    let until = Instant::now() + Duration::from_secs(15);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(Instant::now() < until, "ringlog did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ringlog {
+        child,
+        _dir: dir,
+        addr,
+    }
+}
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_owned()))
+}
+
+fn batch(values: &[&str]) -> Bytes {
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // The encoder keeps records in one batch while offset - sequence is constant.
+            sequence: i as i32 - 1,
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value: Some(Bytes::copy_from_slice(v.as_bytes())),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut out = BytesMut::new();
+    let opts = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut out, &records, &opts).unwrap();
+    out.freeze()
+}
+
+fn fetch(c: &mut Connection, offset: i64, last_fetched_epoch: i32) -> (i16, i64, i32, i64, usize) {
+    let mut p = FetchPartition::default();
+    p.partition = 0;
+    p.fetch_offset = offset;
+    p.current_leader_epoch = 0;
+    p.last_fetched_epoch = last_fetched_epoch;
+    p.partition_max_bytes = 1 << 20;
+    let mut t = FetchTopic::default();
+    t.topic = name("div");
+    t.partitions = vec![p];
+    let mut req = FetchRequest::default();
+    req.replica_id = kafka_protocol::messages::BrokerId(-1);
+    req.max_wait_ms = 0;
+    req.max_bytes = 1 << 20;
+    req.topics = vec![t];
+    let resp: FetchResponse = c.call(ApiKey::Fetch, 12, &req).unwrap();
+    let pd = &resp.responses[0].partitions[0];
+    let records = pd.records.as_ref().map_or(0, |r| r.len());
+    (
+        pd.error_code,
+        pd.high_watermark,
+        pd.diverging_epoch.epoch,
+        pd.diverging_epoch.end_offset,
+        records,
+    )
+}
+
+#[test]
+fn a_fetch_whose_last_epoch_ends_elsewhere_gets_diverging_epoch() {
+    let broker = start();
+    let options = ConnectOptions {
+        client_id: "divergence-test",
+        read_timeout: Some(Duration::from_secs(10)),
+    };
+    let mut c = Connection::connect(&broker.addr, options).unwrap();
+    let mut topic = CreatableTopic::default();
+    topic.name = name("div");
+    topic.num_partitions = 1;
+    topic.replication_factor = 1;
+    let mut create = CreateTopicsRequest::default();
+    create.topics = vec![topic];
+    create.timeout_ms = 10_000;
+    let created: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 5, &create).unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    let mut pd = PartitionProduceData::default();
+    pd.index = 0;
+    pd.records = Some(batch(&["a", "b", "c"]));
+    let mut td = TopicProduceData::default();
+    td.name = name("div");
+    td.partition_data = vec![pd];
+    let mut produce = ProduceRequest::default();
+    produce.acks = 1;
+    produce.timeout_ms = 10_000;
+    produce.topic_data = vec![td];
+    let produced: ProduceResponse = c.call(ApiKey::Produce, 9, &produce).unwrap();
+    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+
+    // The log holds offsets 0..3 in leader epoch 0.
+    let (error, hw, epoch, end, records) = fetch(&mut c, 0, -1);
+    assert_eq!((error, hw, epoch, end), (0, 3, -1, -1));
+    assert!(records > 0, "records from offset 0");
+    // A fetcher that read up to 3 in epoch 0: consistent, nothing new yet.
+    assert_eq!(fetch(&mut c, 3, 0), (0, 3, -1, -1, 0));
+    // One that claims epoch 0 reached 10: epoch 0 ends at 3 here.
+    assert_eq!(fetch(&mut c, 10, 0), (0, 3, 0, 3, 0));
+    // Below the epoch's end: no divergence, records.
+    let (_, _, epoch, end, records) = fetch(&mut c, 2, 0);
+    assert_eq!((epoch, end), (-1, -1), "no divergence below the end");
+    assert!(records > 0);
+    // An epoch newer than any here: Kafka's UNDEFINED_EPOCH (-1, -1, the field's default, so
+    // not even sent), and no records.
+    assert_eq!(fetch(&mut c, 0, 5), (0, 3, -1, -1, 0));
+}
