@@ -152,6 +152,11 @@ def test_invalid_topic_names_and_partition_counts(seeded):
     with pytest.raises(Exception) as e:
         fs["rf3"].result(timeout=10)
     assert kafka_code(e) == INVALID_REPLICATION_FACTOR, str(e.value)
+    assert "larger than the 1 live node" in str(e.value), str(e.value)
+    fs = admin.create_topics([NewTopic("rf0", num_partitions=1, replication_factor=0)])
+    with pytest.raises(Exception) as e:
+        fs["rf0"].result(timeout=10)
+    assert kafka_code(e) == INVALID_REPLICATION_FACTOR, str(e.value)
     fs = admin.create_partitions([NewPartitions("health", 1)])
     with pytest.raises(Exception) as e:
         fs["health"].result(timeout=10)

@@ -21,6 +21,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use crate::error::Refused;
+use crate::metadata::placement::check_replication_factor;
 use crate::metadata::{validate_topic_name, Command};
 use crate::shard::ShardCtx;
 
@@ -44,13 +45,16 @@ pub async fn create(
                 c.value.as_ref().map(|v| v.to_string()).unwrap_or_default(),
             );
         }
-        let result = if !(t.replication_factor == -1 || t.replication_factor == 1) {
+        // -1: the broker's default (1: one node, no replication yet).
+        let factor = if t.replication_factor == -1 {
+            1
+        } else {
+            t.replication_factor
+        };
+        let result = if let Err(e) = check_replication_factor(i32::from(factor), 1) {
             Err(Refused::new(
                 ResponseError::InvalidReplicationFactor,
-                format!(
-                    "replication factor {} on a single node (only 1)",
-                    t.replication_factor
-                ),
+                e.to_string(),
             ))
         } else if !t.assignments.is_empty() {
             Err(Refused::new(
