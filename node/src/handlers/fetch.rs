@@ -63,11 +63,40 @@ async fn read_once(
     let mut total = 0usize;
     let mut errors = false;
     let max_bytes = req.max_bytes.max(0) as usize;
+    // A follower's fetch (replica id >= 0; in ReplicaState from v15): no partition here has
+    // followers yet, so each answers NOT_LEADER_OR_FOLLOWER, as Kafka answers a broker that is
+    // not one of a partition's replicas.
+    let replica_id = if version >= 15 {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
+    };
     for topic in &req.topics {
-        let name = topic.topic.0.to_string();
         let mut tr = FetchableTopicResponse::default();
         tr.topic = topic.topic.clone();
         tr.topic_id = topic.topic_id;
+        // From v13 topics are named by id.
+        let name = if version >= 13 {
+            ctx.topic_name_of(topic.topic_id)
+        } else {
+            Some(topic.topic.0.to_string())
+        };
+        let refused = match &name {
+            None => Some(ResponseError::UnknownTopicId),
+            Some(_) if replica_id >= 0 => Some(ResponseError::NotLeaderOrFollower),
+            Some(_) => None,
+        };
+        if let Some(e) = refused {
+            for fp in &topic.partitions {
+                let mut pd = empty_partition(fp.partition);
+                pd.error_code = e.code();
+                tr.partitions.push(pd);
+            }
+            errors = true;
+            resp.responses.push(tr);
+            continue;
+        }
+        let name = name.expect("refused above");
         for fp in &topic.partitions {
             let budget = max_bytes.saturating_sub(total);
             let (pd, slices) = read_partition(ctx, &name, fp, budget, total == 0, version).await;
@@ -84,6 +113,17 @@ async fn read_once(
     (resp, records, total, errors)
 }
 
+/// A partition's answer before anything is known: no offsets, no records.
+fn empty_partition(index: i32) -> PartitionData {
+    let mut pd = PartitionData::default();
+    pd.partition_index = index;
+    pd.high_watermark = -1;
+    pd.last_stable_offset = -1;
+    pd.log_start_offset = -1;
+    pd.preferred_read_replica = BrokerId(-1);
+    pd
+}
+
 async fn read_partition(
     ctx: &ShardCtx,
     topic: &str,
@@ -92,12 +132,7 @@ async fn read_partition(
     first: bool,
     version: i16,
 ) -> (PartitionData, Vec<ReadSlice>) {
-    let mut pd = PartitionData::default();
-    pd.partition_index = fp.partition;
-    pd.high_watermark = -1;
-    pd.last_stable_offset = -1;
-    pd.log_start_offset = -1;
-    pd.preferred_read_replica = BrokerId(-1);
+    let mut pd = empty_partition(fp.partition);
     let Some(part) = ctx.partition(topic, fp.partition) else {
         let e = ctx.not_served(topic, fp.partition);
         pd.error_code = e.code();

@@ -27,7 +27,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // Produce from v0 for old librdkafka's ApiVersions handling; records must be format v2,
     // which only v3+ carries, so v0–v2 requests are answered with an error.
     (ApiKey::Produce, 0, 9),
-    (ApiKey::Fetch, 4, 12),
+    // v13+ names topics by id; v15+ carries the fetcher's ReplicaState.
+    (ApiKey::Fetch, 4, 17),
     (ApiKey::ListOffsets, 1, 6),
     (ApiKey::Metadata, 0, 13),
     (ApiKey::ApiVersions, 0, 3),

@@ -80,6 +80,16 @@ impl ShardCtx {
         epoch
     }
 
+    /// The name of the topic with id `id` (Fetch v13+ names topics by id).
+    pub fn topic_name_of(&self, id: uuid::Uuid) -> Option<String> {
+        self.snapshot
+            .borrow()
+            .topics
+            .values()
+            .find(|t| t.id == id)
+            .map(|t| t.name.clone())
+    }
+
     /// Kafka's check of the leader epoch a client believes current (`-1`: none given):
     /// FENCED_LEADER_EPOCH when it is older than the partition's, UNKNOWN_LEADER_EPOCH when
     /// newer (this broker has not learnt it yet).

@@ -1,6 +1,10 @@
-//! Fetch v12+ with `LastFetchedEpoch`, against the real `ringlog` binary: a fetcher whose last
-//! fetched epoch does not end where this log has it gets `DivergingEpoch` (Kafka's KIP-320 /
-//! KIP-595 check, the one followers rely on) and no records.
+//! Fetch as Kafka 4.x speaks it, against the real `ringlog` binary:
+//! - v12+ with `LastFetchedEpoch`: a fetcher whose last fetched epoch does not end where this
+//!   log has it gets `DivergingEpoch` (Kafka's KIP-320 / KIP-595 check, the one followers rely
+//!   on) and no records;
+//! - v13+ names topics by id (UNKNOWN_TOPIC_ID for an id this cluster does not have);
+//! - v15+ carries the fetcher's `ReplicaState`: a broker fetching as a replica of a partition
+//!   that has no followers gets NOT_LEADER_OR_FOLLOWER.
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -10,13 +14,15 @@ use bytes::{Bytes, BytesMut};
 use kafka_client::blocking::{ConnectOptions, Connection};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
+use kafka_protocol::messages::fetch_request::{
+    FetchPartition, FetchRequest, FetchTopic, ReplicaState,
+};
 use kafka_protocol::messages::fetch_response::FetchResponse;
 use kafka_protocol::messages::produce_request::{
     PartitionProduceData, ProduceRequest, TopicProduceData,
 };
 use kafka_protocol::messages::produce_response::ProduceResponse;
-use kafka_protocol::messages::{ApiKey, TopicName};
+use kafka_protocol::messages::{ApiKey, BrokerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
@@ -98,6 +104,19 @@ fn batch(values: &[&str]) -> Bytes {
 }
 
 fn fetch(c: &mut Connection, offset: i64, last_fetched_epoch: i32) -> (i16, i64, i32, i64, usize) {
+    fetch_as(c, 12, None, -1, offset, last_fetched_epoch)
+}
+
+/// One partition-0 fetch of topic `div` at `version` (by `topic_id` from v13), as replica
+/// `replica` (-1: a consumer).
+fn fetch_as(
+    c: &mut Connection,
+    version: i16,
+    topic_id: Option<uuid::Uuid>,
+    replica: i32,
+    offset: i64,
+    last_fetched_epoch: i32,
+) -> (i16, i64, i32, i64, usize) {
     let mut p = FetchPartition::default();
     p.partition = 0;
     p.fetch_offset = offset;
@@ -106,13 +125,25 @@ fn fetch(c: &mut Connection, offset: i64, last_fetched_epoch: i32) -> (i16, i64,
     p.partition_max_bytes = 1 << 20;
     let mut t = FetchTopic::default();
     t.topic = name("div");
+    t.topic_id = topic_id.unwrap_or_default();
     t.partitions = vec![p];
     let mut req = FetchRequest::default();
-    req.replica_id = kafka_protocol::messages::BrokerId(-1);
+    if version >= 15 {
+        req.replica_state = ReplicaState::default().with_replica_id(BrokerId(replica));
+    } else {
+        req.replica_id = BrokerId(replica);
+    }
     req.max_wait_ms = 0;
     req.max_bytes = 1 << 20;
     req.topics = vec![t];
-    let resp: FetchResponse = c.call(ApiKey::Fetch, 12, &req).unwrap();
+    let resp: FetchResponse = c.call(ApiKey::Fetch, version, &req).unwrap();
+    if version >= 13 {
+        assert_eq!(
+            Some(resp.responses[0].topic_id),
+            topic_id,
+            "answered by topic id"
+        );
+    }
     let pd = &resp.responses[0].partitions[0];
     let records = pd.records.as_ref().map_or(0, |r| r.len());
     (
@@ -139,8 +170,9 @@ fn a_fetch_whose_last_epoch_ends_elsewhere_gets_diverging_epoch() {
     let mut create = CreateTopicsRequest::default();
     create.topics = vec![topic];
     create.timeout_ms = 10_000;
-    let created: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 5, &create).unwrap();
+    let created: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &create).unwrap();
     assert_eq!(created.topics[0].error_code, 0);
+    let topic_id = created.topics[0].topic_id;
     let mut pd = PartitionProduceData::default();
     pd.index = 0;
     pd.records = Some(batch(&["a", "b", "c"]));
@@ -169,4 +201,25 @@ fn a_fetch_whose_last_epoch_ends_elsewhere_gets_diverging_epoch() {
     // An epoch newer than any here: Kafka's UNDEFINED_EPOCH (-1, -1, the field's default, so
     // not even sent), and no records.
     assert_eq!(fetch(&mut c, 0, 5), (0, 3, -1, -1, 0));
+
+    // v13 and v17 name the topic by id.
+    for version in [13, 17] {
+        let (error, hw, _, _, records) = fetch_as(&mut c, version, Some(topic_id), -1, 0, -1);
+        assert_eq!((error, hw), (0, 3), "v{version}");
+        assert!(records > 0, "v{version}: records by topic id");
+        assert_eq!(
+            fetch_as(&mut c, version, Some(topic_id), -1, 10, 0),
+            (0, 3, 0, 3, 0),
+            "v{version}: divergence"
+        );
+        let unknown = uuid::Uuid::from_u128(42);
+        let (error, ..) = fetch_as(&mut c, version, Some(unknown), -1, 0, -1);
+        assert_eq!(error, 100, "v{version}: UNKNOWN_TOPIC_ID");
+    }
+    // A broker fetching as a replica (ReplicaState from v15, replica_id before): no partition
+    // has followers yet.
+    let (error, ..) = fetch_as(&mut c, 15, Some(topic_id), 2, 0, -1);
+    assert_eq!(error, 6, "NOT_LEADER_OR_FOLLOWER");
+    let (error, ..) = fetch_as(&mut c, 12, None, 2, 0, -1);
+    assert_eq!(error, 6, "NOT_LEADER_OR_FOLLOWER");
 }
