@@ -17,6 +17,7 @@
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod fetch_session;
 pub mod group_coordinator;
 pub mod handlers;
 pub mod ids;

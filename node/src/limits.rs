@@ -33,6 +33,14 @@ pub const FETCH_MAX_WAIT_MS: i32 = 60_000;
 /// `timeout_ms` says.
 pub const PRODUCE_ACK_TIMEOUT_MAX_MS: i32 = 120_000;
 
+/// Incremental fetch sessions kept per shard (Kafka's
+/// `max.incremental.fetch.session.cache.slots`, 1000).
+pub const FETCH_SESSIONS_MAX: usize = 1000;
+
+/// How long a fetch session must go unused before a new one may evict it (Kafka's
+/// `min.incremental.fetch.session.eviction.ms`, 120 s).
+pub const FETCH_SESSION_EVICTION_IDLE: Duration = Duration::from_secs(120);
+
 /// Longest a zero-copy `sendfile` waits for a socket to take more bytes.
 pub const SENDFILE_POLL_TIMEOUT_MS: i32 = 30_000;
 

@@ -74,6 +74,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
                     stop: StopSignal::new(stopping),
                     connections: Cell::new(0),
                     groups: Default::default(),
+                    fetch_sessions: Default::default(),
                 });
                 run_shard(ctx, rx).await;
             })

@@ -4,7 +4,9 @@
 //!   on) and no records;
 //! - v13+ names topics by id (UNKNOWN_TOPIC_ID for an id this cluster does not have);
 //! - v15+ carries the fetcher's `ReplicaState`: a broker fetching as a replica of a partition
-//!   that has no followers gets NOT_LEADER_OR_FOLLOWER.
+//!   that has no followers gets NOT_LEADER_OR_FOLLOWER;
+//! - incremental fetch sessions (KIP-227): created at epoch 0, then only changes both ways,
+//!   FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH, closed at epoch -1.
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -15,7 +17,7 @@ use kafka_client::blocking::{ConnectOptions, Connection};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
 use kafka_protocol::messages::fetch_request::{
-    FetchPartition, FetchRequest, FetchTopic, ReplicaState,
+    FetchPartition, FetchRequest, FetchTopic, ForgottenTopic, ReplicaState,
 };
 use kafka_protocol::messages::fetch_response::FetchResponse;
 use kafka_protocol::messages::produce_request::{
@@ -155,29 +157,34 @@ fn fetch_as(
     )
 }
 
-#[test]
-fn a_fetch_whose_last_epoch_ends_elsewhere_gets_diverging_epoch() {
-    let broker = start();
+fn connect(broker: &Ringlog) -> Connection {
     let options = ConnectOptions {
-        client_id: "divergence-test",
+        client_id: "fetch-protocol-test",
         read_timeout: Some(Duration::from_secs(10)),
     };
-    let mut c = Connection::connect(&broker.addr, options).unwrap();
-    let mut topic = CreatableTopic::default();
-    topic.name = name("div");
-    topic.num_partitions = 1;
-    topic.replication_factor = 1;
+    Connection::connect(&broker.addr, options).unwrap()
+}
+
+/// Creates `topic` with `partitions` partitions; its id.
+fn create_topic(c: &mut Connection, topic: &str, partitions: i32) -> uuid::Uuid {
+    let mut t = CreatableTopic::default();
+    t.name = name(topic);
+    t.num_partitions = partitions;
+    t.replication_factor = 1;
     let mut create = CreateTopicsRequest::default();
-    create.topics = vec![topic];
+    create.topics = vec![t];
     create.timeout_ms = 10_000;
     let created: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &create).unwrap();
     assert_eq!(created.topics[0].error_code, 0);
-    let topic_id = created.topics[0].topic_id;
+    created.topics[0].topic_id
+}
+
+fn produce(c: &mut Connection, topic: &str, partition: i32, values: &[&str]) {
     let mut pd = PartitionProduceData::default();
-    pd.index = 0;
-    pd.records = Some(batch(&["a", "b", "c"]));
+    pd.index = partition;
+    pd.records = Some(batch(values));
     let mut td = TopicProduceData::default();
-    td.name = name("div");
+    td.name = name(topic);
     td.partition_data = vec![pd];
     let mut produce = ProduceRequest::default();
     produce.acks = 1;
@@ -185,6 +192,14 @@ fn a_fetch_whose_last_epoch_ends_elsewhere_gets_diverging_epoch() {
     produce.topic_data = vec![td];
     let produced: ProduceResponse = c.call(ApiKey::Produce, 9, &produce).unwrap();
     assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+}
+
+#[test]
+fn a_fetch_whose_last_epoch_ends_elsewhere_gets_diverging_epoch() {
+    let broker = start();
+    let mut c = connect(&broker);
+    let topic_id = create_topic(&mut c, "div", 1);
+    produce(&mut c, "div", 0, &["a", "b", "c"]);
 
     // The log holds offsets 0..3 in leader epoch 0.
     let (error, hw, epoch, end, records) = fetch(&mut c, 0, -1);
@@ -222,4 +237,108 @@ fn a_fetch_whose_last_epoch_ends_elsewhere_gets_diverging_epoch() {
     assert_eq!(error, 6, "NOT_LEADER_OR_FOLLOWER");
     let (error, ..) = fetch_as(&mut c, 12, None, 2, 0, -1);
     assert_eq!(error, 6, "NOT_LEADER_OR_FOLLOWER");
+}
+
+/// A v12 fetch of topic `sess` in a session: `(partition, offset)` to add or update,
+/// partitions to forget.
+fn session_fetch(
+    c: &mut Connection,
+    session_id: i32,
+    epoch: i32,
+    parts: &[(i32, i64)],
+    forget: &[i32],
+) -> FetchResponse {
+    let mut t = FetchTopic::default();
+    t.topic = name("sess");
+    t.partitions = parts
+        .iter()
+        .map(|&(p, offset)| {
+            let mut fp = FetchPartition::default();
+            fp.partition = p;
+            fp.fetch_offset = offset;
+            fp.partition_max_bytes = 1 << 20;
+            fp
+        })
+        .collect();
+    let mut req = FetchRequest::default();
+    req.max_wait_ms = 0;
+    req.max_bytes = 1 << 20;
+    req.session_id = session_id;
+    req.session_epoch = epoch;
+    if !parts.is_empty() {
+        req.topics = vec![t];
+    }
+    if !forget.is_empty() {
+        let mut f = ForgottenTopic::default();
+        f.topic = name("sess");
+        f.partitions = forget.to_vec();
+        req.forgotten_topics_data = vec![f];
+    }
+    c.call(ApiKey::Fetch, 12, &req).unwrap()
+}
+
+/// `(partition, record bytes)` answered, in order.
+fn answered(resp: &FetchResponse) -> Vec<(i32, usize)> {
+    resp.responses
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (p.partition_index, p.records.as_ref().map_or(0, |r| r.len())))
+        })
+        .collect()
+}
+
+#[test]
+fn incremental_fetch_sessions_carry_only_changes() {
+    let broker = start();
+    let mut c = connect(&broker);
+    create_topic(&mut c, "sess", 3);
+    produce(&mut c, "sess", 0, &["a"]);
+
+    // Epoch 0: a full fetch creates the session and answers every partition.
+    let full = session_fetch(&mut c, 0, 0, &[(0, 0), (1, 0), (2, 0)], &[]);
+    assert_eq!(full.error_code, 0);
+    let id = full.session_id;
+    assert!(id > 0, "a session was created");
+    let got = answered(&full);
+    assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), vec![0, 1, 2]);
+    assert!(got[0].1 > 0 && got[1].1 == 0 && got[2].1 == 0);
+
+    // Epoch 1 moves partition 0 past its record: nothing is new anywhere.
+    let quiet = session_fetch(&mut c, id, 1, &[(0, 1)], &[]);
+    assert_eq!((quiet.error_code, quiet.session_id), (0, id));
+    assert_eq!(answered(&quiet), vec![], "no news, no partitions");
+
+    // A record on partition 2: only partition 2 is answered (its position is still 0).
+    produce(&mut c, "sess", 2, &["b", "c"]);
+    let news = answered(&session_fetch(&mut c, id, 2, &[], &[]));
+    assert_eq!(news.len(), 1);
+    assert!(news[0].0 == 2 && news[0].1 > 0, "{news:?}");
+    assert_eq!(
+        answered(&session_fetch(&mut c, id, 3, &[(2, 2)], &[])),
+        vec![]
+    );
+
+    // Forget partition 2; a new record there is no longer answered, one on 1 is.
+    produce(&mut c, "sess", 2, &["d"]);
+    produce(&mut c, "sess", 1, &["e"]);
+    let after = answered(&session_fetch(&mut c, id, 4, &[], &[2]));
+    assert_eq!(after.iter().map(|g| g.0).collect::<Vec<_>>(), vec![1]);
+
+    // A wrong epoch, an unknown session: refused at the top level, the session kept.
+    let wrong = session_fetch(&mut c, id, 9, &[], &[]);
+    assert_eq!((wrong.error_code, answered(&wrong)), (71, vec![]));
+    assert_eq!(session_fetch(&mut c, id + 1000, 1, &[], &[]).error_code, 70);
+    assert_eq!(session_fetch(&mut c, id, 5, &[], &[]).error_code, 0);
+
+    // Epoch -1 closes it: a sessionless full fetch.
+    let last = session_fetch(&mut c, id, -1, &[(0, 0)], &[]);
+    assert_eq!((last.error_code, last.session_id), (0, 0));
+    assert_eq!(answered(&last).len(), 1);
+    assert_eq!(
+        session_fetch(&mut c, id, 6, &[], &[]).error_code,
+        70,
+        "closed"
+    );
 }

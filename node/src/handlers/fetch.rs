@@ -12,10 +12,12 @@ use kafka_protocol::messages::fetch_response::{
     EpochEndOffset, FetchResponse, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::BrokerId;
+use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::Encodable;
 use kafka_protocol::ResponseError;
 
 use crate::error::HandlerError;
+use crate::fetch_session::{Context, Sent, SessionRequest, Wanted};
 use crate::limits::FETCH_MAX_WAIT_MS;
 use crate::server::response::{records_placeholder, GapBuf, Outgoing, RECORDS_PLACEHOLDER_MAX};
 use crate::shard::ShardCtx;
@@ -27,19 +29,67 @@ pub async fn handle(
 ) -> Result<Outgoing, HandlerError> {
     let deadline =
         Instant::now() + Duration::from_millis(req.max_wait_ms.clamp(0, FETCH_MAX_WAIT_MS) as u64);
+    let by_topic_id = version >= 13;
+    let asked: Vec<Wanted> = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| Wanted {
+                topic: t.topic.clone(),
+                topic_id: t.topic_id,
+                fetch: p.clone(),
+            })
+        })
+        .collect();
+    // Sessions exist from v7 on.
+    let (context, wanted) = if version >= 7 {
+        let forgotten: Vec<(TopicName, uuid::Uuid, i32)> = req
+            .forgotten_topics_data
+            .iter()
+            .flat_map(|f| {
+                f.partitions
+                    .iter()
+                    .map(|&p| (f.topic.clone(), f.topic_id, p))
+            })
+            .collect();
+        let session = SessionRequest {
+            session_id: req.session_id,
+            epoch: req.session_epoch,
+            by_topic_id,
+            partitions: &asked,
+            forgotten: &forgotten,
+        };
+        ctx.fetch_sessions
+            .borrow_mut()
+            .begin(&session, Instant::now())
+    } else {
+        (Context::Sessionless, asked)
+    };
+    if let Context::Error(e) = context {
+        let mut resp = FetchResponse::default();
+        resp.error_code = e.code();
+        return encode_response(&resp, Vec::new(), version);
+    }
+    // A follower's fetch (replica id >= 0; in ReplicaState from v15): no partition here has
+    // followers yet, so each answers NOT_LEADER_OR_FOLLOWER, as Kafka answers a broker that is
+    // not one of a partition's replicas.
+    let replica_id = if version >= 15 {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
+    };
+    let max_bytes = req.max_bytes.max(0) as usize;
     loop {
         let seen = ctx.data_arrived.generation();
-        let (resp, records, total, errors) = read_once(ctx, &req, version).await;
+        let (read, total, errors) = read_once(ctx, &wanted, replica_id, max_bytes, version).await;
         let now = Instant::now();
         if total >= req.min_bytes.max(0) as usize
             || now >= deadline
             || errors
             || ctx.stop.is_stopping()
         {
-            let mut body = GapBuf::default();
-            resp.encode(&mut body, version)
-                .map_err(|e| HandlerError::Encode(e.to_string()))?;
-            return Ok(Outgoing::from_gaps(body, records));
+            let (resp, records) = respond(ctx, &context, by_topic_id, &wanted, read);
+            return encode_response(&resp, records, version);
         }
         let wait = async {
             ctx.data_arrived.changed(seen).await;
@@ -51,66 +101,128 @@ pub async fn handle(
     }
 }
 
-/// One pass over the requested partitions: the response, the record slices of each non-empty
-/// partition in order, the bytes found, and whether any partition had an error.
-async fn read_once(
-    ctx: &ShardCtx,
-    req: &FetchRequest,
+fn encode_response(
+    resp: &FetchResponse,
+    records: Vec<Vec<ReadSlice>>,
     version: i16,
-) -> (FetchResponse, Vec<Vec<ReadSlice>>, usize, bool) {
+) -> Result<Outgoing, HandlerError> {
+    let mut body = GapBuf::default();
+    resp.encode(&mut body, version)
+        .map_err(|e| HandlerError::Encode(e.to_string()))?;
+    Ok(Outgoing::from_gaps(body, records))
+}
+
+/// One partition's answer, in the order of the partitions read.
+struct PartitionRead {
+    data: PartitionData,
+    slices: Vec<ReadSlice>,
+}
+
+/// The response from what was read: every partition for a full or sessionless fetch (a full
+/// one creating the session), only those with news for an incremental one.
+fn respond(
+    ctx: &ShardCtx,
+    context: &Context,
+    by_topic_id: bool,
+    wanted: &[Wanted],
+    read: Vec<PartitionRead>,
+) -> (FetchResponse, Vec<Vec<ReadSlice>>) {
     let mut resp = FetchResponse::default();
     let mut records = Vec::new();
+    let mut sessions = ctx.fetch_sessions.borrow_mut();
+    let mut sent_all = Vec::new();
+    for (i, (w, r)) in wanted.iter().zip(read).enumerate() {
+        let sent = Sent {
+            high_watermark: r.data.high_watermark,
+            log_start_offset: r.data.log_start_offset,
+        };
+        let news = !r.slices.is_empty()
+            || r.data.error_code != 0
+            || r.data.diverging_epoch != EpochEndOffset::default();
+        match context {
+            Context::Incremental { session_id } => {
+                if !sessions.must_answer(*session_id, i, sent, news) {
+                    continue;
+                }
+            }
+            Context::Full => sent_all.push((w.clone(), sent)),
+            Context::Sessionless | Context::Error(_) => {}
+        }
+        let same_topic = resp
+            .responses
+            .last()
+            .is_some_and(|t: &FetchableTopicResponse| {
+                t.topic == w.topic && t.topic_id == w.topic_id
+            });
+        if !same_topic {
+            let mut tr = FetchableTopicResponse::default();
+            tr.topic = w.topic.clone();
+            tr.topic_id = w.topic_id;
+            resp.responses.push(tr);
+        }
+        resp.responses
+            .last_mut()
+            .expect("pushed above")
+            .partitions
+            .push(r.data);
+        if !r.slices.is_empty() {
+            records.push(r.slices);
+        }
+    }
+    resp.session_id = match context {
+        Context::Incremental { session_id } => *session_id,
+        Context::Full => {
+            let partitions = sent_all.len();
+            let id = sessions.create(by_topic_id, sent_all, Instant::now());
+            tracing::debug!(session_id = id, partitions, "fetch session created");
+            id
+        }
+        Context::Sessionless | Context::Error(_) => 0,
+    };
+    (resp, records)
+}
+
+/// One pass over the partitions to read: each one's answer in order, the record bytes found,
+/// and whether any partition had an error.
+async fn read_once(
+    ctx: &ShardCtx,
+    wanted: &[Wanted],
+    replica_id: i32,
+    max_bytes: usize,
+    version: i16,
+) -> (Vec<PartitionRead>, usize, bool) {
+    let mut out = Vec::with_capacity(wanted.len());
     let mut total = 0usize;
     let mut errors = false;
-    let max_bytes = req.max_bytes.max(0) as usize;
-    // A follower's fetch (replica id >= 0; in ReplicaState from v15): no partition here has
-    // followers yet, so each answers NOT_LEADER_OR_FOLLOWER, as Kafka answers a broker that is
-    // not one of a partition's replicas.
-    let replica_id = if version >= 15 {
-        req.replica_state.replica_id.0
-    } else {
-        req.replica_id.0
-    };
-    for topic in &req.topics {
-        let mut tr = FetchableTopicResponse::default();
-        tr.topic = topic.topic.clone();
-        tr.topic_id = topic.topic_id;
+    for w in wanted {
         // From v13 topics are named by id.
         let name = if version >= 13 {
-            ctx.topic_name_of(topic.topic_id)
+            ctx.topic_name_of(w.topic_id)
         } else {
-            Some(topic.topic.0.to_string())
+            Some(w.topic.0.to_string())
         };
         let refused = match &name {
             None => Some(ResponseError::UnknownTopicId),
             Some(_) if replica_id >= 0 => Some(ResponseError::NotLeaderOrFollower),
             Some(_) => None,
         };
-        if let Some(e) = refused {
-            for fp in &topic.partitions {
-                let mut pd = empty_partition(fp.partition);
-                pd.error_code = e.code();
-                tr.partitions.push(pd);
+        let (data, slices) = match (refused, name) {
+            (None, Some(name)) => {
+                let budget = max_bytes.saturating_sub(total);
+                read_partition(ctx, &name, &w.fetch, budget, total == 0, version).await
             }
-            errors = true;
-            resp.responses.push(tr);
-            continue;
-        }
-        let name = name.expect("refused above");
-        for fp in &topic.partitions {
-            let budget = max_bytes.saturating_sub(total);
-            let (pd, slices) = read_partition(ctx, &name, fp, budget, total == 0, version).await;
-            errors |= pd.error_code != 0;
-            let len: usize = slices.iter().map(ReadSlice::len).sum();
-            if len > 0 {
-                total += len;
-                records.push(slices);
+            (refused, _) => {
+                let mut data = empty_partition(w.fetch.partition);
+                let e = refused.unwrap_or(ResponseError::UnknownTopicId);
+                data.error_code = e.code();
+                (data, Vec::new())
             }
-            tr.partitions.push(pd);
-        }
-        resp.responses.push(tr);
+        };
+        errors |= data.error_code != 0;
+        total += slices.iter().map(ReadSlice::len).sum::<usize>();
+        out.push(PartitionRead { data, slices });
     }
-    (resp, records, total, errors)
+    (out, total, errors)
 }
 
 /// A partition's answer before anything is known: no offsets, no records.

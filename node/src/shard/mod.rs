@@ -18,6 +18,7 @@ use kafka_protocol::ResponseError;
 
 use crate::config::{BrokerConfig, GroupConfig};
 use crate::error::Refused;
+use crate::fetch_session::FetchSessions;
 use crate::group_coordinator::{Coordinator, Host};
 use crate::metadata::{Command, Snapshot, TopicMeta};
 use crate::partition::Partition;
@@ -40,6 +41,8 @@ pub struct ShardCtx {
     pub connections: Cell<usize>,
     /// The group coordinator for the `__consumer_offsets` partitions this shard leads.
     pub groups: Coordinator,
+    /// Incremental fetch sessions of the fetchers of this shard (KIP-227).
+    pub fetch_sessions: RefCell<FetchSessions>,
 }
 
 pub fn now_ms() -> i64 {
