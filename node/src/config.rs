@@ -30,6 +30,10 @@ pub enum ConfigError {
 /// Every property the broker understands, with its default.
 pub const PROPERTIES: &[(&str, &str)] = &[
     ("node.id", "0"),
+    ("metadata.store", "embedded"),
+    ("metadata.etcd.endpoints", ""),
+    ("cluster.id", "ringlog"),
+    ("broker.session.timeout.ms", "9000"),
     ("log.dirs", "./ringlog-data"),
     ("listeners", "PLAINTEXT://127.0.0.1:9092"),
     ("advertised.listeners", ""),
@@ -92,6 +96,22 @@ pub struct BrokerConfig {
     pub socket_request_max_bytes: usize,
     pub fetch_zero_copy: bool,
     pub group: GroupConfig,
+    /// Where cluster metadata lives.
+    pub metadata: MetadataConfig,
+}
+
+/// `metadata.store`: the data dir's JSON file (one node), or etcd (a cluster).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetadataConfig {
+    Embedded,
+    Etcd {
+        /// `metadata.etcd.endpoints`, comma separated `http://host:port`.
+        endpoints: Vec<String>,
+        /// `cluster.id`.
+        cluster_id: String,
+        /// `broker.session.timeout.ms`: the broker's lease on etcd.
+        session_timeout_ms: u64,
+    },
 }
 
 /// The raw property map, validated as it is filled.
@@ -270,7 +290,56 @@ impl Properties {
             socket_request_max_bytes: self.int("socket.request.max.bytes")?,
             fetch_zero_copy: self.bool("fetch.zero.copy")?,
             group: self.group()?,
+            metadata: self.metadata()?,
         })
+    }
+
+    fn metadata(&self) -> Result<MetadataConfig, ConfigError> {
+        match self.get("metadata.store") {
+            "embedded" => Ok(MetadataConfig::Embedded),
+            "etcd" => {
+                let endpoints: Vec<String> = self
+                    .get("metadata.etcd.endpoints")
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|e| !e.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+                if endpoints.is_empty() {
+                    return Err(self.invalid(
+                        "metadata.etcd.endpoints",
+                        "metadata.store=etcd needs at least one endpoint (http://host:port)",
+                    ));
+                }
+                if let Some(bad) = endpoints
+                    .iter()
+                    .find(|e| !(e.starts_with("http://") || e.starts_with("https://")))
+                {
+                    let reason = format!("'{bad}' is not http://host:port");
+                    return Err(self.invalid("metadata.etcd.endpoints", reason));
+                }
+                let cluster_id = self.get("cluster.id").to_owned();
+                let valid_id = !cluster_id.is_empty()
+                    && cluster_id
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
+                if !valid_id {
+                    return Err(
+                        self.invalid("cluster.id", "letters, digits, '.', '_' and '-' only")
+                    );
+                }
+                let session_timeout_ms: u64 = self.int("broker.session.timeout.ms")?;
+                if !(1000..=600_000).contains(&session_timeout_ms) {
+                    return Err(self.invalid("broker.session.timeout.ms", "1000..=600000"));
+                }
+                Ok(MetadataConfig::Etcd {
+                    endpoints,
+                    cluster_id,
+                    session_timeout_ms,
+                })
+            }
+            _ => Err(self.invalid("metadata.store", "embedded or etcd")),
+        }
     }
 
     fn group(&self) -> Result<GroupConfig, ConfigError> {
@@ -314,7 +383,7 @@ impl Properties {
 impl BrokerConfig {
     /// The Kafka broker id of shard `shard` of this node.
     pub fn broker_id(&self, shard: usize) -> BrokerId {
-        BrokerId(self.node_id.0 * 1000 + shard as i32)
+        crate::ids::broker_id(self.node_id.0, shard)
     }
 
     /// The shard of this node that is Kafka broker `broker_id`, if any.

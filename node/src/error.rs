@@ -51,6 +51,8 @@ pub enum StartError {
     },
     #[error("loading the cluster metadata: {0}")]
     Metadata(#[from] crate::metadata::store::StoreError),
+    #[error("joining the cluster through etcd: {0}")]
+    Etcd(#[from] crate::metadata::etcd::EtcdError),
     #[error("starting shard {shard}: {reason} (is ulimit -l at least 512 KiB?)")]
     Shard { shard: usize, reason: String },
     #[error("starting the control plane: {0}")]

@@ -16,6 +16,11 @@ impl std::fmt::Display for NodeId {
     }
 }
 
+/// Kafka's broker id of shard `shard` of node `node`: every shard is a broker of its own.
+pub fn broker_id(node: i32, shard: usize) -> kafka_protocol::messages::BrokerId {
+    kafka_protocol::messages::BrokerId(node * 1000 + shard as i32)
+}
+
 /// A leader epoch in the persisted metadata, as the plain number Kafka stores.
 pub mod leader_epoch_serde {
     use super::*;

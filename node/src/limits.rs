@@ -41,6 +41,9 @@ pub const FETCH_SESSIONS_MAX: usize = 1000;
 /// `min.incremental.fetch.session.eviction.ms`, 120 s).
 pub const FETCH_SESSION_EVICTION_IDLE: Duration = Duration::from_secs(120);
 
+/// Longest one etcd call may take before the control plane treats etcd as unreachable.
+pub const ETCD_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Longest a zero-copy `sendfile` waits for a socket to take more bytes.
 pub const SENDFILE_POLL_TIMEOUT_MS: i32 = 30_000;
 

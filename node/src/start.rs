@@ -8,10 +8,15 @@ use std::sync::{mpsc, Arc};
 use futures_channel::mpsc as fmpsc;
 use glommio::{LocalExecutorBuilder, Placement};
 
-use crate::config::BrokerConfig;
+use std::time::Duration;
+
+use crate::config::{BrokerConfig, MetadataConfig};
 use crate::error::StartError;
-use crate::limits::SHARD_IO_MEMORY_BYTES;
+use crate::limits::{ETCD_REQUEST_TIMEOUT, SHARD_IO_MEMORY_BYTES};
 use crate::metadata::embedded::EmbeddedStore;
+use crate::metadata::etcd::store::EtcdStore;
+use crate::metadata::etcd::EtcdConfig;
+use crate::metadata::snapshot::NodeInfo;
 use crate::metadata::store::MetadataStore;
 use crate::metadata::Controller;
 use crate::shard::run::run_shard;
@@ -41,7 +46,28 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
         path: config.log_dir.clone(),
         source,
     })?;
-    let mut store = EmbeddedStore::new(&config.log_dir);
+    let mut store: Box<dyn MetadataStore> = match &config.metadata {
+        MetadataConfig::Embedded => Box::new(EmbeddedStore::new(&config.log_dir)),
+        MetadataConfig::Etcd {
+            endpoints,
+            cluster_id,
+            session_timeout_ms,
+        } => {
+            let etcd = EtcdConfig {
+                endpoints: endpoints.clone(),
+                cluster_id: cluster_id.clone(),
+                session_timeout: Duration::from_millis(*session_timeout_ms),
+                request_timeout: ETCD_REQUEST_TIMEOUT,
+            };
+            let me = NodeInfo {
+                node: config.node_id.0,
+                host: config.advertised_host.clone(),
+                port: config.advertised_port,
+                shards: config.shards,
+            };
+            Box::new(EtcdStore::open(etcd, me)?)
+        }
+    };
     let snapshot = store.load()?;
     let config = Arc::new(config);
     let stopping = Arc::new(AtomicBool::new(false));
@@ -87,7 +113,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
     drop(commands);
     let controller = std::thread::Builder::new()
         .name("control-plane".into())
-        .spawn(move || Controller::new(Box::new(store), snapshot, to_shards).run(command_rx))
+        .spawn(move || Controller::new(store, snapshot, to_shards).run(command_rx))
         .map_err(StartError::ControlPlane)?;
     Ok(Node {
         stopping,

@@ -64,7 +64,7 @@ impl Coordinator {
             return Err(ResponseError::CoordinatorNotAvailable);
         };
         let p = partition_for(group, topic.partitions.len() as i32);
-        if topic.partitions[p as usize].shard != host.shard() {
+        if !topic.partitions[p as usize].is_led_by(host.node(), host.shard()) {
             return Err(ResponseError::NotCoordinator);
         }
         if !self.loaded.borrow().contains(&p) {

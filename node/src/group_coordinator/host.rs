@@ -13,6 +13,8 @@ pub trait Host {
     /// The shard's index: the coordinator serves groups whose `__consumer_offsets` partition
     /// this shard leads.
     fn shard(&self) -> usize;
+    /// The node the shard runs on (`node.id`).
+    fn node(&self) -> i32;
     /// The `group.*` and `offsets.*` settings.
     fn settings(&self) -> &GroupConfig;
     /// The cluster metadata the shard last applied.

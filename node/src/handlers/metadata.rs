@@ -7,23 +7,28 @@ use kafka_protocol::messages::metadata_request::MetadataRequest;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use kafka_protocol::messages::TopicName;
+use kafka_protocol::messages::{BrokerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use crate::config::MetadataConfig;
 use crate::metadata::{validate_topic_name, Command, TopicMeta};
 use crate::shard::ShardCtx;
 
 pub async fn handle(ctx: &Rc<ShardCtx>, req: MetadataRequest, version: i16) -> MetadataResponse {
     let mut resp = MetadataResponse::default();
-    resp.brokers = (0..ctx.config.shards).map(|s| broker(ctx, s)).collect();
+    resp.brokers = ctx.brokers().into_iter().map(broker).collect();
     if version >= 2 {
-        resp.cluster_id = Some(StrBytes::from_string(format!(
-            "ringlog-node-{}",
-            ctx.config.node_id
-        )));
+        let id = match &ctx.config.metadata {
+            MetadataConfig::Etcd { cluster_id, .. } => cluster_id.clone(),
+            MetadataConfig::Embedded => format!("ringlog-node-{}", ctx.config.node_id),
+        };
+        resp.cluster_id = Some(StrBytes::from_string(id));
     }
-    resp.controller_id = ctx.config.broker_id(0);
+    resp.controller_id = resp
+        .brokers
+        .first()
+        .map_or(ctx.config.broker_id(0), |b| b.node_id);
     let auto_create =
         ctx.config.auto_create_topics && (version < 4 || req.allow_auto_topic_creation);
     let names: Option<Vec<String>> = req.topics.map(|ts| {
@@ -43,11 +48,11 @@ pub async fn handle(ctx: &Rc<ShardCtx>, req: MetadataRequest, version: i16) -> M
     resp
 }
 
-fn broker(ctx: &ShardCtx, shard: usize) -> MetadataResponseBroker {
+fn broker((id, host, port): (BrokerId, String, i32)) -> MetadataResponseBroker {
     let mut b = MetadataResponseBroker::default();
-    b.node_id = ctx.config.broker_id(shard);
-    b.host = StrBytes::from_string(ctx.config.advertised_host.clone());
-    b.port = i32::from(ctx.config.advertised_port) + shard as i32;
+    b.node_id = id;
+    b.host = StrBytes::from_string(host);
+    b.port = port;
     b
 }
 
@@ -99,15 +104,28 @@ fn fill_topic(ctx: &ShardCtx, t: &mut MetadataResponseTopic, m: &TopicMeta, vers
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let leader = ctx.config.broker_id(p.shard);
             let mut mp = MetadataResponsePartition::default();
             mp.partition_index = i as i32;
-            mp.leader_id = leader;
             if version >= 7 {
                 mp.leader_epoch = p.leader_epoch.0;
             }
-            mp.replica_nodes = vec![leader];
-            mp.isr_nodes = vec![leader];
+            match ctx.leader_endpoint(p) {
+                Some((leader, _, _)) => {
+                    mp.leader_id = leader;
+                    mp.replica_nodes = vec![leader];
+                    mp.isr_nodes = vec![leader];
+                }
+                None => {
+                    // Its only replica's node is gone: offline until it comes back.
+                    let replica = crate::ids::broker_id(p.node.unwrap_or(-1), p.shard);
+                    mp.error_code = ResponseError::LeaderNotAvailable.code();
+                    mp.leader_id = BrokerId(-1);
+                    mp.replica_nodes = vec![replica];
+                    if version >= 5 {
+                        mp.offline_replicas = vec![replica];
+                    }
+                }
+            }
             mp
         })
         .collect();

@@ -45,16 +45,22 @@ pub async fn create(
                 c.value.as_ref().map(|v| v.to_string()).unwrap_or_default(),
             );
         }
-        // -1: the broker's default (1: one node, no replication yet).
+        // -1: the broker's default (1: no replication yet).
         let factor = if t.replication_factor == -1 {
             1
         } else {
             t.replication_factor
         };
-        let result = if let Err(e) = check_replication_factor(i32::from(factor), 1) {
+        let live_nodes = ctx.snapshot.borrow().nodes.len().max(1);
+        let result = if let Err(e) = check_replication_factor(i32::from(factor), live_nodes) {
             Err(Refused::new(
                 ResponseError::InvalidReplicationFactor,
                 e.to_string(),
+            ))
+        } else if factor != 1 {
+            Err(Refused::new(
+                ResponseError::InvalidReplicationFactor,
+                format!("replication factor {factor}: replicated partitions are not built yet (each partition has one replica); use 1"),
             ))
         } else if !t.assignments.is_empty() {
             Err(Refused::new(

@@ -1,20 +1,24 @@
 //! The control plane: one thread owns the cluster metadata and changes it.
 //!
-//! Contract: only this thread changes metadata. Shards send it [`Command`]s and get back a reply
-//! once every shard has applied the new [`Snapshot`] (so a topic is servable as soon as its
-//! creation is acknowledged). Every change is saved to the [`MetadataStore`] before it is
-//! broadcast. Snapshots are immutable and shared by `Arc`.
+//! Contract: only this thread changes this node's metadata. Shards send it [`Command`]s and get
+//! back a reply once every shard has applied the new [`Snapshot`] (so a topic is servable as
+//! soon as its creation is acknowledged). Every change is saved to the [`MetadataStore`] before
+//! it is broadcast. In a cluster other nodes change the store too: what they changed is polled
+//! and broadcast every [`POLL_INTERVAL`], and a change that collides with theirs is decided
+//! again on the store's current state (so two nodes creating one topic: one wins, the other
+//! answers TOPIC_ALREADY_EXISTS). Snapshots are immutable and shared by `Arc`.
 
 use std::collections::BTreeMap;
 use std::sync::{mpsc, Arc};
+use std::time::Duration;
 
 use futures_channel::{mpsc as fmpsc, oneshot};
 use kafka_protocol::ResponseError;
 
 use super::names::{refuse_internal, validate_topic_name};
-use super::placement::place_partitions;
-use super::snapshot::{Snapshot, TopicMeta};
-use super::store::MetadataStore;
+use super::placement::{place_partitions, place_replicas, Load, Slot};
+use super::snapshot::{PartitionMeta, Snapshot, TopicMeta};
+use super::store::{MetadataStore, Saved};
 use crate::error::Refused;
 use crate::limits::PARTITIONS_MAX;
 
@@ -72,46 +76,79 @@ impl Controller {
     /// Runs until every command sender is gone.
     pub fn run(mut self, commands: mpsc::Receiver<Command>) {
         self.broadcast();
-        while let Ok(cmd) = commands.recv() {
-            match cmd {
-                Command::CreateTopic {
-                    name,
-                    partitions,
-                    configs,
-                    reply,
-                } => {
-                    let r = self.create_topic(name, partitions, configs);
-                    self.finish(r, reply);
+        loop {
+            match commands.recv_timeout(POLL_INTERVAL) {
+                Ok(cmd) => {
+                    self.catch_up();
+                    self.execute(cmd);
                 }
-                Command::DeleteTopic { name, reply } => {
-                    let r = self.delete_topic(&name);
-                    self.finish(r, reply);
-                }
-                Command::CreatePartitions { name, count, reply } => {
-                    let r = self.create_partitions(&name, count);
-                    self.finish(r, reply);
-                }
+                Err(mpsc::RecvTimeoutError::Timeout) => self.catch_up(),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
             }
         }
     }
 
-    fn finish(&mut self, result: Result<bool, Refused>, reply: Reply) {
-        let result = result.and_then(|changed| {
-            if !changed {
-                return Ok(());
+    /// Applies and broadcasts what other nodes changed.
+    fn catch_up(&mut self) {
+        match self.store.poll() {
+            Ok(Some(mut snapshot)) => {
+                snapshot.version = self.snapshot.version + 1;
+                self.snapshot = snapshot;
+                self.broadcast();
             }
-            self.snapshot.version += 1;
-            self.store.save(&self.snapshot).map_err(|e| {
-                Refused::new(
-                    ResponseError::KafkaStorageError,
-                    format!("persisting metadata: {e}"),
-                )
-            })?;
-            self.broadcast();
-            Ok(())
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "reading cluster metadata changes"),
+        }
+    }
+
+    fn execute(&mut self, cmd: Command) {
+        let (op, reply) = cmd.split();
+        // A collision with another node's change is decided again once, on the new state.
+        let mut result = self.attempt(&op);
+        if matches!(result, Err(Attempt::Conflict)) {
+            self.catch_up();
+            result = self.attempt(&op);
+        }
+        let result = result.map_err(|e| match e {
+            Attempt::Refused(r) => r,
+            Attempt::Conflict => Refused::new(
+                ResponseError::UnknownServerError,
+                "the cluster metadata changed concurrently twice; retry",
+            ),
         });
         // The requester may have gone (connection closed); nothing to tell then.
         reply.send(result).ok();
+    }
+
+    /// Applies `op` to a copy of the snapshot, saves and broadcasts it.
+    fn attempt(&mut self, op: &Op) -> Result<(), Attempt> {
+        let mut next = self.snapshot.clone();
+        let changed = match op {
+            Op::CreateTopic {
+                name,
+                partitions,
+                configs,
+            } => self.create_topic(&mut next, name, *partitions, configs),
+            Op::DeleteTopic { name } => delete_topic(&mut next, name),
+            Op::CreatePartitions { name, count } => self.create_partitions(&mut next, name, *count),
+        }
+        .map_err(Attempt::Refused)?;
+        if !changed {
+            return Ok(());
+        }
+        next.version += 1;
+        let saved = self.store.save(&next).map_err(|e| {
+            Attempt::Refused(Refused::new(
+                ResponseError::KafkaStorageError,
+                format!("persisting metadata: {e}"),
+            ))
+        })?;
+        if saved == Saved::Conflict {
+            return Err(Attempt::Conflict);
+        }
+        self.snapshot = next;
+        self.broadcast();
+        Ok(())
     }
 
     /// Sends the snapshot to every shard and waits until each applied it.
@@ -138,12 +175,13 @@ impl Controller {
 
     fn create_topic(
         &mut self,
-        name: String,
+        snapshot: &mut Snapshot,
+        name: &str,
         partitions: i32,
-        configs: BTreeMap<String, String>,
+        configs: &BTreeMap<String, String>,
     ) -> Result<bool, Refused> {
-        validate_topic_name(&name)?;
-        if self.snapshot.topics.contains_key(&name) {
+        validate_topic_name(name)?;
+        if snapshot.topics.contains_key(name) {
             return Err(Refused::new(
                 ResponseError::TopicAlreadyExists,
                 format!("topic '{name}' already exists"),
@@ -155,51 +193,146 @@ impl Controller {
                 format!("{partitions} partitions; allowed 1..={PARTITIONS_MAX}"),
             ));
         }
-        crate::topic_config::validate(&configs)
+        crate::topic_config::validate(configs)
             .map_err(|e| Refused::new(ResponseError::InvalidConfig, e.to_string()))?;
+        let placed = self.place(snapshot, 0, partitions)?;
         let topic = TopicMeta {
-            name: name.clone(),
+            name: name.to_owned(),
             id: uuid::Uuid::new_v4(),
-            partitions: place_partitions(0, partitions, self.shards),
-            configs,
+            partitions: placed,
+            configs: configs.clone(),
         };
-        self.snapshot.topics.insert(name, topic);
+        snapshot.topics.insert(name.to_owned(), topic);
         Ok(true)
     }
 
-    fn delete_topic(&mut self, name: &str) -> Result<bool, Refused> {
-        refuse_internal(name, "deleted")?;
-        if self.snapshot.topics.remove(name).is_none() {
-            return Err(Refused::new(
-                ResponseError::UnknownTopicOrPartition,
-                format!("topic '{name}' does not exist"),
-            ));
-        }
-        Ok(true)
-    }
-
-    fn create_partitions(&mut self, name: &str, count: i32) -> Result<bool, Refused> {
+    fn create_partitions(
+        &mut self,
+        snapshot: &mut Snapshot,
+        name: &str,
+        count: i32,
+    ) -> Result<bool, Refused> {
         refuse_internal(
             name,
             "given more partitions (group coordinators would move)",
         )?;
-        let shards = self.shards;
-        let topic = self.snapshot.topics.get_mut(name).ok_or_else(|| {
-            Refused::new(
-                ResponseError::UnknownTopicOrPartition,
-                format!("topic '{name}' does not exist"),
-            )
-        })?;
-        let have = topic.partitions.len() as i32;
+        let have = snapshot
+            .topics
+            .get(name)
+            .map(|t| t.partitions.len() as i32)
+            .ok_or_else(|| {
+                Refused::new(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("topic '{name}' does not exist"),
+                )
+            })?;
         if count <= have || count > PARTITIONS_MAX {
             return Err(Refused::new(
                 ResponseError::InvalidPartitions,
                 format!("topic '{name}' has {have} partitions; asked for {count}"),
             ));
         }
-        topic
+        let more = self.place(snapshot, have, count)?;
+        snapshot
+            .topics
+            .get_mut(name)
+            .expect("checked above")
             .partitions
-            .extend(place_partitions(have, count, shards));
+            .extend(more);
         Ok(true)
+    }
+
+    /// Partitions `from..to`: over this node's shards alone, or over the cluster's live nodes
+    /// (one replica each: replicated partitions are not built yet), counting what each holds.
+    fn place(
+        &mut self,
+        snapshot: &Snapshot,
+        from: i32,
+        to: i32,
+    ) -> Result<Vec<PartitionMeta>, Refused> {
+        let Some(nodes) = self.store.live_nodes() else {
+            return Ok(place_partitions(from, to, self.shards));
+        };
+        let mut load = Load::default();
+        for t in snapshot.topics.values() {
+            for p in &t.partitions {
+                if let Some(node) = p.node {
+                    load.add(&[Slot {
+                        node,
+                        shard: p.shard,
+                    }]);
+                }
+            }
+        }
+        let placed = place_replicas(&nodes, &mut load, from, to, 1)
+            .map_err(|e| Refused::new(ResponseError::InvalidReplicationFactor, e.to_string()))?;
+        Ok(placed
+            .into_iter()
+            .map(|replicas| PartitionMeta {
+                node: Some(replicas[0].node),
+                shard: replicas[0].shard,
+                leader_epoch: iouring_log::LeaderEpoch(0),
+            })
+            .collect())
+    }
+}
+
+fn delete_topic(snapshot: &mut Snapshot, name: &str) -> Result<bool, Refused> {
+    refuse_internal(name, "deleted")?;
+    if snapshot.topics.remove(name).is_none() {
+        return Err(Refused::new(
+            ResponseError::UnknownTopicOrPartition,
+            format!("topic '{name}' does not exist"),
+        ));
+    }
+    Ok(true)
+}
+
+/// How often other nodes' changes are looked for.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// A command without its reply channel.
+enum Op {
+    CreateTopic {
+        name: String,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+    },
+    DeleteTopic {
+        name: String,
+    },
+    CreatePartitions {
+        name: String,
+        count: i32,
+    },
+}
+
+enum Attempt {
+    Refused(Refused),
+    /// The store refused the save: another node changed the same metadata first.
+    Conflict,
+}
+
+impl Command {
+    fn split(self) -> (Op, Reply) {
+        match self {
+            Command::CreateTopic {
+                name,
+                partitions,
+                configs,
+                reply,
+            } => (
+                Op::CreateTopic {
+                    name,
+                    partitions,
+                    configs,
+                },
+                reply,
+            ),
+            Command::DeleteTopic { name, reply } => (Op::DeleteTopic { name }, reply),
+            Command::CreatePartitions { name, count, reply } => {
+                (Op::CreatePartitions { name, count }, reply)
+            }
+        }
     }
 }

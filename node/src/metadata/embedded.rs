@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::snapshot::Snapshot;
-use super::store::{MetadataStore, StoreError};
+use super::store::{MetadataStore, Saved, StoreError};
 
 pub const METADATA_FILE: &str = "__ringlog_metadata.json";
 
@@ -47,7 +47,7 @@ impl MetadataStore for EmbeddedStore {
     }
 
     /// Temporary file, fsync, rename, fsync the folder.
-    fn save(&mut self, snapshot: &Snapshot) -> Result<(), StoreError> {
+    fn save(&mut self, snapshot: &Snapshot) -> Result<Saved, StoreError> {
         let tmp = self.dir.join(format!("{METADATA_FILE}.tmp"));
         let bytes = serde_json::to_vec_pretty(snapshot).map_err(|e| self.error("encoding", e))?;
         let written = (|| -> std::io::Result<()> {
@@ -57,6 +57,8 @@ impl MetadataStore for EmbeddedStore {
             std::fs::rename(&tmp, self.path())?;
             std::fs::File::open(&self.dir)?.sync_all()
         })();
-        written.map_err(|e| self.error("writing", e))
+        written
+            .map(|()| Saved::Yes)
+            .map_err(|e| self.error("writing", e))
     }
 }

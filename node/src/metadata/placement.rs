@@ -163,6 +163,7 @@ fn least(node: NodeShards, key: impl Fn(&Slot) -> (usize, usize)) -> Slot {
 pub fn place_partitions(from: i32, to: i32, shards: usize) -> Vec<PartitionMeta> {
     (from..to)
         .map(|p| PartitionMeta {
+            node: None,
             shard: p as usize % shards,
             leader_epoch: LeaderEpoch(0),
         })

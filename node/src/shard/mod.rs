@@ -20,10 +20,12 @@ use crate::config::{BrokerConfig, GroupConfig};
 use crate::error::Refused;
 use crate::fetch_session::FetchSessions;
 use crate::group_coordinator::{Coordinator, Host};
+use crate::metadata::PartitionMeta;
 use crate::metadata::{Command, Snapshot, TopicMeta};
 use crate::partition::Partition;
 use crate::stop::StopSignal;
 use crate::topic_config::{TopicConfig, TopicConfigError, TopicOverrides};
+use kafka_protocol::messages::BrokerId;
 
 /// Everything a shard's tasks share. Single-threaded: `Rc` and `RefCell`, no locks.
 pub struct ShardCtx {
@@ -83,6 +85,51 @@ impl ShardCtx {
         epoch
     }
 
+    /// Where a partition's leader is reached: its broker id, host and port; `None` when its
+    /// node is not live (a cluster node whose registration is gone: the partition is offline).
+    pub fn leader_endpoint(&self, meta: &PartitionMeta) -> Option<(BrokerId, String, i32)> {
+        let me = self.config.node_id.0;
+        match meta.node {
+            None => Some(self.local_endpoint(meta.shard)),
+            Some(n) if n == me => Some(self.local_endpoint(meta.shard)),
+            Some(n) => {
+                let snapshot = self.snapshot.borrow();
+                let node = snapshot.node(n)?;
+                let port = i32::from(node.port) + meta.shard as i32;
+                Some((
+                    crate::ids::broker_id(n, meta.shard),
+                    node.host.clone(),
+                    port,
+                ))
+            }
+        }
+    }
+
+    fn local_endpoint(&self, shard: usize) -> (BrokerId, String, i32) {
+        let port = i32::from(self.config.advertised_port) + shard as i32;
+        (
+            self.config.broker_id(shard),
+            self.config.advertised_host.clone(),
+            port,
+        )
+    }
+
+    /// Every broker clients may talk to: each shard of each live node (this node's own always).
+    pub fn brokers(&self) -> Vec<(BrokerId, String, i32)> {
+        let me = self.config.node_id.0;
+        let mut out: Vec<_> = (0..self.config.shards)
+            .map(|s| self.local_endpoint(s))
+            .collect();
+        for n in self.snapshot.borrow().nodes.iter().filter(|n| n.node != me) {
+            for shard in 0..n.shards {
+                let port = i32::from(n.port) + shard as i32;
+                out.push((crate::ids::broker_id(n.node, shard), n.host.clone(), port));
+            }
+        }
+        out.sort_by_key(|b| b.0 .0);
+        out
+    }
+
     /// The name of the topic with id `id` (Fetch v13+ names topics by id).
     pub fn topic_name_of(&self, id: uuid::Uuid) -> Option<String> {
         self.snapshot
@@ -137,6 +184,10 @@ impl ShardCtx {
 impl Host for ShardCtx {
     fn shard(&self) -> usize {
         self.shard
+    }
+
+    fn node(&self) -> i32 {
+        self.config.node_id.0
     }
 
     fn settings(&self) -> &GroupConfig {

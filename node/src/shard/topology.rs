@@ -18,7 +18,7 @@ impl ShardCtx {
         let mut wanted = Vec::new();
         for topic in snapshot.topics.values() {
             for (p, meta) in topic.partitions.iter().enumerate() {
-                if meta.shard == self.shard {
+                if meta.is_led_by(self.config.node_id.0, self.shard) {
                     wanted.push((topic, p as i32));
                 }
             }

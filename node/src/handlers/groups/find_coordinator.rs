@@ -56,12 +56,12 @@ async fn offsets_topic(ctx: &Rc<ShardCtx>) -> Result<i32, ResponseError> {
         .ok_or(ResponseError::CoordinatorNotAvailable)
 }
 
-/// `(broker id, port)` of the shard coordinating `key`, or the error.
+/// `(broker id, host, port)` of the shard coordinating `key`, or the error.
 async fn coordinator_of(
     ctx: &Rc<ShardCtx>,
     key_type: i8,
     key: &str,
-) -> Result<(BrokerId, i32), Refused> {
+) -> Result<(BrokerId, String, i32), Refused> {
     if key_type != 0 {
         return Err(Refused::new(
             ResponseError::InvalidRequest,
@@ -78,16 +78,12 @@ async fn coordinator_of(
         .await
         .map_err(|e| Refused::new(e, format!("{OFFSETS_TOPIC} is not available")))?;
     let p = partition_for(key, partitions);
-    let shard = ctx
-        .snapshot
-        .borrow()
-        .partition(OFFSETS_TOPIC, p)
-        .map(|m| m.shard)
-        .ok_or(Refused::new(ResponseError::CoordinatorNotAvailable, ""))?;
-    Ok((
-        ctx.config.broker_id(shard),
-        i32::from(ctx.config.advertised_port) + shard as i32,
-    ))
+    let meta = ctx.snapshot.borrow().partition(OFFSETS_TOPIC, p).cloned();
+    meta.and_then(|m| ctx.leader_endpoint(&m))
+        .ok_or(Refused::new(
+            ResponseError::CoordinatorNotAvailable,
+            "the coordinator's node is not live",
+        ))
 }
 
 pub async fn find_coordinator(
@@ -97,14 +93,13 @@ pub async fn find_coordinator(
 ) -> FindCoordinatorResponse {
     let mut resp = FindCoordinatorResponse::default();
     let key_type = if version >= 1 { req.key_type } else { 0 };
-    let host = s(ctx.config.advertised_host.clone());
     if version >= 4 {
         for key in req.coordinator_keys {
             let mut c = Coordinator::default();
             match coordinator_of(ctx, key_type, &key).await {
-                Ok((id, port)) => {
+                Ok((id, host, port)) => {
                     c.node_id = id;
-                    c.host = host.clone();
+                    c.host = s(host);
                     c.port = port;
                 }
                 Err(refused) => {
@@ -120,9 +115,9 @@ pub async fn find_coordinator(
         return resp;
     }
     match coordinator_of(ctx, key_type, &req.key).await {
-        Ok((id, port)) => {
+        Ok((id, host, port)) => {
             resp.node_id = id;
-            resp.host = host;
+            resp.host = s(host);
             resp.port = port;
         }
         Err(refused) => {

@@ -33,6 +33,21 @@ impl Keys {
         format!("{}controller", self.root)
     }
 
+    /// The prefix of the topics.
+    pub fn topics(&self) -> String {
+        format!("{}topics/", self.root)
+    }
+
+    /// A topic: its id, partitions (where each is led) and configs.
+    pub fn topic(&self, name: &str) -> String {
+        format!("{}topics/{name}", self.root)
+    }
+
+    /// Parses a topic key back into the topic's name.
+    pub fn topic_of<'a>(&self, key: &'a str) -> Option<&'a str> {
+        key.strip_prefix(&self.root)?.strip_prefix("topics/")
+    }
+
     /// A partition's replication state.
     pub fn partition(&self, topic: &str, partition: i32) -> String {
         format!("{}partitions/{topic}/{partition}", self.root)

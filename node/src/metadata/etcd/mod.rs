@@ -13,6 +13,8 @@
 //!   on the key's mod revision, and fenced by the controller epoch.
 //! - [`watch`]: every node loads the metadata at one revision and then applies every later
 //!   change in revision order, from a watch that resumes where it stopped.
+//! - [`store`]: the control plane's `MetadataStore` over all of the above: topics under
+//!   `topics/<name>`, written by compare-and-swap, the live nodes from the registrations.
 //!
 //! Blocking API: it runs its own tokio runtime (the shards never see it). It must not touch
 //! shard state or logs; the control plane turns what it reads into snapshots for the shards.
@@ -21,6 +23,7 @@ pub mod election;
 pub mod keys;
 pub mod partitions;
 pub mod session;
+pub mod store;
 pub mod watch;
 
 use std::sync::Arc;

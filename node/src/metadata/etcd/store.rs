@@ -1,0 +1,280 @@
+//! The cluster's [`MetadataStore`]: topics under `topics/<name>` in etcd, written with
+//! compare-and-swap on each topic key's revision (create only if absent, change or delete only
+//! what this node last read), read back through the ordered watch; the live nodes are the
+//! broker registrations.
+//!
+//! Contract: [`EtcdStore::open`] registers this node (refusing a second process with the same
+//! `node.id`) and reads everything at one revision. `save` writes every topic that differs from
+//! what was read in one transaction, or nothing ([`Saved::Conflict`]). `poll` applies the
+//! watch's events and, if this node's lease was lost, registers it again under a new broker
+//! epoch. Dropping the store revokes the lease: the node leaves at once.
+
+use std::collections::BTreeMap;
+
+use etcd_client::{Compare, CompareOp, Txn, TxnOp};
+
+use super::session::BrokerSession;
+use super::watch::{Entry, MetadataEvent, MetadataWatch};
+use super::{Etcd, EtcdConfig, EtcdError};
+use crate::metadata::placement::NodeShards;
+use crate::metadata::snapshot::{NodeInfo, Snapshot, TopicMeta};
+use crate::metadata::store::{MetadataStore, Saved, StoreError};
+
+pub struct EtcdStore {
+    etcd: Etcd,
+    me: NodeInfo,
+    session: Option<BrokerSession>,
+    watch: MetadataWatch,
+    /// Every topic as last read, with its key's mod revision.
+    topics: BTreeMap<String, (TopicMeta, i64)>,
+    nodes: BTreeMap<i32, NodeInfo>,
+}
+
+fn store_error(
+    op: &'static str,
+    location: &str,
+    e: impl std::error::Error + Send + Sync + 'static,
+) -> StoreError {
+    StoreError {
+        op,
+        location: location.to_owned(),
+        source: Box::new(e),
+    }
+}
+
+impl EtcdStore {
+    /// Connects, registers `me`, reads the cluster's metadata.
+    pub fn open(config: EtcdConfig, me: NodeInfo) -> Result<EtcdStore, EtcdError> {
+        let etcd = Etcd::connect(config)?;
+        let info = serde_json::to_string(&me).expect("node info serializes");
+        let session = BrokerSession::register(&etcd, me.node, &info)?;
+        tracing::info!(
+            node = me.node,
+            broker_epoch = session.broker_epoch(),
+            cluster = %etcd.config().cluster_id,
+            "registered in etcd"
+        );
+        let (entries, _, watch) = MetadataWatch::start(&etcd)?;
+        let mut store = EtcdStore {
+            etcd,
+            me,
+            session: Some(session),
+            watch,
+            topics: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+        };
+        for e in entries {
+            store.apply_put(&e);
+        }
+        Ok(store)
+    }
+
+    fn location(&self) -> String {
+        format!("{:?}", self.etcd.config().endpoints)
+    }
+
+    /// Applies one key's new value; whether anything changed.
+    fn apply_put(&mut self, e: &Entry) -> bool {
+        let keys = self.etcd.keys();
+        if let Some(name) = keys.topic_of(&e.key) {
+            match serde_json::from_slice::<TopicMeta>(&e.value) {
+                Ok(t) => {
+                    let old = self
+                        .topics
+                        .insert(name.to_owned(), (t.clone(), e.mod_revision));
+                    return old.is_none_or(|(o, _)| o != t);
+                }
+                Err(err) => {
+                    tracing::error!(key = %e.key, error = %err, "ignoring a topic that does not parse")
+                }
+            }
+        } else if let Some(node) = keys.broker_of(&e.key) {
+            match serde_json::from_slice::<NodeInfo>(&e.value) {
+                Ok(n) if n.node == node => {
+                    let old = self.nodes.insert(node, n.clone());
+                    return old.is_none_or(|o| o != n);
+                }
+                _ => {
+                    tracing::error!(key = %e.key, "ignoring a broker registration that does not parse")
+                }
+            }
+        }
+        false
+    }
+
+    fn apply_delete(&mut self, key: &str) -> bool {
+        let keys = self.etcd.keys();
+        if let Some(name) = keys.topic_of(key) {
+            return self.topics.remove(name).is_some();
+        }
+        if let Some(node) = keys.broker_of(key) {
+            return self.nodes.remove(&node).is_some();
+        }
+        false
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            version: 0,
+            topics: self
+                .topics
+                .iter()
+                .map(|(n, (t, _))| (n.clone(), t.clone()))
+                .collect(),
+            nodes: self.nodes.values().cloned().collect(),
+        }
+    }
+
+    /// Registers again after the lease was lost (paused, cut off from etcd).
+    fn keep_registered(&mut self) {
+        if self
+            .session
+            .as_ref()
+            .is_some_and(BrokerSession::holds_lease)
+        {
+            return;
+        }
+        if let Some(old) = self.session.take() {
+            tracing::warn!(
+                node = self.me.node,
+                broker_epoch = old.broker_epoch(),
+                "lost the etcd lease; registering again"
+            );
+            if let Err(e) = old.close() {
+                tracing::debug!(error = %e, "revoking the lost lease");
+            }
+        }
+        let info = serde_json::to_string(&self.me).expect("node info serializes");
+        match BrokerSession::register(&self.etcd, self.me.node, &info) {
+            Ok(s) => {
+                tracing::info!(
+                    node = self.me.node,
+                    broker_epoch = s.broker_epoch(),
+                    "registered in etcd again"
+                );
+                self.session = Some(s);
+            }
+            Err(e) => tracing::warn!(error = %e, "registering in etcd; retrying"),
+        }
+    }
+
+    fn reload(&mut self) -> Result<(), StoreError> {
+        let (entries, _, watch) = MetadataWatch::start(&self.etcd)
+            .map_err(|e| store_error("re-reading", &self.location(), e))?;
+        self.watch = watch;
+        self.topics.clear();
+        self.nodes.clear();
+        for e in entries {
+            self.apply_put(&e);
+        }
+        Ok(())
+    }
+}
+
+impl MetadataStore for EtcdStore {
+    fn load(&mut self) -> Result<Snapshot, StoreError> {
+        Ok(self.snapshot())
+    }
+
+    fn save(&mut self, snapshot: &Snapshot) -> Result<Saved, StoreError> {
+        let keys = self.etcd.keys();
+        let mut compares = Vec::new();
+        let mut ops = Vec::new();
+        for (name, topic) in &snapshot.topics {
+            match self.topics.get(name) {
+                Some((old, _)) if old == topic => continue,
+                Some((_, rev)) => compares.push(Compare::mod_revision(
+                    keys.topic(name),
+                    CompareOp::Equal,
+                    *rev,
+                )),
+                None => compares.push(Compare::create_revision(
+                    keys.topic(name),
+                    CompareOp::Equal,
+                    0,
+                )),
+            }
+            let value = serde_json::to_string(topic).expect("a topic serializes");
+            ops.push(TxnOp::put(keys.topic(name), value, None));
+        }
+        for (name, (_, rev)) in &self.topics {
+            if !snapshot.topics.contains_key(name) {
+                compares.push(Compare::mod_revision(
+                    keys.topic(name),
+                    CompareOp::Equal,
+                    *rev,
+                ));
+                ops.push(TxnOp::delete(keys.topic(name), None));
+            }
+        }
+        if ops.is_empty() {
+            return Ok(Saved::Yes);
+        }
+        let txn = Txn::new().when(compares).and_then(ops);
+        let mut client = self.etcd.client();
+        let answer = self
+            .etcd
+            .call("writing topics", client.txn(txn))
+            .map_err(|e| store_error("writing topics to", &self.location(), e))?;
+        if !answer.succeeded() {
+            return Ok(Saved::Conflict);
+        }
+        let revision = answer.header().map_or(0, |h| h.revision());
+        self.topics = snapshot
+            .topics
+            .iter()
+            .map(|(n, t)| {
+                let rev = match self.topics.get(n) {
+                    Some((old, rev)) if old == t => *rev,
+                    _ => revision,
+                };
+                (n.clone(), (t.clone(), rev))
+            })
+            .collect();
+        Ok(Saved::Yes)
+    }
+
+    fn poll(&mut self) -> Result<Option<Snapshot>, StoreError> {
+        self.keep_registered();
+        let mut changed = false;
+        loop {
+            match self.watch.events.try_recv() {
+                Ok(MetadataEvent::Put(e)) => changed |= self.apply_put(&e),
+                Ok(MetadataEvent::Delete { key, .. }) => changed |= self.apply_delete(&key),
+                Ok(MetadataEvent::Reload) => {
+                    self.reload()?;
+                    changed = true;
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) => break,
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    self.reload()?;
+                    changed = true;
+                    break;
+                }
+            }
+        }
+        Ok(changed.then(|| self.snapshot()))
+    }
+
+    fn live_nodes(&mut self) -> Option<Vec<NodeShards>> {
+        Some(
+            self.nodes
+                .values()
+                .map(|n| NodeShards {
+                    node: n.node,
+                    shards: n.shards,
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for EtcdStore {
+    fn drop(&mut self) {
+        if let Some(s) = self.session.take() {
+            if let Err(e) = s.close() {
+                tracing::warn!(error = %e, "leaving the cluster (revoking the etcd lease)");
+            }
+        }
+    }
+}

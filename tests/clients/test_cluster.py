@@ -1,0 +1,162 @@
+"""A cluster of ringlog nodes sharing their metadata through a real etcd (Debian's etcd-server):
+every node registers its shards under a lease, topics created through any node are placed over
+every live node (one replica per partition: replication is not wired into the broker yet), and
+every node's Metadata lists every broker and every partition's leader, so Kafka clients produce
+to and consume from the whole cluster through any node. A node that dies takes its partitions
+offline (LEADER_NOT_AVAILABLE) until it returns; a second process with a live node's node.id is
+refused at start."""
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conftest import REPO, Broker, free_port_block
+
+
+class Etcd:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="ringlog-etcd-", dir=os.path.join(REPO, "target"))
+        self.client_port = free_port_block(1)
+        self.peer_port = free_port_block(1)
+        client, peer = f"http://127.0.0.1:{self.client_port}", f"http://127.0.0.1:{self.peer_port}"
+        self.endpoint = client
+        assert shutil.which("etcd"), "etcd not found: scripts/install-deps.sh installs etcd-server"
+        self.log = open(os.path.join(self.dir, "etcd.log"), "wb")
+        self.proc = subprocess.Popen(
+            ["etcd", "--name", "t", "--data-dir", os.path.join(self.dir, "data"),
+             "--listen-client-urls", client, "--advertise-client-urls", client,
+             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+             "--initial-cluster", f"t={peer}"],
+            stdout=self.log, stderr=self.log)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            r = subprocess.run(["etcdctl", "--endpoints", client, "endpoint", "health"],
+                               capture_output=True, env=dict(os.environ, ETCDCTL_API="3"))
+            if r.returncode == 0:
+                return
+            time.sleep(0.2)
+        raise RuntimeError("etcd did not become healthy")
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def cluster():
+    etcd = Etcd()
+    nodes = []
+
+    def node(node_id, shards=2, cluster_id="c1", data_dir=None):
+        b = Broker(shards=shards, data_dir=data_dir, settings={
+            "node.id": node_id, "metadata.store": "etcd", "metadata.etcd.endpoints": etcd.endpoint,
+            "cluster.id": cluster_id, "broker.session.timeout.ms": 3000,
+            "group.initial.rebalance.delay.ms": 0})
+        nodes.append(b)
+        return b
+
+    yield etcd, node
+    for b in nodes:
+        b.cleanup()
+    etcd.stop()
+
+
+def wait_for(what, f, timeout=15):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = f()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise AssertionError(f"{what}: not within {timeout} s")
+
+
+def test_topics_spread_over_the_cluster_and_clients_use_every_node(cluster):
+    _etcd, node = cluster
+    nodes = [node(i).start() for i in (1, 2, 3)]
+    admin = AdminClient({"bootstrap.servers": nodes[0].bootstrap})
+    # Every node sees every broker (3 nodes x 2 shards).
+    for n in nodes:
+        md = wait_for("6 brokers", lambda: (lambda m: m if len(m.brokers) == 6 else None)(
+            AdminClient({"bootstrap.servers": n.bootstrap}).list_topics(timeout=10)))
+        assert sorted(md.brokers) == [1000, 1001, 2000, 2001, 3000, 3001]
+    admin.create_topics([NewTopic("spread", num_partitions=12, replication_factor=1)])["spread"].result(timeout=15)
+    # Leaders spread evenly: 4 partitions per node, 2 per shard.
+    md = wait_for("12 partitions seen from node 3", lambda: (lambda m: m if "spread" in m.topics else None)(
+        AdminClient({"bootstrap.servers": nodes[2].bootstrap}).list_topics(timeout=10)))
+    leaders = sorted(p.leader for p in md.topics["spread"].partitions.values())
+    assert leaders == sorted([1000, 1001, 2000, 2001, 3000, 3001] * 2), leaders
+
+    # Produce through node 3's bootstrap, consume through node 2's: every record, in order per
+    # partition, each from the node that holds it.
+    p = Producer({"bootstrap.servers": nodes[2].bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    sent = {}
+    for i in range(1200):
+        part = i % 12
+        p.produce("spread", value=f"v{i}".encode(), partition=part)
+        sent.setdefault(part, []).append(f"v{i}".encode())
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": nodes[1].bootstrap, "group.id": "g-spread",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe(["spread"])
+    got = {}
+    deadline = time.time() + 60
+    while sum(len(v) for v in got.values()) < 1200 and time.time() < deadline:
+        m = c.poll(1)
+        if m is None or m.error():
+            continue
+        got.setdefault(m.partition(), []).append(m.value())
+    c.commit(asynchronous=False)
+    c.close()
+    assert got == sent
+    # Each node's data dir holds exactly the partitions it leads.
+    for n, nid in zip(nodes, (1, 2, 3)):
+        dirs = sorted(d for d in os.listdir(n.data_dir) if d.startswith("spread-"))
+        assert len(dirs) == 4, (nid, dirs)
+
+    # Replication factors: more than the live nodes, or any above 1 for now, are refused.
+    for rf, reason in ((4, "larger than the 3 live node"), (3, "not built yet")):
+        with pytest.raises(Exception) as e:
+            admin.create_topics([NewTopic(f"rf{rf}", num_partitions=1, replication_factor=rf)])[f"rf{rf}"].result(timeout=10)
+        assert reason in str(e.value), str(e.value)
+
+
+def test_a_dead_node_takes_its_partitions_offline_and_back(cluster):
+    _etcd, node = cluster
+    nodes = [node(i, shards=1).start() for i in (1, 2)]
+    admin = AdminClient({"bootstrap.servers": nodes[0].bootstrap})
+    wait_for("2 brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 2)
+    admin.create_topics([NewTopic("half", num_partitions=2, replication_factor=1)])["half"].result(timeout=15)
+    p = Producer({"bootstrap.servers": nodes[0].bootstrap})
+    for part in (0, 1):
+        p.produce("half", value=b"before", partition=part)
+    assert p.flush(15) == 0
+    on_node2 = [pid for pid, pm in admin.list_topics(timeout=10).topics["half"].partitions.items() if pm.leader == 2000]
+    assert len(on_node2) == 1
+    # Node 2 stops (SIGTERM revokes its lease at once): its partition goes offline.
+    data2 = nodes[1].data_dir
+    nodes[1].stop()
+
+    def offline():
+        pm = admin.list_topics(timeout=10).topics["half"].partitions[on_node2[0]]
+        return pm.leader == -1 and pm.error is not None
+    wait_for("offline partition", offline)
+    # A second process with node 1's id is refused while node 1 lives.
+    dup = node(1, shards=1)
+    with pytest.raises(RuntimeError) as e:
+        dup.start()
+    assert "already registered" in str(e.value)
+    # Node 2 returns with its data: the partition is back, with its record.
+    back = node(2, shards=1, data_dir=data2).start()
+    wait_for("partition back", lambda: admin.list_topics(timeout=10).topics["half"].partitions[on_node2[0]].leader == 2000)
+    c = Consumer({"bootstrap.servers": back.bootstrap, "group.id": "g-half", "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition("half", on_node2[0], 0)])
+    m = wait_for("record after the return", lambda: (lambda m: m if m is not None and not m.error() else None)(c.poll(1)))
+    assert m.value() == b"before"
+    c.close()
