@@ -33,18 +33,34 @@ class Etcd:
              "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
              "--initial-cluster", f"t={peer}"],
             stdout=self.log, stderr=self.log)
+        self.wait_healthy()
+
+    def wait_healthy(self):
         deadline = time.time() + 20
         while time.time() < deadline:
-            r = subprocess.run(["etcdctl", "--endpoints", client, "endpoint", "health"],
+            r = subprocess.run(["etcdctl", "--endpoints", self.endpoint, "endpoint", "health"],
                                capture_output=True, env=dict(os.environ, ETCDCTL_API="3"))
             if r.returncode == 0:
                 return
             time.sleep(0.2)
         raise RuntimeError("etcd did not become healthy")
 
-    def stop(self):
+    def kill9(self):
         self.proc.kill()
         self.proc.wait()
+
+    def restart(self):
+        client, peer = self.endpoint, f"http://127.0.0.1:{self.peer_port}"
+        self.proc = subprocess.Popen(
+            ["etcd", "--name", "t", "--data-dir", os.path.join(self.dir, "data"),
+             "--listen-client-urls", client, "--advertise-client-urls", client,
+             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+             "--initial-cluster", f"t={peer}"],
+            stdout=self.log, stderr=self.log)
+        self.wait_healthy()
+
+    def stop(self):
+        self.kill9()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -160,3 +176,44 @@ def test_a_dead_node_takes_its_partitions_offline_and_back(cluster):
     m = wait_for("record after the return", lambda: (lambda m: m if m is not None and not m.error() else None)(c.poll(1)))
     assert m.value() == b"before"
     c.close()
+
+
+def test_losing_etcd_stops_metadata_changes_not_the_data_path(cluster):
+    etcd, node = cluster
+    nodes = [node(i, shards=1).start() for i in (1, 2)]
+    admin = AdminClient({"bootstrap.servers": nodes[0].bootstrap})
+    wait_for("2 brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 2)
+    admin.create_topics([NewTopic("steady", num_partitions=2, replication_factor=1)])["steady"].result(timeout=15)
+    # etcd dies for twice the broker session timeout (3 s).
+    etcd.kill9()
+    p = Producer({"bootstrap.servers": nodes[1].bootstrap, "linger.ms": 1})
+    values = []
+    start = time.time()
+    while time.time() - start < 6:
+        v = f"x{len(values)}".encode()
+        p.produce("steady", value=v, partition=len(values) % 2)
+        values.append(v)
+        p.poll(0)
+        time.sleep(0.02)
+    assert p.flush(15) == 0, "produce failed while etcd was down"
+    # No commits: __consumer_offsets cannot be created while etcd is down (a metadata change),
+    # and librdkafka's close() would wait for a coordinator to commit to.
+    c = Consumer({"bootstrap.servers": nodes[0].bootstrap, "group.id": "g-steady-unused",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.assign([TopicPartition("steady", 0, 0), TopicPartition("steady", 1, 0)])
+    got = set()
+    deadline = time.time() + 20
+    while len(got) < len(values) and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.add(m.value())
+    c.close()
+    assert got == set(values), f"{len(got)} of {len(values)} read while etcd was down"
+    # etcd returns: both nodes are registered again and metadata changes work again.
+    etcd.restart()
+    wait_for("both nodes registered again", lambda: len(
+        AdminClient({"bootstrap.servers": nodes[1].bootstrap}).list_topics(timeout=10).brokers) == 2, timeout=30)
+    admin.create_topics([NewTopic("after", num_partitions=2, replication_factor=1)])["after"].result(timeout=30)
+    md = wait_for("both nodes back", lambda: (lambda m: m if len(m.brokers) == 2 and "after" in m.topics else None)(
+        AdminClient({"bootstrap.servers": nodes[1].bootstrap}).list_topics(timeout=10)), timeout=30)
+    assert sorted(p.leader for p in md.topics["after"].partitions.values()) == [1000, 2000]

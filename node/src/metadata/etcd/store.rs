@@ -10,6 +10,7 @@
 //! epoch. Dropping the store revokes the lease: the node leaves at once.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 
@@ -28,7 +29,14 @@ pub struct EtcdStore {
     /// Every topic as last read, with its key's mod revision.
     topics: BTreeMap<String, (TopicMeta, i64)>,
     nodes: BTreeMap<i32, NodeInfo>,
+    /// While etcd does not answer: when it last failed and how long to leave it alone, so the
+    /// control plane is not stuck in timeouts (it fails metadata changes at once instead).
+    backoff: Option<(Instant, Duration)>,
 }
+
+/// First and longest pause after etcd failed to answer.
+const BACKOFF_MIN: Duration = Duration::from_millis(500);
+const BACKOFF_MAX: Duration = Duration::from_secs(8);
 
 fn store_error(
     op: &'static str,
@@ -62,11 +70,24 @@ impl EtcdStore {
             watch,
             topics: BTreeMap::new(),
             nodes: BTreeMap::new(),
+            backoff: None,
         };
         for e in entries {
             store.apply_put(&e);
         }
         Ok(store)
+    }
+
+    /// Whether etcd may be tried now (not within the pause after a failure).
+    fn may_try(&self) -> bool {
+        self.backoff.is_none_or(|(at, pause)| at.elapsed() >= pause)
+    }
+
+    fn failed(&mut self) {
+        let pause = self
+            .backoff
+            .map_or(BACKOFF_MIN, |(_, p)| (p * 2).min(BACKOFF_MAX));
+        self.backoff = Some((Instant::now(), pause));
     }
 
     fn location(&self) -> String {
@@ -131,6 +152,7 @@ impl EtcdStore {
             .session
             .as_ref()
             .is_some_and(BrokerSession::holds_lease)
+            || !self.may_try()
         {
             return;
         }
@@ -142,6 +164,8 @@ impl EtcdStore {
             );
             if let Err(e) = old.close() {
                 tracing::debug!(error = %e, "revoking the lost lease");
+                self.failed();
+                return;
             }
         }
         let info = serde_json::to_string(&self.me).expect("node info serializes");
@@ -153,8 +177,12 @@ impl EtcdStore {
                     "registered in etcd again"
                 );
                 self.session = Some(s);
+                self.backoff = None;
             }
-            Err(e) => tracing::warn!(error = %e, "registering in etcd; retrying"),
+            Err(e) => {
+                tracing::warn!(error = %e, "registering in etcd; retrying");
+                self.failed();
+            }
         }
     }
 
@@ -212,10 +240,14 @@ impl MetadataStore for EtcdStore {
         }
         let txn = Txn::new().when(compares).and_then(ops);
         let mut client = self.etcd.client();
-        let answer = self
-            .etcd
-            .call("writing topics", client.txn(txn))
-            .map_err(|e| store_error("writing topics to", &self.location(), e))?;
+        let answer = match self.etcd.call("writing topics", client.txn(txn)) {
+            Ok(a) => a,
+            Err(e) => {
+                self.failed();
+                return Err(store_error("writing topics to", &self.location(), e));
+            }
+        };
+        self.backoff = None;
         if !answer.succeeded() {
             return Ok(Saved::Conflict);
         }
