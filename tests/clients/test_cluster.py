@@ -23,17 +23,10 @@ class Etcd:
         self.dir = tempfile.mkdtemp(prefix="ringlog-etcd-", dir=os.path.join(REPO, "target"))
         self.client_port = free_port_block(1)
         self.peer_port = free_port_block(1)
-        client, peer = f"http://127.0.0.1:{self.client_port}", f"http://127.0.0.1:{self.peer_port}"
-        self.endpoint = client
+        self.endpoint = f"http://127.0.0.1:{self.client_port}"
         assert shutil.which("etcd"), "etcd not found: scripts/install-deps.sh installs etcd-server"
         self.log = open(os.path.join(self.dir, "etcd.log"), "wb")
-        self.proc = subprocess.Popen(
-            ["etcd", "--name", "t", "--data-dir", os.path.join(self.dir, "data"),
-             "--listen-client-urls", client, "--advertise-client-urls", client,
-             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-             "--initial-cluster", f"t={peer}"],
-            stdout=self.log, stderr=self.log)
-        self.wait_healthy()
+        self.restart()
 
     def wait_healthy(self):
         deadline = time.time() + 20
