@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# A local ringlog cluster on loopback: one etcd member and N nodes, each with its own data dir
+# and ports, sharing their metadata through etcd (metadata.store=etcd).
+#
+#   scripts/cluster.sh up N [SHARDS]   start etcd and nodes 1..N (SHARDS per node, default 1)
+#   scripts/cluster.sh status          which processes run, the registered brokers, the topics
+#   scripts/cluster.sh down [--keep]   stop everything (SIGTERM) and remove the data (--keep: not)
+#
+# Ports: etcd client 23790, peer 23800; node i listens on 19000 + 100 * i (+ shard index).
+# State, logs and data: ${RINGLOG_CLUSTER_DIR:-target/cluster}. Bootstrap with any node, e.g.
+# 127.0.0.1:19100. Each partition has one replica (replication is not wired into the broker
+# yet): a node that stops takes its partitions offline until it returns.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DIR="${RINGLOG_CLUSTER_DIR:-$REPO_ROOT/target/cluster}"
+BIN="${RINGLOG_BIN:-$REPO_ROOT/target/release/ringlog}"
+ETCD_CLIENT=23790
+ETCD_PEER=23800
+CLUSTER_ID=local
+
+die() { echo "cluster.sh: $*" >&2; exit 1; }
+
+wait_port() {
+  local port=$1 what=$2
+  for _ in $(seq 1 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  die "$what did not listen on $port within 20 s (see $DIR/*.log)"
+}
+
+running() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+up() {
+  local n=${1:-} shards=${2:-1}
+  [[ "$n" =~ ^[1-9][0-9]?$ ]] || die "up takes a node count 1..99, got '${n}'"
+  [[ "$shards" =~ ^[1-9][0-9]?$ ]] || die "shards per node must be 1..99, got '${shards}'"
+  command -v etcd >/dev/null || die "etcd not found: run scripts/install-deps.sh (Debian's etcd-server)"
+  if [[ ! -x "$BIN" ]]; then
+    (cd "$REPO_ROOT" && cargo build --release -p node --bin ringlog)
+  fi
+  mkdir -p "$DIR"
+  if ! running "$DIR/etcd.pid"; then
+    etcd --name ringlog-local --data-dir "$DIR/etcd-data" \
+      --listen-client-urls "http://127.0.0.1:$ETCD_CLIENT" --advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT" \
+      --listen-peer-urls "http://127.0.0.1:$ETCD_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER" \
+      --initial-cluster "ringlog-local=http://127.0.0.1:$ETCD_PEER" >"$DIR/etcd.log" 2>&1 &
+    echo $! >"$DIR/etcd.pid"
+    wait_port "$ETCD_CLIENT" etcd
+  fi
+  local bootstrap=()
+  for i in $(seq 1 "$n"); do
+    local port=$((19000 + 100 * i))
+    bootstrap+=("127.0.0.1:$port")
+    if running "$DIR/node-$i.pid"; then continue; fi
+    "$BIN" serve --data-dir "$DIR/node-$i" --listen "127.0.0.1:$port" --shards "$shards" \
+      --set "node.id=$i" --set metadata.store=etcd \
+      --set "metadata.etcd.endpoints=http://127.0.0.1:$ETCD_CLIENT" --set "cluster.id=$CLUSTER_ID" \
+      >"$DIR/node-$i.log" 2>&1 &
+    echo $! >"$DIR/node-$i.pid"
+  done
+  for i in $(seq 1 "$n"); do wait_port $((19000 + 100 * i)) "node $i"; done
+  local IFS=,
+  echo "cluster up: $n node(s) x $shards shard(s); bootstrap.servers=${bootstrap[*]}"
+}
+
+status() {
+  [[ -d "$DIR" ]] || { echo "no cluster in $DIR"; return 0; }
+  for f in "$DIR"/*.pid; do
+    [[ -e "$f" ]] || continue
+    local name; name="$(basename "$f" .pid)"
+    if running "$f"; then echo "$name: running (pid $(cat "$f"))"; else echo "$name: stopped"; fi
+  done
+  if command -v etcdctl >/dev/null && running "$DIR/etcd.pid"; then
+    echo "registered brokers:"
+    ETCDCTL_API=3 etcdctl --endpoints "http://127.0.0.1:$ETCD_CLIENT" get --prefix "/ringlog/$CLUSTER_ID/brokers/" | paste - - | sed 's/^/  /'
+    echo "topics:"
+    ETCDCTL_API=3 etcdctl --endpoints "http://127.0.0.1:$ETCD_CLIENT" get --prefix --keys-only "/ringlog/$CLUSTER_ID/topics/" | sed '/^$/d; s/^/  /'
+  fi
+}
+
+down() {
+  local keep=${1:-}
+  [[ -d "$DIR" ]] || return 0
+  for f in "$DIR"/node-*.pid; do
+    [[ -e "$f" ]] || continue
+    if running "$f"; then kill -TERM "$(cat "$f")"; fi
+  done
+  for f in "$DIR"/node-*.pid; do
+    [[ -e "$f" ]] || continue
+    for _ in $(seq 1 300); do running "$f" || break; sleep 0.1; done
+    rm -f "$f"
+  done
+  if running "$DIR/etcd.pid"; then kill -TERM "$(cat "$DIR/etcd.pid")"; fi
+  rm -f "$DIR/etcd.pid"
+  if [[ "$keep" != --keep ]]; then rm -rf "$DIR"; fi
+  echo "cluster down"
+}
+
+case "${1:-}" in
+  up) shift; up "$@" ;;
+  status) status ;;
+  down) shift; down "${1:-}" ;;
+  *) die "usage: scripts/cluster.sh up N [SHARDS] | status | down [--keep]" ;;
+esac
