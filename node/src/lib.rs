@@ -1,15 +1,14 @@
 //! `node` is the broker `ringlog`: shards (one glommio executor per core, each a Kafka broker
 //! endpoint), the Kafka protocol server on the `kafka-protocol` crate, topic/partition
-//! management, the group coordinator and committed offsets (`group`), the embedded cluster
-//! metadata, configuration and the CLI.
+//! management, the group coordinator and committed offsets (`group`), the cluster metadata
+//! (embedded, or on etcd), configuration and the CLI.
 //!
 //! It wires `iouring-log` to the network and maps its errors to Kafka error codes in the
 //! handlers. It must not reach into a log's files, and it must not hand-write protocol codecs
 //! (the one exception: the `__consumer_offsets` record layouts in `group/records.rs`, which
 //! are Kafka-internal and not in `kafka-protocol`). Not built yet: replication in the broker
-//! (the `replication` crate's state machines are not wired in), the broker's use of the etcd
-//! metadata layer (`metadata/etcd/`, built and tested against a real etcd but not selectable
-//! yet), transactions (see the issues).
+//! (the `replication` crate's state machines are not wired in: with `metadata.store=etcd` nodes
+//! form a cluster whose partitions have one replica each), transactions (see the issues).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
