@@ -141,14 +141,24 @@ impl Log {
         Ok(())
     }
 
-    /// Waits until every segment before the active one is sealed (background seals done).
+    /// Waits until every segment before the active one is sealed and every background seal has
+    /// finished (its index files written: a segment is marked sealed before they are, and
+    /// retention must not delete files a seal is still writing).
     pub async fn wait_for_seals(&self) -> Result<(), FlushError> {
         loop {
             let seen = self.inner.progress.log.generation();
             let sealing = {
                 let st = self.inner.state.borrow();
                 let n = st.segments.len();
-                st.segments[..n - 1].iter().any(|s| !s.is_sealed())
+                let unsealed = st.segments[..n - 1].iter().any(|s| !s.is_sealed());
+                // Seals finish in roll order: the last one done means all are.
+                let last_running = self
+                    .inner
+                    .last_seal
+                    .borrow()
+                    .as_ref()
+                    .is_some_and(|done| !done.get());
+                unsealed || last_running
             };
             if !sealing {
                 return Ok(());
