@@ -210,3 +210,34 @@ def test_losing_etcd_stops_metadata_changes_not_the_data_path(cluster):
     md = wait_for("both nodes back", lambda: (lambda m: m if len(m.brokers) == 2 and "after" in m.topics else None)(
         AdminClient({"bootstrap.servers": nodes[1].bootstrap}).list_topics(timeout=10)), timeout=30)
     assert sorted(p.leader for p in md.topics["after"].partitions.values()) == [1000, 2000]
+
+
+def kafka_tool(*args):
+    """Runs one of Apache Kafka's own command-line tools (kafka-tools 4.1.1 from Maven Central,
+    fetched by scripts/fetch-kafka.sh; scripts/test.sh exports their folder)."""
+    libs = os.environ.get("RINGLOG_KAFKA_LIBS") or subprocess.run(
+        [os.path.join(REPO, "scripts", "fetch-kafka.sh")], capture_output=True, text=True, check=True
+    ).stdout.strip().splitlines()[-1]
+    cmd = f"source {REPO}/scripts/kafka-common.sh; kafka_tool " + " ".join(args)
+    return subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, KAFKA_LIBS=libs))
+
+
+def test_kafkas_own_topic_tool_describes_the_cluster(cluster):
+    _etcd, node = cluster
+    nodes = [node(i, shards=1).start() for i in (1, 2, 3)]
+    wait_for("3 brokers", lambda: len(AdminClient({"bootstrap.servers": nodes[0].bootstrap}).list_topics(timeout=10).brokers) == 3)
+    created = kafka_tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", nodes[1].bootstrap,
+                         "--create", "--topic", "described", "--partitions", "3", "--replication-factor", "1")
+    assert created.returncode == 0, created.stdout + created.stderr
+    r = kafka_tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", nodes[2].bootstrap,
+                   "--describe", "--topic", "described")
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [l for l in r.stdout.splitlines() if "Partition:" in l]
+    assert len(lines) == 3, r.stdout
+    leaders = sorted(l.split("Leader:")[1].split()[0] for l in lines)
+    assert leaders == ["1000", "2000", "3000"], r.stdout
+    for l in lines:
+        leader = l.split("Leader:")[1].split()[0]
+        assert f"Replicas: {leader}" in l and f"Isr: {leader}" in l, l
+    assert "PartitionCount: 3" in r.stdout and "ReplicationFactor: 1" in r.stdout, r.stdout
