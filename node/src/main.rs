@@ -49,6 +49,15 @@ enum Commands {
         #[command(subcommand)]
         action: TopicAction,
     },
+    /// The cluster as a broker sees it: nodes, brokers, controller, offline and
+    /// under-replicated partitions.
+    Cluster {
+        /// A broker of the cluster, HOST:PORT.
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap_server: String,
+        #[command(subcommand)]
+        action: ClusterAction,
+    },
     /// Inspect and manage consumer groups over the Kafka protocol, like kafka-consumer-groups.sh.
     Group {
         /// A broker of the node, HOST:PORT.
@@ -57,6 +66,12 @@ enum Commands {
         #[command(subcommand)]
         action: GroupAction,
     },
+}
+
+#[derive(Subcommand)]
+enum ClusterAction {
+    /// Nodes, brokers, controller, offline and under-replicated partitions.
+    Status,
 }
 
 #[derive(Subcommand)]
@@ -270,5 +285,9 @@ fn main() -> ExitCode {
             bootstrap_server,
             action,
         } => admin_outcome("group", group_command(&bootstrap_server, action)),
+        Commands::Cluster {
+            bootstrap_server,
+            action: ClusterAction::Status,
+        } => admin_outcome("cluster", node::cli::cluster::status(&bootstrap_server)),
     }
 }

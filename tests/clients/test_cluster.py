@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import REPO, Broker, free_port_block
+from conftest import BINARY, REPO, Broker, free_port_block
 
 
 class Etcd:
@@ -101,6 +101,9 @@ def test_topics_spread_over_the_cluster_and_clients_use_every_node(cluster):
         AdminClient({"bootstrap.servers": nodes[2].bootstrap}).list_topics(timeout=10)))
     leaders = sorted(p.leader for p in md.topics["spread"].partitions.values())
     assert leaders == sorted([1000, 1001, 2000, 2001, 3000, 3001] * 2), leaders
+    status = subprocess.run([BINARY, "cluster", "--bootstrap-server", nodes[1].bootstrap, "status"],
+                            capture_output=True, text=True, timeout=30)
+    assert "Nodes: 3\tBrokers: 6" in status.stdout and "Offline: 0" in status.stdout, status.stdout
 
     # Produce through node 3's bootstrap, consume through node 2's: every record, in order per
     # partition, each from the node that holds it.
@@ -156,6 +159,14 @@ def test_a_dead_node_takes_its_partitions_offline_and_back(cluster):
         pm = admin.list_topics(timeout=10).topics["half"].partitions[on_node2[0]]
         return pm.leader == -1 and pm.error is not None
     wait_for("offline partition", offline)
+    # `ringlog cluster status` and Kafka's Admin describeCluster see the same cluster.
+    status = subprocess.run([BINARY, "cluster", "--bootstrap-server", nodes[0].bootstrap, "status"],
+                            capture_output=True, text=True, timeout=30)
+    assert status.returncode == 0, status.stderr
+    assert "Cluster: c1" in status.stdout and "Nodes: 1" in status.stdout, status.stdout
+    assert f"offline: half-{on_node2[0]}" in status.stdout, status.stdout
+    described = admin.describe_cluster().result(timeout=10)
+    assert described.cluster_id == "c1" and [n.id for n in described.nodes] == [1000]
     # A second process with node 1's id is refused while node 1 lives.
     dup = node(1, shards=1)
     with pytest.raises(RuntimeError) as e:

@@ -43,10 +43,11 @@ pub fn describe(bootstrap: &str, topic: &str) -> Result<String, CliError> {
     let mut out = format!("Topic: {topic}\tPartitionCount: {}\n", t.partitions.len());
     for p in &t.partitions {
         out.push_str(&format!(
-            "\tPartition: {}\tLeader: {}\tReplicas: {:?}\n",
+            "\tPartition: {}\tLeader: {}\tReplicas: {:?}\tIsr: {:?}\n",
             p.partition_index,
             p.leader_id.0,
-            p.replica_nodes.iter().map(|b| b.0).collect::<Vec<_>>()
+            p.replica_nodes.iter().map(|b| b.0).collect::<Vec<_>>(),
+            p.isr_nodes.iter().map(|b| b.0).collect::<Vec<_>>()
         ));
     }
     for (k, v) in c.topic_configs(topic)? {

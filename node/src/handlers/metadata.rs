@@ -11,7 +11,6 @@ use kafka_protocol::messages::{BrokerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use crate::config::MetadataConfig;
 use crate::metadata::{validate_topic_name, Command, TopicMeta};
 use crate::shard::ShardCtx;
 
@@ -19,11 +18,7 @@ pub async fn handle(ctx: &Rc<ShardCtx>, req: MetadataRequest, version: i16) -> M
     let mut resp = MetadataResponse::default();
     resp.brokers = ctx.brokers().into_iter().map(broker).collect();
     if version >= 2 {
-        let id = match &ctx.config.metadata {
-            MetadataConfig::Etcd { cluster_id, .. } => cluster_id.clone(),
-            MetadataConfig::Embedded => format!("ringlog-node-{}", ctx.config.node_id),
-        };
-        resp.cluster_id = Some(StrBytes::from_string(id));
+        resp.cluster_id = Some(StrBytes::from_string(ctx.cluster_id()));
     }
     resp.controller_id = resp
         .brokers

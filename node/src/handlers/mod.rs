@@ -2,6 +2,7 @@
 //! implemented. Errors are mapped to Kafka error codes in `errors.rs`.
 
 pub mod api_versions;
+pub mod describe_cluster;
 pub mod describe_configs;
 pub mod fetch;
 pub mod groups;
@@ -49,6 +50,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteGroups, 0, 2),
     // Kafka 4.x serves 2-4 (KIP-896 removed 0-1).
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    (ApiKey::DescribeCluster, 0, 2),
 ];
 
 pub fn supported_versions(api: ApiKey) -> Option<(i16, i16)> {
@@ -112,6 +114,9 @@ pub async fn dispatch(
         RequestKind::ListGroups(r) => encode(&groups::list(ctx, r, version), version)?,
         RequestKind::DescribeGroups(r) => encode(&groups::describe(ctx, r, version), version)?,
         RequestKind::DeleteGroups(r) => encode(&groups::delete(ctx, r).await, version)?,
+        RequestKind::DescribeCluster(r) => {
+            encode(&describe_cluster::handle(ctx, r, version), version)?
+        }
         RequestKind::OffsetForLeaderEpoch(r) => {
             encode(&offset_for_leader_epoch::handle(ctx, r), version)?
         }

@@ -169,6 +169,7 @@ mod tests {
             ApiKey::DescribeGroups => RequestKind::DescribeGroups(Default::default()),
             ApiKey::DeleteGroups => RequestKind::DeleteGroups(Default::default()),
             ApiKey::OffsetForLeaderEpoch => RequestKind::OffsetForLeaderEpoch(Default::default()),
+            ApiKey::DescribeCluster => RequestKind::DescribeCluster(Default::default()),
             other => panic!("add {other:?} to default_request"),
         }
     }

@@ -114,6 +114,16 @@ impl ShardCtx {
         )
     }
 
+    /// The cluster's id as clients see it: `cluster.id` in a cluster, one per single node.
+    pub fn cluster_id(&self) -> String {
+        match &self.config.metadata {
+            crate::config::MetadataConfig::Etcd { cluster_id, .. } => cluster_id.clone(),
+            crate::config::MetadataConfig::Embedded => {
+                format!("ringlog-node-{}", self.config.node_id)
+            }
+        }
+    }
+
     /// Every broker clients may talk to: each shard of each live node (this node's own always).
     pub fn brokers(&self) -> Vec<(BrokerId, String, i32)> {
         let me = self.config.node_id.0;

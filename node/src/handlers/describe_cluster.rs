@@ -1,0 +1,53 @@
+//! DescribeCluster: the cluster's id, its brokers (every shard of every live node) and the broker
+//! answering as controller, as Kafka's Admin `describeCluster()` asks for them.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::describe_cluster_request::DescribeClusterRequest;
+use kafka_protocol::messages::describe_cluster_response::{
+    DescribeClusterBroker, DescribeClusterResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use crate::shard::ShardCtx;
+
+/// `EndpointType` 1: brokers (2, controllers, is for KRaft controller listeners).
+const BROKERS: i8 = 1;
+
+/// Kafka's "authorized operations not computed".
+const OPERATIONS_NOT_COMPUTED: i32 = i32::MIN;
+
+pub fn handle(
+    ctx: &Rc<ShardCtx>,
+    req: DescribeClusterRequest,
+    version: i16,
+) -> DescribeClusterResponse {
+    let mut resp = DescribeClusterResponse::default();
+    resp.cluster_authorized_operations = OPERATIONS_NOT_COMPUTED;
+    if version >= 1 {
+        resp.endpoint_type = BROKERS;
+        if req.endpoint_type != BROKERS {
+            resp.error_code = ResponseError::UnsupportedEndpointType.code();
+            resp.error_message = Some(StrBytes::from_string(format!(
+                "endpoint type {}: ringlog nodes have broker endpoints only (1)",
+                req.endpoint_type
+            )));
+            return resp;
+        }
+    }
+    resp.cluster_id = StrBytes::from_string(ctx.cluster_id());
+    let brokers = ctx.brokers();
+    resp.controller_id = brokers.first().map_or(ctx.broker_id(), |b| b.0);
+    resp.brokers = brokers
+        .into_iter()
+        .map(|(id, host, port)| {
+            let mut b = DescribeClusterBroker::default();
+            b.broker_id = id;
+            b.host = StrBytes::from_string(host);
+            b.port = port;
+            b
+        })
+        .collect();
+    resp
+}
