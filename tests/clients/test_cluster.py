@@ -252,3 +252,63 @@ def test_kafkas_own_topic_tool_describes_the_cluster(cluster):
         leader = l.split("Leader:")[1].split()[0]
         assert f"Replicas: {leader}" in l and f"Isr: {leader}" in l, l
     assert "PartitionCount: 3" in r.stdout and "ReplicationFactor: 1" in r.stdout, r.stdout
+
+
+def test_a_node_killed_and_restarted_at_once_rejoins_with_every_acknowledged_record(cluster):
+    _etcd, node = cluster
+    nodes = [node(i, shards=1).start() for i in (1, 2)]
+    admin = AdminClient({"bootstrap.servers": nodes[0].bootstrap})
+    wait_for("2 brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 2)
+    admin.create_topics([NewTopic("crash", num_partitions=4, replication_factor=1)])["crash"].result(timeout=15)
+    acked = {}
+
+    def on_ack(err, msg):
+        if err is None:
+            acked[(msg.partition(), msg.offset())] = msg.value()
+
+    p = Producer({"bootstrap.servers": nodes[0].bootstrap, "linger.ms": 1, "acks": 1})
+    for i in range(400):
+        p.produce("crash", value=f"c{i}".encode(), partition=i % 4, on_delivery=on_ack)
+    assert p.flush(15) == 0
+    # kill -9 node 2 and start it again at once, on the same data: its old registration still
+    # holds its lease for up to broker.session.timeout.ms; the new process waits it out.
+    data2 = nodes[1].data_dir
+    nodes[1].kill9()
+    started = time.time()
+    again = node(2, shards=1, data_dir=data2).start()
+    wait_for("node 2 registered again", lambda: len(
+        AdminClient({"bootstrap.servers": again.bootstrap}).list_topics(timeout=10).brokers) == 2, timeout=20)
+    assert time.time() - started < 3 + 2 + 5, "rejoined within the session timeout and a margin"
+    c = Consumer({"bootstrap.servers": again.bootstrap, "group.id": "g-crash",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.assign([TopicPartition("crash", part, 0) for part in range(4)])
+    seen = {}
+    deadline = time.time() + 30
+    while len(seen) < len(acked) and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            seen[(m.partition(), m.offset())] = m.value()
+    c.close()
+    assert len(acked) == 400
+    assert seen == acked, "every acknowledged record at its offset, nothing else"
+
+
+def test_topic_deletion_and_new_partitions_across_the_cluster(cluster):
+    _etcd, node = cluster
+    nodes = [node(i, shards=1).start() for i in (1, 2)]
+    admin = AdminClient({"bootstrap.servers": nodes[0].bootstrap})
+    wait_for("2 brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 2)
+    admin.create_topics([NewTopic("grow", num_partitions=2, replication_factor=1)])["grow"].result(timeout=15)
+    from confluent_kafka.admin import NewPartitions
+    admin.create_partitions([NewPartitions("grow", 6)])["grow"].result(timeout=15)
+    md = wait_for("6 partitions seen by node 2", lambda: (lambda m: m if "grow" in m.topics and len(m.topics["grow"].partitions) == 6 else None)(
+        AdminClient({"bootstrap.servers": nodes[1].bootstrap}).list_topics(timeout=10)))
+    leaders = sorted(p.leader for p in md.topics["grow"].partitions.values())
+    assert leaders == [1000, 1000, 1000, 2000, 2000, 2000], leaders
+    assert sum(d.startswith("grow-") for d in os.listdir(nodes[1].data_dir)) == 3
+    # Deleted through node 2: both nodes drop their partitions and folders.
+    admin2 = AdminClient({"bootstrap.servers": nodes[1].bootstrap})
+    admin2.delete_topics(["grow"])["grow"].result(timeout=15)
+    for n in nodes:
+        wait_for("folders removed", lambda: not any(d.startswith("grow-") for d in os.listdir(n.data_dir)))
+    assert "grow" not in admin.list_topics(timeout=10).topics

@@ -55,7 +55,7 @@ impl EtcdStore {
     pub fn open(config: EtcdConfig, me: NodeInfo) -> Result<EtcdStore, EtcdError> {
         let etcd = Etcd::connect(config)?;
         let info = serde_json::to_string(&me).expect("node info serializes");
-        let session = BrokerSession::register(&etcd, me.node, &info)?;
+        let session = register_waiting_for_predecessor(&etcd, me.node, &info)?;
         tracing::info!(
             node = me.node,
             broker_epoch = session.broker_epoch(),
@@ -196,6 +196,35 @@ impl EtcdStore {
             self.apply_put(&e);
         }
         Ok(())
+    }
+}
+
+/// Registers `node`; while its key is still held — by a previous process killed before its
+/// lease expired, as after `kill -9` and a quick restart — waits up to one session timeout (plus
+/// a margin) for that lease to expire, as a Kafka broker retries a duplicate registration. A
+/// registration still held after that belongs to a live process: refused.
+fn register_waiting_for_predecessor(
+    etcd: &Etcd,
+    node: i32,
+    info: &str,
+) -> Result<BrokerSession, EtcdError> {
+    let give_up = Instant::now() + etcd.config().session_timeout + Duration::from_secs(2);
+    let mut told = false;
+    loop {
+        match BrokerSession::register(etcd, node, info) {
+            Err(EtcdError::DuplicateRegistration { epoch, .. }) if Instant::now() < give_up => {
+                if !told {
+                    tracing::warn!(
+                        node,
+                        broker_epoch = epoch,
+                        "node {node} is still registered (a previous process that did not stop cleanly?); waiting for its lease to expire"
+                    );
+                    told = true;
+                }
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            other => return other,
+        }
     }
 }
 
