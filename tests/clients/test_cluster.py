@@ -86,6 +86,15 @@ def wait_for(what, f, timeout=15):
     raise AssertionError(f"{what}: not within {timeout} s")
 
 
+def up(node, ids, shards=1):
+    """Starts nodes `ids` and waits until the first one lists all their brokers."""
+    nodes = [node(i, shards=shards).start() for i in ids]
+    admin = AdminClient({"bootstrap.servers": nodes[0].bootstrap})
+    wait_for(f"{len(ids) * shards} brokers",
+             lambda: len(admin.list_topics(timeout=10).brokers) == len(ids) * shards)
+    return nodes, admin
+
+
 def test_topics_spread_over_the_cluster_and_clients_use_every_node(cluster):
     _etcd, node = cluster
     nodes = [node(i).start() for i in (1, 2, 3)]
@@ -141,9 +150,7 @@ def test_topics_spread_over_the_cluster_and_clients_use_every_node(cluster):
 
 def test_a_dead_node_takes_its_partitions_offline_and_back(cluster):
     _etcd, node = cluster
-    nodes = [node(i, shards=1).start() for i in (1, 2)]
-    admin = AdminClient({"bootstrap.servers": nodes[0].bootstrap})
-    wait_for("2 brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 2)
+    nodes, admin = up(node, (1, 2))
     admin.create_topics([NewTopic("half", num_partitions=2, replication_factor=1)])["half"].result(timeout=15)
     p = Producer({"bootstrap.servers": nodes[0].bootstrap})
     for part in (0, 1):
@@ -184,9 +191,7 @@ def test_a_dead_node_takes_its_partitions_offline_and_back(cluster):
 
 def test_losing_etcd_stops_metadata_changes_not_the_data_path(cluster):
     etcd, node = cluster
-    nodes = [node(i, shards=1).start() for i in (1, 2)]
-    admin = AdminClient({"bootstrap.servers": nodes[0].bootstrap})
-    wait_for("2 brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 2)
+    nodes, admin = up(node, (1, 2))
     admin.create_topics([NewTopic("steady", num_partitions=2, replication_factor=1)])["steady"].result(timeout=15)
     # etcd dies for twice the broker session timeout (3 s).
     etcd.kill9()
@@ -256,9 +261,7 @@ def test_kafkas_own_topic_tool_describes_the_cluster(cluster):
 
 def test_a_node_killed_and_restarted_at_once_rejoins_with_every_acknowledged_record(cluster):
     _etcd, node = cluster
-    nodes = [node(i, shards=1).start() for i in (1, 2)]
-    admin = AdminClient({"bootstrap.servers": nodes[0].bootstrap})
-    wait_for("2 brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 2)
+    nodes, admin = up(node, (1, 2))
     admin.create_topics([NewTopic("crash", num_partitions=4, replication_factor=1)])["crash"].result(timeout=15)
     acked = {}
 
@@ -295,9 +298,7 @@ def test_a_node_killed_and_restarted_at_once_rejoins_with_every_acknowledged_rec
 
 def test_topic_deletion_and_new_partitions_across_the_cluster(cluster):
     _etcd, node = cluster
-    nodes = [node(i, shards=1).start() for i in (1, 2)]
-    admin = AdminClient({"bootstrap.servers": nodes[0].bootstrap})
-    wait_for("2 brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 2)
+    nodes, admin = up(node, (1, 2))
     admin.create_topics([NewTopic("grow", num_partitions=2, replication_factor=1)])["grow"].result(timeout=15)
     from confluent_kafka.admin import NewPartitions
     admin.create_partitions([NewPartitions("grow", 6)])["grow"].result(timeout=15)
