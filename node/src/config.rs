@@ -49,6 +49,7 @@ pub const PROPERTIES: &[(&str, &str)] = &[
     ("log.flush.interval.messages", "-1"),
     ("log.flush.interval.ms", "-1"),
     ("message.max.bytes", "1048588"),
+    ("min.insync.replicas", "1"),
     ("socket.request.max.bytes", "104857600"),
     ("fetch.zero.copy", "true"),
     ("offsets.topic.num.partitions", "50"),
@@ -93,6 +94,8 @@ pub struct BrokerConfig {
     pub log: LogConfig,
     pub retention_check_interval_ms: u64,
     pub message_max_bytes: usize,
+    /// `min.insync.replicas`: the default of topics that do not set it.
+    pub min_insync_replicas: usize,
     pub socket_request_max_bytes: usize,
     pub fetch_zero_copy: bool,
     pub group: GroupConfig,
@@ -287,6 +290,13 @@ impl Properties {
             log,
             retention_check_interval_ms: self.int("log.retention.check.interval.ms")?,
             message_max_bytes: self.int("message.max.bytes")?,
+            min_insync_replicas: {
+                let v: i64 = self.int("min.insync.replicas")?;
+                if v < 1 {
+                    return Err(self.invalid("min.insync.replicas", "must be at least 1"));
+                }
+                v as usize
+            },
             socket_request_max_bytes: self.int("socket.request.max.bytes")?,
             fetch_zero_copy: self.bool("fetch.zero.copy")?,
             group: self.group()?,

@@ -5,7 +5,8 @@
 //! Kafka's bounds: `segment.bytes` an INT >= 14 (ours: the segment limits of `iouring-log`),
 //! `segment.ms` >= 1, `retention.ms` and `retention.bytes` >= -1 (-1: unlimited),
 //! `flush.messages` >= 1, `flush.ms` >= 0, `index.interval.bytes` >= 0 (0: an entry per batch),
-//! `max.message.bytes` >= 0, `cleanup.policy` = `delete` (compaction is not built).
+//! `max.message.bytes` >= 0, `cleanup.policy` = `delete` (compaction is not built),
+//! `min.insync.replicas` >= 1.
 
 use std::collections::BTreeMap;
 
@@ -22,6 +23,7 @@ pub const TOPIC_CONFIGS: &[&str] = &[
     "index.interval.bytes",
     "max.message.bytes",
     "cleanup.policy",
+    "min.insync.replicas",
 ];
 
 /// A topic config refused: the key, the value and why.
@@ -51,6 +53,7 @@ pub struct TopicOverrides {
     flush_ms: Option<i64>,
     index_interval_bytes: Option<u64>,
     max_message_bytes: Option<usize>,
+    min_insync_replicas: Option<usize>,
 }
 
 /// The effective settings of a topic's partitions.
@@ -59,6 +62,16 @@ pub struct TopicConfig {
     pub log: LogConfig,
     /// `max.message.bytes`: the largest batch accepted.
     pub max_message_bytes: usize,
+    /// `min.insync.replicas`: an `acks=all` produce needs this many in-sync replicas.
+    pub min_insync_replicas: usize,
+}
+
+/// The broker-wide defaults a topic's overrides apply to.
+#[derive(Debug, Clone)]
+pub struct TopicDefaults {
+    pub log: LogConfig,
+    pub max_message_bytes: usize,
+    pub min_insync_replicas: usize,
 }
 
 impl TopicOverrides {
@@ -79,6 +92,7 @@ impl TopicOverrides {
                 // Kafka's 0 indexes every batch; the log's smallest interval does the same.
                 "index.interval.bytes" => o.index_interval_bytes = Some(int(0)?.max(1) as u64),
                 "max.message.bytes" => o.max_message_bytes = Some(int(0)? as usize),
+                "min.insync.replicas" => o.min_insync_replicas = Some(int(1)? as usize),
                 "cleanup.policy" if value == "delete" => {}
                 "cleanup.policy" => {
                     return Err(invalid(
@@ -94,12 +108,8 @@ impl TopicOverrides {
     }
 
     /// These overrides on top of the broker's defaults, validated as `Log::open` validates.
-    pub fn resolve(
-        &self,
-        defaults: &LogConfig,
-        default_max_message_bytes: usize,
-    ) -> Result<TopicConfig, TopicConfigError> {
-        let d = defaults.clone();
+    pub fn resolve(&self, defaults: &TopicDefaults) -> Result<TopicConfig, TopicConfigError> {
+        let d = defaults.log.clone();
         let log = LogConfig {
             segment_bytes: self.segment_bytes.unwrap_or(d.segment_bytes),
             segment_ms: self.segment_ms.unwrap_or(d.segment_ms),
@@ -112,7 +122,10 @@ impl TopicOverrides {
         log.validate()?;
         Ok(TopicConfig {
             log,
-            max_message_bytes: self.max_message_bytes.unwrap_or(default_max_message_bytes),
+            max_message_bytes: self.max_message_bytes.unwrap_or(defaults.max_message_bytes),
+            min_insync_replicas: self
+                .min_insync_replicas
+                .unwrap_or(defaults.min_insync_replicas),
         })
     }
 }
@@ -120,7 +133,12 @@ impl TopicOverrides {
 /// Parses and validates `configs` against `LogConfig::default()` (what the control plane can
 /// check without a broker's settings: every bound above is on the value alone).
 pub fn validate(configs: &BTreeMap<String, String>) -> Result<(), TopicConfigError> {
-    TopicOverrides::parse(configs)?.resolve(&LogConfig::default(), 1)?;
+    let defaults = TopicDefaults {
+        log: LogConfig::default(),
+        max_message_bytes: 1,
+        min_insync_replicas: 1,
+    };
+    TopicOverrides::parse(configs)?.resolve(&defaults)?;
     Ok(())
 }
 
@@ -164,9 +182,16 @@ mod tests {
             ("flush.ms", "0"),
             ("index.interval.bytes", "0"),
             ("segment.ms", "60000"),
+            ("min.insync.replicas", "2"),
         ]))
         .unwrap();
-        let c = o.resolve(&LogConfig::default(), 1000).unwrap();
+        let defaults = TopicDefaults {
+            log: LogConfig::default(),
+            max_message_bytes: 1000,
+            min_insync_replicas: 1,
+        };
+        let c = o.resolve(&defaults).unwrap();
+        assert_eq!(c.min_insync_replicas, 2);
         assert_eq!(c.log.retention_ms, None);
         assert_eq!(c.log.retention_bytes, None);
         assert_eq!(c.log.flush_messages, Some(1));

@@ -105,3 +105,46 @@ def test_sigterm_flushes_and_restart_serves_everything(make_broker, zero_copy):
     b.start()
     got = consume_all(b.bootstrap, "graceful", 2, len(values))
     assert sorted(m.value() for m in got) == sorted(values)
+
+
+def _deliveries(bootstrap, topic, acks, n=3):
+    results = []
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0,
+                  "message.send.max.retries": 0, "enable.idempotence": False})
+    for i in range(n):
+        p.produce(topic, value=b"m%d" % i, partition=0,
+                  on_delivery=lambda err, msg: results.append(err))
+    p.flush(15)
+    return results
+
+
+def test_acks_all_needs_min_insync_replicas(make_broker):
+    from confluent_kafka.admin import AdminClient, NewTopic
+    b = make_broker(shards=1).start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic("isr2", 1, 1, config={"min.insync.replicas": "2"})])["isr2"].result(timeout=10)
+    admin.create_topics([NewTopic("isr1", 1, 1)])["isr1"].result(timeout=10)
+    # One replica in sync, two required: acks=all is refused before anything is appended.
+    errs = _deliveries(b.bootstrap, "isr2", "all")
+    assert len(errs) == 3 and all(e is not None and e.code() == 19 for e in errs), errs  # NOT_ENOUGH_REPLICAS
+    assert _deliveries(b.bootstrap, "isr2", "1") == [None] * 3, "acks=1 does not ask for replicas"
+    assert _deliveries(b.bootstrap, "isr1", "all") == [None] * 3
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "isr", "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition("isr2", 0, 0)])
+    got = []
+    deadline = time.time() + 10
+    while len(got) < 3 and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value())
+    c.close()
+    assert got == [b"m0", b"m1", b"m2"], "only the acks=1 records were stored"
+    with pytest.raises(Exception) as e:
+        admin.create_topics([NewTopic("isr0", 1, 1, config={"min.insync.replicas": "0"})])["isr0"].result(timeout=10)
+    assert "min.insync.replicas" in str(e.value)
+
+
+def test_broker_default_min_insync_replicas(make_broker):
+    b = make_broker(shards=1, settings={"min.insync.replicas": 2}).start()
+    errs = _deliveries(b.bootstrap, "auto-isr", "all", n=1)
+    assert errs[0] is not None and errs[0].code() == 19, errs

@@ -58,7 +58,7 @@ pub async fn append(ctx: &Rc<ShardCtx>, req: ProduceRequest, version: i16) -> Pe
                     "Produce v0-v2 carry message format v0/v1; only v2 records are accepted",
                 ))
             } else {
-                append_partition(ctx, &name, pd).await
+                append_partition(ctx, &name, pd, req.acks).await
             };
             partitions.push(PendingPartition { index, outcome });
         }
@@ -149,6 +149,7 @@ async fn append_partition(
     ctx: &Rc<ShardCtx>,
     topic: &str,
     pd: PartitionProduceData,
+    acks: i16,
 ) -> Result<(Rc<Partition>, Appended), Refused> {
     let Some(part) = ctx.partition(topic, pd.index) else {
         let e = ctx.not_served(topic, pd.index);
@@ -163,6 +164,18 @@ async fn append_partition(
         return Err(Refused::new(
             ResponseError::InvalidTopicException,
             format!("cannot produce to internal topic {topic}"),
+        ));
+    }
+    // Kafka checks before appending: acks=all needs min.insync.replicas in sync.
+    if acks == -1 && part.in_sync_replicas() < part.min_insync_replicas {
+        return Err(Refused::new(
+            ResponseError::NotEnoughReplicas,
+            format!(
+                "{topic}-{}: {} in-sync replica(s), min.insync.replicas is {}",
+                pd.index,
+                part.in_sync_replicas(),
+                part.min_insync_replicas
+            ),
         ));
     }
     let records = pd.records.unwrap_or_default();

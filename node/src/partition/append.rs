@@ -229,7 +229,11 @@ mod tests {
                 let log = Log::open_with(dir.path(), config, 0, options)
                     .await
                     .unwrap();
-                let part = Rc::new(Partition::new("t".into(), 0, log, 1 << 20));
+                let limits = crate::partition::Limits {
+                    max_message_bytes: 1 << 20,
+                    min_insync_replicas: 1,
+                };
+                let part = Rc::new(Partition::new("t".into(), 0, log, limits));
                 let warm = part.append(&batch(-1, 0, 1)).await.unwrap();
                 part.wait_acknowledgeable(&warm).await.unwrap();
                 body(io, part.clone()).await;

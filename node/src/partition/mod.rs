@@ -23,20 +23,36 @@ pub struct Partition {
     append_lock: Semaphore,
     /// `max.message.bytes` of the topic: the largest batch accepted.
     pub max_message_bytes: usize,
+    /// `min.insync.replicas` of the topic: what an `acks=all` produce needs.
+    pub min_insync_replicas: usize,
     /// The producer state version last snapshotted, and when.
     snapshot_version: Cell<u64>,
     snapshot_at_ms: Cell<i64>,
 }
 
+/// A partition's topic-level limits on what it accepts.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_message_bytes: usize,
+    pub min_insync_replicas: usize,
+}
+
 impl Partition {
-    pub fn new(topic: String, index: i32, log: Log, max_message_bytes: usize) -> Partition {
+    /// The replicas in sync with this leader, itself included: one, as every partition has one
+    /// replica until replication is wired into the broker.
+    pub fn in_sync_replicas(&self) -> usize {
+        1
+    }
+
+    pub fn new(topic: String, index: i32, log: Log, limits: Limits) -> Partition {
         Partition {
             topic,
             index,
             log,
             producers: RefCell::default(),
             append_lock: Semaphore::new(1),
-            max_message_bytes,
+            max_message_bytes: limits.max_message_bytes,
+            min_insync_replicas: limits.min_insync_replicas,
             snapshot_version: Cell::new(0),
             snapshot_at_ms: Cell::new(0),
         }

@@ -24,7 +24,7 @@ use crate::metadata::PartitionMeta;
 use crate::metadata::{Command, Snapshot, TopicMeta};
 use crate::partition::Partition;
 use crate::stop::StopSignal;
-use crate::topic_config::{TopicConfig, TopicConfigError, TopicOverrides};
+use crate::topic_config::{TopicConfig, TopicConfigError, TopicDefaults, TopicOverrides};
 use kafka_protocol::messages::BrokerId;
 
 /// Everything a shard's tasks share. Single-threaded: `Rc` and `RefCell`, no locks.
@@ -166,8 +166,12 @@ impl ShardCtx {
 
     /// A topic's effective configs: broker defaults overridden by the topic's own.
     pub fn topic_config(&self, topic: &TopicMeta) -> Result<TopicConfig, TopicConfigError> {
-        TopicOverrides::parse(&topic.configs)?
-            .resolve(&self.config.log, self.config.message_max_bytes)
+        let defaults = TopicDefaults {
+            log: self.config.log.clone(),
+            max_message_bytes: self.config.message_max_bytes,
+            min_insync_replicas: self.config.min_insync_replicas,
+        };
+        TopicOverrides::parse(&topic.configs)?.resolve(&defaults)
     }
 
     /// Sends a command to the control plane and waits for its answer.

@@ -9,7 +9,7 @@ use iouring_log::{Log, LogOptions};
 
 use super::{now_ms, ShardCtx};
 use crate::metadata::Snapshot;
-use crate::partition::{dir_name, Partition};
+use crate::partition::{dir_name, Limits, Partition};
 
 impl ShardCtx {
     /// Opens the logs of partitions this shard now owns, closes and deletes those of topics
@@ -41,7 +41,11 @@ impl ShardCtx {
             };
             match Log::open_with(&dir, config.log, now_ms(), options).await {
                 Ok(log) => {
-                    let part = Partition::new(topic.name.clone(), p, log, config.max_message_bytes);
+                    let limits = Limits {
+                        max_message_bytes: config.max_message_bytes,
+                        min_insync_replicas: config.min_insync_replicas,
+                    };
+                    let part = Partition::new(topic.name.clone(), p, log, limits);
                     if let Err(e) = part.restore_producers().await {
                         tracing::error!(shard = self.shard, dir = %dir.display(), error = %e, "cannot restore idempotent producer state; the partition stays offline");
                         continue;
