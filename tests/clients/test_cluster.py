@@ -306,7 +306,10 @@ def test_topic_deletion_and_new_partitions_across_the_cluster(cluster):
         AdminClient({"bootstrap.servers": nodes[1].bootstrap}).list_topics(timeout=10)))
     leaders = sorted(p.leader for p in md.topics["grow"].partitions.values())
     assert leaders == [1000, 1000, 1000, 2000, 2000, 2000], leaders
-    assert sum(d.startswith("grow-") for d in os.listdir(nodes[1].data_dir)) == 3
+    # (librdkafka may have asked node 1: node 2 opens its new partitions when it applies the
+    # change, shortly.)
+    wait_for("node 2 holds 3 partitions",
+             lambda: sum(d.startswith("grow-") for d in os.listdir(nodes[1].data_dir)) == 3)
     # Deleted through node 2: both nodes drop their partitions and folders.
     admin2 = AdminClient({"bootstrap.servers": nodes[1].bootstrap})
     admin2.delete_topics(["grow"])["grow"].result(timeout=15)

@@ -37,14 +37,21 @@ impl ControllerLease {
         let campaign = async {
             let step = Duration::from_millis(100);
             let waited = tokio::time::Instant::now();
-            let call = client.campaign(name, value, lease);
-            tokio::pin!(call);
-            loop {
-                tokio::select! {
-                    answer = &mut call => return Some(answer),
-                    _ = tokio::time::sleep(step) => {
-                        if !session.holds_lease() || waited.elapsed() >= give_up_after {
-                            return None;
+            // Campaigning blocks until elected, longer than one request may take: a call that
+            // times out is made again (the candidacy key, under this lease, is the same one).
+            'call: loop {
+                let call = client.campaign(name.clone(), value, lease);
+                tokio::pin!(call);
+                loop {
+                    tokio::select! {
+                        answer = &mut call => match answer {
+                            Err(e) if is_call_timeout(&e) => continue 'call,
+                            other => return Some(other),
+                        },
+                        _ = tokio::time::sleep(step) => {
+                            if !session.holds_lease() || waited.elapsed() >= give_up_after {
+                                return None;
+                            }
                         }
                     }
                 }
@@ -93,6 +100,12 @@ impl ControllerLease {
         etcd.call("resigning as controller", client.resign(Some(options)))
             .map(|_| ())
     }
+}
+
+/// Whether `e` is a call that ran out of the client's request timeout.
+fn is_call_timeout(e: &etcd_client::Error) -> bool {
+    matches!(e, etcd_client::Error::GRpcStatus(s)
+        if matches!(s.code(), tonic::Code::Cancelled | tonic::Code::DeadlineExceeded))
 }
 
 /// The current controller's node id (its campaign value) and epoch, if any.
