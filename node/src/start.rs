@@ -111,9 +111,12 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
         shards.push(handle);
     }
     drop(commands);
+    let controller_stopping = stopping.clone();
     let controller = std::thread::Builder::new()
         .name("control-plane".into())
-        .spawn(move || Controller::new(store, snapshot, to_shards).run(command_rx))
+        .spawn(move || {
+            Controller::new(store, snapshot, to_shards, controller_stopping).run(command_rx)
+        })
         .map_err(StartError::ControlPlane)?;
     Ok(Node {
         stopping,

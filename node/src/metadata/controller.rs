@@ -9,6 +9,7 @@
 //! answers TOPIC_ALREADY_EXISTS). Snapshots are immutable and shared by `Arc`.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
@@ -56,6 +57,8 @@ pub struct Controller {
     shards: usize,
     snapshot: Snapshot,
     to_shards: Vec<fmpsc::UnboundedSender<SnapshotUpdate>>,
+    /// The node is stopping (SIGTERM): leave, broadcast nothing more.
+    stopping: Arc<AtomicBool>,
 }
 
 impl Controller {
@@ -64,19 +67,36 @@ impl Controller {
         store: Box<dyn MetadataStore>,
         snapshot: Snapshot,
         to_shards: Vec<fmpsc::UnboundedSender<SnapshotUpdate>>,
+        stopping: Arc<AtomicBool>,
     ) -> Controller {
         Controller {
             store,
             shards: to_shards.len(),
             snapshot,
             to_shards,
+            stopping,
         }
     }
 
-    /// Runs until every command sender is gone.
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Runs until every command sender is gone, or the node stops: then it leaves at once (a
+    /// cluster store deregisters the node) and refuses what is still asked.
     pub fn run(mut self, commands: mpsc::Receiver<Command>) {
         self.broadcast();
         loop {
+            if self.stopping() {
+                drop(self.store);
+                while let Ok(cmd) = commands.recv() {
+                    let (_, reply) = cmd.split();
+                    let refused =
+                        Refused::new(ResponseError::UnknownServerError, "the node is stopping");
+                    reply.send(Err(refused)).ok();
+                }
+                return;
+            }
             match commands.recv_timeout(POLL_INTERVAL) {
                 Ok(cmd) => {
                     self.catch_up();
@@ -167,9 +187,16 @@ impl Controller {
                 waits.push(done);
             }
         }
-        for w in waits {
-            // A shard that stopped drops its sender: treat as applied.
-            futures_lite::future::block_on(w).ok();
+        for mut w in waits {
+            // A shard that stopped drops its sender: treat as applied. A stopping shard may
+            // never get to it (its connections may wait for this thread): stop waiting then.
+            loop {
+                match w.try_recv() {
+                    Ok(Some(())) | Err(_) => break,
+                    Ok(None) if self.stopping() => break,
+                    Ok(None) => std::thread::sleep(Duration::from_millis(1)),
+                }
+            }
         }
     }
 
