@@ -113,6 +113,12 @@ def test_topics_spread_over_the_cluster_and_clients_use_every_node(cluster):
     status = subprocess.run([BINARY, "cluster", "--bootstrap-server", nodes[1].bootstrap, "status"],
                             capture_output=True, text=True, timeout=30)
     assert "Nodes: 3\tBrokers: 6" in status.stdout and "Offline: 0" in status.stdout, status.stdout
+    # Node 1 campaigned first: it is the controller, on every node's word.
+    for n in nodes:
+        asker = AdminClient({"bootstrap.servers": n.bootstrap})
+        described = wait_for("controller known", lambda: (lambda d: d if d.controller is not None else None)(
+            asker.describe_cluster().result(timeout=10)))
+        assert described.controller.id == 1000, (n.bootstrap, described.controller)
 
     # Produce through node 3's bootstrap, consume through node 2's: every record, in order per
     # partition, each from the node that holds it.
@@ -187,6 +193,19 @@ def test_a_dead_node_takes_its_partitions_offline_and_back(cluster):
     m = wait_for("record after the return", lambda: (lambda m: m if m is not None and not m.error() else None)(c.poll(1)))
     assert m.value() == b"before"
     c.close()
+    # The controller (node 1, first to campaign) is killed: node 2 is elected once node 1's
+    # lease expires, and says so.
+    nodes[0].kill9()
+
+    def controller():
+        # A fresh client each time: librdkafka sends DescribeCluster to the controller it last
+        # learnt of, and keeps its metadata for minutes.
+        asker = AdminClient({"bootstrap.servers": back.bootstrap})
+        try:
+            return asker.describe_cluster(request_timeout=3).result(timeout=5).controller.id
+        except Exception:  # the dead node still registered, chosen as the target
+            return None
+    wait_for("node 2 elected controller", lambda: controller() == 2000, timeout=30)
 
 
 def test_losing_etcd_stops_metadata_changes_not_the_data_path(cluster):

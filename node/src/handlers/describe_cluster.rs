@@ -1,5 +1,6 @@
-//! DescribeCluster: the cluster's id, its brokers (every shard of every live node) and the broker
-//! answering as controller, as Kafka's Admin `describeCluster()` asks for them.
+//! DescribeCluster: the cluster's id, its brokers (every shard of every live node) and the
+//! controller (shard 0 of the node elected through etcd), as Kafka's Admin `describeCluster()`
+//! asks for them.
 
 use std::rc::Rc;
 
@@ -38,7 +39,7 @@ pub fn handle(
     }
     resp.cluster_id = StrBytes::from_string(ctx.cluster_id());
     let brokers = ctx.brokers();
-    resp.controller_id = brokers.first().map_or(ctx.broker_id(), |b| b.0);
+    resp.controller_id = ctx.controller_broker();
     resp.brokers = brokers
         .into_iter()
         .map(|(id, host, port)| {

@@ -20,10 +20,7 @@ pub async fn handle(ctx: &Rc<ShardCtx>, req: MetadataRequest, version: i16) -> M
     if version >= 2 {
         resp.cluster_id = Some(StrBytes::from_string(ctx.cluster_id()));
     }
-    resp.controller_id = resp
-        .brokers
-        .first()
-        .map_or(ctx.config.broker_id(0), |b| b.node_id);
+    resp.controller_id = ctx.controller_broker();
     let auto_create =
         ctx.config.auto_create_topics && (version < 4 || req.allow_auto_topic_creation);
     let names: Option<Vec<String>> = req.topics.map(|ts| {

@@ -48,6 +48,9 @@ pub struct Snapshot {
     /// The live nodes of a cluster (metadata on etcd); empty for a single node.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<NodeInfo>,
+    /// The node elected controller, in a cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<i32>,
 }
 
 impl Snapshot {

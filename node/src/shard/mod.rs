@@ -124,6 +124,15 @@ impl ShardCtx {
         }
     }
 
+    /// The broker reported as controller: shard 0 of the node elected controller in a cluster;
+    /// the lowest broker of a single node.
+    pub fn controller_broker(&self) -> BrokerId {
+        match self.snapshot.borrow().controller {
+            Some(node) => crate::ids::broker_id(node, 0),
+            None => self.config.broker_id(0),
+        }
+    }
+
     /// Every broker clients may talk to: each shard of each live node (this node's own always).
     pub fn brokers(&self) -> Vec<(BrokerId, String, i32)> {
         let me = self.config.node_id.0;

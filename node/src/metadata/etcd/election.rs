@@ -102,6 +102,40 @@ impl ControllerLease {
     }
 }
 
+/// Campaigns with `node` under `lease` until elected (calls that outlive the request timeout
+/// are made again), for a background task: it ends with an error when the lease is gone.
+pub async fn campaign_until_elected(
+    etcd: &Etcd,
+    lease: i64,
+    node: i32,
+) -> Result<ControllerLease, EtcdError> {
+    let mut client = etcd.client();
+    let name = etcd.keys().controller_election();
+    loop {
+        match client.campaign(name.clone(), node.to_string(), lease).await {
+            Err(e) if is_call_timeout(&e) => continue,
+            Err(source) => {
+                return Err(EtcdError::Etcd {
+                    op: "campaigning for controller",
+                    endpoints: etcd.config().endpoints.clone(),
+                    source,
+                })
+            }
+            Ok(answer) => {
+                let leader = answer.leader().cloned().ok_or_else(|| EtcdError::Corrupt {
+                    key: name.clone(),
+                    reason: "campaign answered without a leader key".into(),
+                })?;
+                return Ok(ControllerLease {
+                    key: leader.key().to_vec(),
+                    epoch: leader.rev(),
+                    leader,
+                });
+            }
+        }
+    }
+}
+
 /// Whether `e` is a call that ran out of the client's request timeout.
 fn is_call_timeout(e: &etcd_client::Error) -> bool {
     matches!(e, etcd_client::Error::GRpcStatus(s)

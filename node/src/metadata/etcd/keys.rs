@@ -48,6 +48,13 @@ impl Keys {
         key.strip_prefix(&self.root)?.strip_prefix("topics/")
     }
 
+    /// Whether `key` is a controller candidacy (etcd's election API puts one key per candidate
+    /// under the election's name; the oldest is the leader).
+    pub fn is_controller_candidacy(&self, key: &str) -> bool {
+        key.strip_prefix(&self.controller_election())
+            .is_some_and(|rest| rest.starts_with('/'))
+    }
+
     /// A partition's replication state.
     pub fn partition(&self, topic: &str, partition: i32) -> String {
         format!("{}partitions/{topic}/{partition}", self.root)

@@ -10,10 +10,12 @@
 //! epoch. Dropping the store revokes the lease: the node leaves at once.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 
+use super::election::{campaign_until_elected, ControllerLease};
 use super::session::BrokerSession;
 use super::watch::{Entry, MetadataEvent, MetadataWatch};
 use super::{Etcd, EtcdConfig, EtcdError};
@@ -29,6 +31,12 @@ pub struct EtcdStore {
     /// Every topic as last read, with its key's mod revision.
     topics: BTreeMap<String, (TopicMeta, i64)>,
     nodes: BTreeMap<i32, NodeInfo>,
+    /// Controller candidacies: key → (create revision, node); the oldest leads.
+    candidates: BTreeMap<String, (i64, i32)>,
+    /// This node's campaign, running in the background under its lease.
+    campaign: Option<tokio::task::JoinHandle<()>>,
+    /// Set when this node is elected controller (its fence for controller writes).
+    elected: Arc<Mutex<Option<ControllerLease>>>,
     /// While etcd does not answer: when it last failed and how long to leave it alone, so the
     /// control plane is not stuck in timeouts (it fails metadata changes at once instead).
     backoff: Option<(Instant, Duration)>,
@@ -70,8 +78,12 @@ impl EtcdStore {
             watch,
             topics: BTreeMap::new(),
             nodes: BTreeMap::new(),
+            candidates: BTreeMap::new(),
+            campaign: None,
+            elected: Arc::default(),
             backoff: None,
         };
+        store.start_campaign();
         for e in entries {
             store.apply_put(&e);
         }
@@ -109,6 +121,14 @@ impl EtcdStore {
                     tracing::error!(key = %e.key, error = %err, "ignoring a topic that does not parse")
                 }
             }
+        } else if keys.is_controller_candidacy(&e.key) {
+            let node = String::from_utf8_lossy(&e.value).parse::<i32>();
+            if let Ok(node) = node {
+                let old = self
+                    .candidates
+                    .insert(e.key.clone(), (e.create_revision, node));
+                return old.is_none();
+            }
         } else if let Some(node) = keys.broker_of(&e.key) {
             match serde_json::from_slice::<NodeInfo>(&e.value) {
                 Ok(n) if n.node == node => {
@@ -131,6 +151,9 @@ impl EtcdStore {
         if let Some(node) = keys.broker_of(key) {
             return self.nodes.remove(&node).is_some();
         }
+        if keys.is_controller_candidacy(key) {
+            return self.candidates.remove(key).is_some();
+        }
         false
     }
 
@@ -143,7 +166,41 @@ impl EtcdStore {
                 .map(|(n, (t, _))| (n.clone(), t.clone()))
                 .collect(),
             nodes: self.nodes.values().cloned().collect(),
+            controller: self
+                .candidates
+                .values()
+                .min_by_key(|(rev, _)| *rev)
+                .map(|&(_, node)| node),
         }
+    }
+
+    /// Campaigns for controller under the current session's lease, in the background: the
+    /// candidacy key appears at once (every node sees who is in line), the call returns when
+    /// elected.
+    fn start_campaign(&mut self) {
+        if let Some(old) = self.campaign.take() {
+            old.abort();
+        }
+        *self.elected.lock().expect("elected lock") = None;
+        let Some(session) = &self.session else {
+            return;
+        };
+        let (etcd, lease, node) = (self.etcd.clone(), session.lease_id(), self.me.node);
+        let elected = Arc::clone(&self.elected);
+        self.campaign = Some(self.etcd.runtime().spawn(async move {
+            match campaign_until_elected(&etcd, lease, node).await {
+                Ok(won) => {
+                    tracing::info!(node, controller_epoch = won.epoch(), "elected controller");
+                    *elected.lock().expect("elected lock") = Some(won);
+                }
+                Err(e) => tracing::warn!(node, error = %e, "campaign for controller ended"),
+            }
+        }));
+    }
+
+    /// This node's controllership, if it was elected under its current lease.
+    pub fn controller_lease(&self) -> Option<ControllerLease> {
+        self.elected.lock().expect("elected lock").clone()
     }
 
     /// Registers again after the lease was lost (paused, cut off from etcd).
@@ -178,6 +235,7 @@ impl EtcdStore {
                 );
                 self.session = Some(s);
                 self.backoff = None;
+                self.start_campaign();
             }
             Err(e) => {
                 tracing::warn!(error = %e, "registering in etcd; retrying");
@@ -332,6 +390,9 @@ impl MetadataStore for EtcdStore {
 
 impl Drop for EtcdStore {
     fn drop(&mut self) {
+        if let Some(c) = self.campaign.take() {
+            c.abort();
+        }
         if let Some(s) = self.session.take() {
             if let Err(e) = s.close() {
                 tracing::warn!(error = %e, "leaving the cluster (revoking the etcd lease)");
