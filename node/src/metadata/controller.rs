@@ -89,7 +89,9 @@ impl Controller {
         loop {
             if self.stopping() {
                 drop(self.store);
-                while let Ok(cmd) = commands.recv() {
+                // Refuse what the stopping shards still ask, until they are quiet (a shard's
+                // task left pending at its executor's end may keep a sender forever).
+                while let Ok(cmd) = commands.recv_timeout(POLL_INTERVAL) {
                     let (_, reply) = cmd.split();
                     let refused =
                         Refused::new(ResponseError::UnknownServerError, "the node is stopping");

@@ -85,9 +85,20 @@ pub struct Etcd {
 }
 
 struct Inner {
-    runtime: tokio::runtime::Runtime,
+    /// Always `Some` until dropped.
+    runtime: Option<tokio::runtime::Runtime>,
     client: etcd_client::Client,
     config: EtcdConfig,
+}
+
+impl Drop for Inner {
+    /// The last handle may be dropped by a task on the runtime itself (an aborted keep-alive or
+    /// watch): shut it down without waiting, which is allowed from inside it.
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl Etcd {
@@ -125,7 +136,7 @@ impl Etcd {
             })?;
         Ok(Etcd {
             inner: Arc::new(Inner {
-                runtime,
+                runtime: Some(runtime),
                 client,
                 config,
             }),
@@ -141,7 +152,10 @@ impl Etcd {
     }
 
     fn runtime(&self) -> &tokio::runtime::Runtime {
-        &self.inner.runtime
+        self.inner
+            .runtime
+            .as_ref()
+            .expect("the runtime lives as long as the handles")
     }
 
     /// Runs one etcd call to completion within the request timeout.
@@ -151,8 +165,7 @@ impl Etcd {
     {
         let timeout = self.inner.config.request_timeout;
         let endpoints = &self.inner.config.endpoints;
-        self.inner
-            .runtime
+        self.runtime()
             .block_on(async { tokio::time::timeout(timeout, f).await })
             .map_err(|_| EtcdError::Timeout {
                 op,
