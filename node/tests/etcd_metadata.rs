@@ -166,11 +166,12 @@ fn a_broker_registers_once_and_its_registration_dies_with_its_lease() {
     let old_epoch = first.broker_epoch();
     first.abandon();
     assert!(!first.holds_lease());
-    let took = wait_for("registration expired", Duration::from_secs(5), || {
+    let took = wait_for("registration expired", Duration::from_secs(8), || {
         live_brokers(&client).unwrap().is_empty()
     });
+    // The TTL, plus etcd's expiry check interval and this loop's polling.
     assert!(
-        took <= Duration::from_millis(3500),
+        took <= Duration::from_millis(4500),
         "expired after {took:?}"
     );
     let again = BrokerSession::register(&client, 1, "{}").unwrap();
@@ -195,7 +196,9 @@ fn a_broker_cut_off_from_etcd_knows_its_lease_is_gone_before_etcd_does() {
         !session.holds_lease()
     });
     assert!(
-        lost_after <= Duration::from_secs(2),
+        // At most the TTL after the last answered keep-alive (sent before the stop), plus
+        // this loop's polling.
+        lost_after <= Duration::from_millis(2300),
         "held {lost_after:?} without etcd"
     );
     std::thread::sleep(Duration::from_secs(2).saturating_sub(stopped.elapsed()));
