@@ -37,15 +37,24 @@ impl EtcdProcess {
             client_port: free_port(),
             peer_port: free_port(),
         };
-        p.spawn();
-        p
+        // Free ports found by binding port 0 may be taken by a test running beside this one
+        // before etcd binds them: then try others.
+        for _ in 0..10 {
+            if p.spawn() {
+                return p;
+            }
+            p.client_port = free_port();
+            p.peer_port = free_port();
+        }
+        panic!("etcd could not listen on any of 10 pairs of free ports");
     }
 
     fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.client_port)
     }
 
-    fn spawn(&mut self) {
+    /// Starts etcd on its ports; `false` if it exited (a port was taken).
+    fn spawn(&mut self) -> bool {
         let client = self.endpoint();
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
         let child = Command::new("etcd")
@@ -71,9 +80,20 @@ impl EtcdProcess {
             .spawn()
             .expect("etcd not found: run scripts/install-deps.sh (Debian's etcd-server)");
         self.child = Some(child);
+        // Ready once its own log says so (a connect could reach another test's etcd, should
+        // the port have been taken in between: then this one exits).
+        let log_path = self.dir.path().join("etcd.log");
         let until = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", self.client_port)).is_err() {
-            assert!(Instant::now() < until, "etcd did not listen within 20 s");
+        loop {
+            let exited = self.child.as_mut().expect("spawned").try_wait();
+            if exited.expect("etcd status").is_some() {
+                return false;
+            }
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            if log.contains("ready to serve client requests") {
+                return true;
+            }
+            assert!(Instant::now() < until, "etcd not ready within 20 s:\n{log}");
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -94,7 +114,7 @@ impl EtcdProcess {
             .expect("running")
             .wait()
             .expect("reap etcd");
-        self.spawn();
+        assert!(self.spawn(), "etcd did not restart on its ports");
     }
 }
 

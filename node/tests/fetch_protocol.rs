@@ -44,31 +44,44 @@ impl Drop for Ringlog {
 }
 
 fn start() -> Ringlog {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let log = std::fs::File::create(dir.path().join("broker.log")).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_ringlog"))
-        .args(["serve", "--shards", "1", "--listen", &addr, "--data-dir"])
-        .arg(dir.path().join("data"))
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start ringlog");
-    let until = Instant::now() + Duration::from_secs(15);
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(Instant::now() < until, "ringlog did not listen");
-        std::thread::sleep(Duration::from_millis(50));
+    // A free port found by binding port 0 may be taken by a test running beside this one
+    // before ringlog binds it: then ringlog exits, and we try another port. Ours is listening
+    // once its own log says so (a connect could reach the other test's broker).
+    for _ in 0..10 {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let log_path = dir.path().join("broker.log");
+        let log = std::fs::File::create(&log_path).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ringlog"))
+            .args(["serve", "--shards", "1", "--listen", &addr, "--data-dir"])
+            .arg(dir.path().join("data"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start ringlog");
+        let until = Instant::now() + Duration::from_secs(15);
+        loop {
+            if child.try_wait().expect("ringlog status").is_some() {
+                break; // could not listen there: another port
+            }
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            if log.contains("listening") {
+                return Ringlog {
+                    child,
+                    _dir: dir,
+                    addr,
+                };
+            }
+            assert!(Instant::now() < until, "ringlog did not listen:\n{log}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
-    Ringlog {
-        child,
-        _dir: dir,
-        addr,
-    }
+    panic!("ringlog could not listen on any of 10 free ports");
 }
 
 fn name(s: &str) -> TopicName {
