@@ -30,53 +30,27 @@ impl ControllerLease {
         value: &str,
         give_up_after: Duration,
     ) -> Result<Option<ControllerLease>, EtcdError> {
-        let mut client = etcd.client();
-        let name = etcd.keys().controller_election();
-        let lease = session.lease_id();
-        let endpoints = etcd.config().endpoints.clone();
-        let campaign = async {
+        let campaign = campaign_until_elected(etcd, session.lease_id(), value);
+        let watch = async {
             let step = Duration::from_millis(100);
             let waited = tokio::time::Instant::now();
-            // Campaigning blocks until elected, longer than one request may take: a call that
-            // times out is made again (the candidacy key, under this lease, is the same one).
-            'call: loop {
-                let call = client.campaign(name.clone(), value, lease);
-                tokio::pin!(call);
-                loop {
-                    tokio::select! {
-                        answer = &mut call => match answer {
-                            Err(e) if is_call_timeout(&e) => continue 'call,
-                            other => return Some(other),
-                        },
-                        _ = tokio::time::sleep(step) => {
-                            if !session.holds_lease() || waited.elapsed() >= give_up_after {
-                                return None;
-                            }
+            tokio::pin!(campaign);
+            loop {
+                tokio::select! {
+                    answer = &mut campaign => return Some(answer),
+                    _ = tokio::time::sleep(step) => {
+                        if !session.holds_lease() || waited.elapsed() >= give_up_after {
+                            return None;
                         }
                     }
                 }
             }
         };
-        let Some(answer) = etcd.runtime().block_on(campaign) else {
-            if !session.holds_lease() {
-                return Err(EtcdError::LeaseLost);
-            }
-            return Ok(None);
-        };
-        let answer = answer.map_err(|source| EtcdError::Etcd {
-            op: "campaigning for controller",
-            endpoints,
-            source,
-        })?;
-        let leader = answer.leader().cloned().ok_or_else(|| EtcdError::Corrupt {
-            key: etcd.keys().controller_election(),
-            reason: "campaign answered without a leader key".into(),
-        })?;
-        Ok(Some(ControllerLease {
-            key: leader.key().to_vec(),
-            epoch: leader.rev(),
-            leader,
-        }))
+        match etcd.runtime().block_on(watch) {
+            Some(answer) => answer.map(Some),
+            None if !session.holds_lease() => Err(EtcdError::LeaseLost),
+            None => Ok(None),
+        }
     }
 
     /// The controller epoch: the election key's create revision.
@@ -102,17 +76,18 @@ impl ControllerLease {
     }
 }
 
-/// Campaigns with `node` under `lease` until elected (calls that outlive the request timeout
-/// are made again), for a background task: it ends with an error when the lease is gone.
+/// Campaigns with `value` (the node id) under `lease` until elected: campaigning blocks longer
+/// than one request may take, so a call that times out is made again (the candidacy key, under
+/// this lease, is the same one). It ends with an error when the lease is gone.
 pub async fn campaign_until_elected(
     etcd: &Etcd,
     lease: i64,
-    node: i32,
+    value: &str,
 ) -> Result<ControllerLease, EtcdError> {
     let mut client = etcd.client();
     let name = etcd.keys().controller_election();
     loop {
-        match client.campaign(name.clone(), node.to_string(), lease).await {
+        match client.campaign(name.clone(), value, lease).await {
             Err(e) if is_call_timeout(&e) => continue,
             Err(source) => {
                 return Err(EtcdError::Etcd {

@@ -188,7 +188,7 @@ impl EtcdStore {
         let (etcd, lease, node) = (self.etcd.clone(), session.lease_id(), self.me.node);
         let elected = Arc::clone(&self.elected);
         self.campaign = Some(self.etcd.runtime().spawn(async move {
-            match campaign_until_elected(&etcd, lease, node).await {
+            match campaign_until_elected(&etcd, lease, &node.to_string()).await {
                 Ok(won) => {
                     tracing::info!(node, controller_epoch = won.epoch(), "elected controller");
                     *elected.lock().expect("elected lock") = Some(won);
