@@ -79,9 +79,11 @@ pub async fn handle(
         req.replica_id.0
     };
     let max_bytes = req.max_bytes.max(0) as usize;
+    let names = topic_names(ctx, &wanted, by_topic_id);
     loop {
         let seen = ctx.data_arrived.generation();
-        let (read, total, errors) = read_once(ctx, &wanted, replica_id, max_bytes, version).await;
+        let (read, total, errors) =
+            read_once(ctx, &wanted, &names, replica_id, max_bytes, version).await;
         let now = Instant::now();
         if total >= req.min_bytes.max(0) as usize
             || now >= deadline
@@ -182,11 +184,29 @@ fn respond(
     (resp, records)
 }
 
+/// Each wanted partition's topic name, resolved once per request (not per long-poll pass):
+/// from v13 topics are named by id, and consecutive partitions of one topic share the lookup.
+fn topic_names(ctx: &ShardCtx, wanted: &[Wanted], by_topic_id: bool) -> Vec<Option<String>> {
+    let mut names: Vec<Option<String>> = Vec::with_capacity(wanted.len());
+    for (i, w) in wanted.iter().enumerate() {
+        let name = if !by_topic_id {
+            Some(w.topic.0.to_string())
+        } else if i > 0 && wanted[i - 1].topic_id == w.topic_id {
+            names[i - 1].clone()
+        } else {
+            ctx.topic_name_of(w.topic_id)
+        };
+        names.push(name);
+    }
+    names
+}
+
 /// One pass over the partitions to read: each one's answer in order, the record bytes found,
 /// and whether any partition had an error.
 async fn read_once(
     ctx: &ShardCtx,
     wanted: &[Wanted],
+    names: &[Option<String>],
     replica_id: i32,
     max_bytes: usize,
     version: i16,
@@ -194,14 +214,8 @@ async fn read_once(
     let mut out = Vec::with_capacity(wanted.len());
     let mut total = 0usize;
     let mut errors = false;
-    for w in wanted {
-        // From v13 topics are named by id.
-        let name = if version >= 13 {
-            ctx.topic_name_of(w.topic_id)
-        } else {
-            Some(w.topic.0.to_string())
-        };
-        let refused = match &name {
+    for (w, name) in wanted.iter().zip(names) {
+        let refused = match name {
             None => Some(ResponseError::UnknownTopicId),
             Some(_) if replica_id >= 0 => Some(ResponseError::NotLeaderOrFollower),
             Some(_) => None,
@@ -209,7 +223,7 @@ async fn read_once(
         let (data, slices) = match (refused, name) {
             (None, Some(name)) => {
                 let budget = max_bytes.saturating_sub(total);
-                read_partition(ctx, &name, &w.fetch, budget, total == 0, version).await
+                read_partition(ctx, name, &w.fetch, budget, total == 0, version).await
             }
             (refused, _) => {
                 let mut data = empty_partition(w.fetch.partition);
