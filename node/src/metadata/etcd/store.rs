@@ -26,6 +26,8 @@ use crate::metadata::store::{MetadataStore, Saved, StoreError};
 pub struct EtcdStore {
     etcd: Etcd,
     me: NodeInfo,
+    /// `me` as registered (the registration key's value).
+    registration: String,
     session: Option<BrokerSession>,
     watch: MetadataWatch,
     /// Every topic as last read, with its key's mod revision.
@@ -62,8 +64,8 @@ impl EtcdStore {
     /// Connects, registers `me`, reads the cluster's metadata.
     pub fn open(config: EtcdConfig, me: NodeInfo) -> Result<EtcdStore, EtcdError> {
         let etcd = Etcd::connect(config)?;
-        let info = serde_json::to_string(&me).expect("node info serializes");
-        let session = register_waiting_for_predecessor(&etcd, me.node, &info)?;
+        let registration = serde_json::to_string(&me).expect("node info serializes");
+        let session = register_waiting_for_predecessor(&etcd, me.node, &registration)?;
         tracing::info!(
             node = me.node,
             broker_epoch = session.broker_epoch(),
@@ -74,6 +76,7 @@ impl EtcdStore {
         let mut store = EtcdStore {
             etcd,
             me,
+            registration,
             session: Some(session),
             watch,
             topics: BTreeMap::new(),
@@ -225,8 +228,7 @@ impl EtcdStore {
                 return;
             }
         }
-        let info = serde_json::to_string(&self.me).expect("node info serializes");
-        match BrokerSession::register(&self.etcd, self.me.node, &info) {
+        match BrokerSession::register(&self.etcd, self.me.node, &self.registration) {
             Ok(s) => {
                 tracing::info!(
                     node = self.me.node,
