@@ -113,6 +113,9 @@ pub struct LeaderState {
     replicas: Vec<ReplicaId>,
     isr: BTreeSet<ReplicaId>,
     pending: Option<Pending>,
+    /// No new ISR change before this time: the last one was refused (a controller that does
+    /// not see the follower live yet would otherwise be asked again at once, every tick).
+    next_proposal_ms: i64,
     followers: BTreeMap<ReplicaId, Progress>,
     high_watermark: HighWatermark,
     /// The log end offset when this replica became leader: the first offset of its epoch. A
@@ -163,6 +166,7 @@ impl LeaderState {
             replicas: state.replicas.clone(),
             isr: state.isr.clone(),
             pending: None,
+            next_proposal_ms: i64::MIN,
             followers,
             high_watermark: HighWatermark::new(high_watermark.min(written_end)),
             epoch_start: log_end,
@@ -307,6 +311,9 @@ impl LeaderState {
             p.sent_ms = now_ms;
             return Some(p.change.clone());
         }
+        if now_ms < self.next_proposal_ms {
+            return None;
+        }
         let lag = self.config.replica_lag_max_ms;
         let lagging: Vec<ReplicaId> = self
             .isr
@@ -365,9 +372,21 @@ impl LeaderState {
             return StillLeader::No;
         }
         if state.partition_epoch > self.partition_epoch {
+            // Followers the controller took out (their node lost its session, or a refused
+            // change) must fetch again before they count as caught up: what the leader knew of
+            // them may be stale.
+            for r in self.isr.difference(&state.isr) {
+                if let Some(p) = self.followers.get_mut(r) {
+                    p.log_end = None;
+                }
+            }
+            if let Some(p) = self.pending.take() {
+                if p.change.new_isr != state.isr {
+                    self.next_proposal_ms = p.sent_ms + self.config.isr_change_retry_ms;
+                }
+            }
             self.isr = state.isr.clone();
             self.partition_epoch = state.partition_epoch;
-            self.pending = None;
             self.update_high_watermark();
         }
         StillLeader::Yes
@@ -523,6 +542,39 @@ mod tests {
         other.leader = Some(ReplicaId(2));
         other.leader_epoch = LeaderEpoch(4);
         assert_eq!(l.on_committed(&other), StillLeader::No);
+    }
+
+    /// The controller takes a dead follower out of the ISR: the leader must not propose it
+    /// back on what it knew before (it has to fetch again), and after a refused change it
+    /// waits `isr_change_retry_ms` before proposing again.
+    #[test]
+    fn a_follower_taken_out_by_the_controller_must_fetch_again_to_return() {
+        let mut l = LeaderState::new(
+            ReplicaId(1),
+            &state(),
+            Offset(100),
+            Offset(100),
+            Offset(0),
+            0,
+            CONFIG,
+        );
+        l.on_fetch(fetch(2, 100, 3), &epochs(), Offset(100), 10);
+        l.on_fetch(fetch(3, 100, 3), &epochs(), Offset(100), 10);
+        let mut lost = state();
+        lost.isr = [ReplicaId(1), ReplicaId(2)].into();
+        lost.partition_epoch = 8;
+        l.on_committed(&lost);
+        assert_eq!(l.isr_proposal(20), None, "3 was caught up, but before it left");
+        l.on_fetch(fetch(3, 100, 3), &epochs(), Offset(100), 30);
+        let expand = l.isr_proposal(30).expect("3 fetched again, caught up");
+        assert_eq!(expand.new_isr.len(), 3);
+        // Refused (the controller does not see 3 live yet): fenced with a new epoch.
+        let mut fenced = lost.clone();
+        fenced.partition_epoch = 9;
+        l.on_committed(&fenced);
+        l.on_fetch(fetch(3, 100, 3), &epochs(), Offset(100), 40);
+        assert_eq!(l.isr_proposal(40), None, "not again at once");
+        assert!(l.isr_proposal(30 + CONFIG.isr_change_retry_ms).is_some());
     }
 
     #[test]
