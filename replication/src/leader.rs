@@ -564,7 +564,11 @@ mod tests {
         lost.isr = [ReplicaId(1), ReplicaId(2)].into();
         lost.partition_epoch = 8;
         l.on_committed(&lost);
-        assert_eq!(l.isr_proposal(20), None, "3 was caught up, but before it left");
+        assert_eq!(
+            l.isr_proposal(20),
+            None,
+            "3 was caught up, but before it left"
+        );
         l.on_fetch(fetch(3, 100, 3), &epochs(), Offset(100), 30);
         let expand = l.isr_proposal(30).expect("3 fetched again, caught up");
         assert_eq!(expand.new_isr.len(), 3);
