@@ -8,8 +8,9 @@
 #
 # Ports: etcd client 23790, peer 23800; node i listens on 19000 + 100 * i (+ shard index).
 # State, logs and data: ${RINGLOG_CLUSTER_DIR:-target/cluster}. Bootstrap with any node, e.g.
-# 127.0.0.1:19100. Each partition has one replica (replication is not wired into the broker
-# yet): a node that stops takes its partitions offline until it returns.
+# 127.0.0.1:19100. Topics created with a replication factor above 1 (up to N) keep a replica on
+# each of that many nodes; followers pull from the leader, and the elected controller moves
+# leadership when a node's lease expires.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

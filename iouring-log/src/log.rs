@@ -270,6 +270,11 @@ impl Log {
             .divergence(last_fetched_epoch, fetch_offset, st.log_end_offset())
     }
 
+    /// Runs `f` on the leader epoch cache (a leader answering a follower's fetch).
+    pub fn with_leader_epochs<R>(&self, f: impl FnOnce(&LeaderEpochCache) -> R) -> R {
+        f(&self.inner.state.borrow().epochs)
+    }
+
     pub fn leader_epochs(&self) -> Vec<(LeaderEpoch, Offset)> {
         self.inner.state.borrow().epochs.entries().to_vec()
     }

@@ -50,6 +50,9 @@ pub const PROPERTIES: &[(&str, &str)] = &[
     ("log.flush.interval.ms", "-1"),
     ("message.max.bytes", "1048588"),
     ("min.insync.replicas", "1"),
+    ("replica.lag.time.max.ms", "30000"),
+    ("replica.fetch.wait.max.ms", "500"),
+    ("replica.fetch.max.bytes", "1048576"),
     ("socket.request.max.bytes", "104857600"),
     ("fetch.zero.copy", "true"),
     ("offsets.topic.num.partitions", "50"),
@@ -96,11 +99,23 @@ pub struct BrokerConfig {
     pub message_max_bytes: usize,
     /// `min.insync.replicas`: the default of topics that do not set it.
     pub min_insync_replicas: usize,
+    pub replica: ReplicaConfig,
     pub socket_request_max_bytes: usize,
     pub fetch_zero_copy: bool,
     pub group: GroupConfig,
     /// Where cluster metadata lives.
     pub metadata: MetadataConfig,
+}
+
+/// How followers fetch and how long a leader waits for them (Kafka's names and defaults).
+#[derive(Debug, Clone, Copy)]
+pub struct ReplicaConfig {
+    /// `replica.lag.time.max.ms`: a follower not caught up for this long leaves the ISR.
+    pub lag_time_max_ms: i64,
+    /// `replica.fetch.wait.max.ms`: how long a follower's fetch waits for new records.
+    pub fetch_wait_max_ms: i32,
+    /// `replica.fetch.max.bytes`: the most a follower's fetch asks of one partition.
+    pub fetch_max_bytes: i32,
 }
 
 /// `metadata.store`: the data dir's JSON file (one node), or etcd (a cluster).
@@ -297,6 +312,7 @@ impl Properties {
                 }
                 v as usize
             },
+            replica: self.replica()?,
             socket_request_max_bytes: self.int("socket.request.max.bytes")?,
             fetch_zero_copy: self.bool("fetch.zero.copy")?,
             group: self.group()?,
@@ -350,6 +366,26 @@ impl Properties {
             }
             _ => Err(self.invalid("metadata.store", "embedded or etcd")),
         }
+    }
+
+    fn replica(&self) -> Result<ReplicaConfig, ConfigError> {
+        let lag: i64 = self.int("replica.lag.time.max.ms")?;
+        if lag < 1 {
+            return Err(self.invalid("replica.lag.time.max.ms", "must be at least 1"));
+        }
+        let wait: i32 = self.int("replica.fetch.wait.max.ms")?;
+        if !(0..=60_000).contains(&wait) {
+            return Err(self.invalid("replica.fetch.wait.max.ms", "0..=60000"));
+        }
+        let max_bytes: i32 = self.int("replica.fetch.max.bytes")?;
+        if max_bytes < 1024 {
+            return Err(self.invalid("replica.fetch.max.bytes", "must be at least 1024"));
+        }
+        Ok(ReplicaConfig {
+            lag_time_max_ms: lag,
+            fetch_wait_max_ms: wait,
+            fetch_max_bytes: max_bytes,
+        })
     }
 
     fn group(&self) -> Result<GroupConfig, ConfigError> {

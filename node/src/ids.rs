@@ -21,6 +21,11 @@ pub fn broker_id(node: i32, shard: usize) -> kafka_protocol::messages::BrokerId 
     kafka_protocol::messages::BrokerId(node * 1000 + shard as i32)
 }
 
+/// The node whose shard is Kafka broker `broker` (the inverse of [`broker_id`]).
+pub fn node_of(broker: i32) -> i32 {
+    broker.div_euclid(1000)
+}
+
 /// A leader epoch in the persisted metadata, as the plain number Kafka stores.
 pub mod leader_epoch_serde {
     use super::*;

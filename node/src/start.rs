@@ -13,6 +13,7 @@ use std::time::Duration;
 use crate::config::{BrokerConfig, MetadataConfig};
 use crate::error::StartError;
 use crate::limits::{ETCD_REQUEST_TIMEOUT, SHARD_IO_MEMORY_BYTES};
+use crate::metadata::controller::ControllerSettings;
 use crate::metadata::embedded::EmbeddedStore;
 use crate::metadata::etcd::store::EtcdStore;
 use crate::metadata::etcd::EtcdConfig;
@@ -101,6 +102,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
                     connections: Cell::new(0),
                     groups: Default::default(),
                     fetch_sessions: Default::default(),
+                    fetchers: Default::default(),
                 });
                 run_shard(ctx, rx).await;
             })
@@ -112,10 +114,15 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
     }
     drop(commands);
     let controller_stopping = stopping.clone();
+    let settings = ControllerSettings {
+        node: config.node_id.0,
+        min_insync_replicas: config.min_insync_replicas,
+    };
     let controller = std::thread::Builder::new()
         .name("control-plane".into())
         .spawn(move || {
-            Controller::new(store, snapshot, to_shards, controller_stopping).run(command_rx)
+            Controller::new(settings, store, snapshot, to_shards, controller_stopping)
+                .run(command_rx)
         })
         .map_err(StartError::ControlPlane)?;
     Ok(Node {

@@ -1,6 +1,6 @@
 """A cluster of ringlog nodes sharing their metadata through a real etcd (Debian's etcd-server):
 every node registers its shards under a lease, topics created through any node are placed over
-every live node (one replica per partition: replication is not wired into the broker yet), and
+every live node (replication factor 1 here; tests/clients/test_replication.py replicates), and
 every node's Metadata lists every broker and every partition's leader, so Kafka clients produce
 to and consume from the whole cluster through any node. A node that dies takes its partitions
 offline (LEADER_NOT_AVAILABLE) until it returns; a second process with a live node's node.id is
@@ -147,11 +147,13 @@ def test_topics_spread_over_the_cluster_and_clients_use_every_node(cluster):
         dirs = sorted(d for d in os.listdir(n.data_dir) if d.startswith("spread-"))
         assert len(dirs) == 4, (nid, dirs)
 
-    # Replication factors: more than the live nodes, or any above 1 for now, are refused.
-    for rf, reason in ((4, "larger than the 3 live node"), (3, "not built yet")):
-        with pytest.raises(Exception) as e:
-            admin.create_topics([NewTopic(f"rf{rf}", num_partitions=1, replication_factor=rf)])[f"rf{rf}"].result(timeout=10)
-        assert reason in str(e.value), str(e.value)
+    # A replication factor larger than the live nodes is refused; 3 puts one replica on each.
+    with pytest.raises(Exception) as e:
+        admin.create_topics([NewTopic("rf4", num_partitions=1, replication_factor=4)])["rf4"].result(timeout=10)
+    assert "larger than the 3 live node" in str(e.value), str(e.value)
+    admin.create_topics([NewTopic("rf3", num_partitions=1, replication_factor=3)])["rf3"].result(timeout=10)
+    p = AdminClient({"bootstrap.servers": nodes[0].bootstrap}).list_topics(timeout=10).topics["rf3"].partitions[0]
+    assert sorted(r // 1000 for r in p.replicas) == [1, 2, 3] and sorted(p.isrs) == sorted(p.replicas), p
 
 
 def test_a_dead_node_takes_its_partitions_offline_and_back(cluster):

@@ -19,8 +19,11 @@ use kafka_protocol::ResponseError;
 use crate::error::HandlerError;
 use crate::fetch_session::{Context, Sent, SessionRequest, Wanted};
 use crate::limits::FETCH_MAX_WAIT_MS;
+use crate::partition::Partition;
 use crate::server::response::{records_placeholder, GapBuf, Outgoing, RECORDS_PLACEHOLDER_MAX};
-use crate::shard::ShardCtx;
+use crate::shard::{now_ms, ShardCtx};
+use replication::leader::{FetchAnswer, FollowerFetch};
+use replication::ReplicaId;
 
 pub async fn handle(
     ctx: &Rc<ShardCtx>,
@@ -70,9 +73,7 @@ pub async fn handle(
         resp.error_code = e.code();
         return encode_response(&resp, Vec::new(), version);
     }
-    // A follower's fetch (replica id >= 0; in ReplicaState from v15): no partition here has
-    // followers yet, so each answers NOT_LEADER_OR_FOLLOWER, as Kafka answers a broker that is
-    // not one of a partition's replicas.
+    // A follower's fetch: replica id >= 0 (in ReplicaState from v15).
     let replica_id = if version >= 15 {
         req.replica_state.replica_id.0
     } else {
@@ -215,20 +216,19 @@ async fn read_once(
     let mut total = 0usize;
     let mut errors = false;
     for (w, name) in wanted.iter().zip(names) {
-        let refused = match name {
-            None => Some(ResponseError::UnknownTopicId),
-            Some(_) if replica_id >= 0 => Some(ResponseError::NotLeaderOrFollower),
-            Some(_) => None,
-        };
-        let (data, slices) = match (refused, name) {
-            (None, Some(name)) => {
+        let (data, slices) = match name {
+            Some(name) => {
                 let budget = max_bytes.saturating_sub(total);
-                read_partition(ctx, name, &w.fetch, budget, total == 0, version).await
+                let fetcher = Fetcher {
+                    replica_id,
+                    first: total == 0,
+                    version,
+                };
+                read_partition(ctx, name, &w.fetch, budget, fetcher).await
             }
-            (refused, _) => {
+            None => {
                 let mut data = empty_partition(w.fetch.partition);
-                let e = refused.unwrap_or(ResponseError::UnknownTopicId);
-                data.error_code = e.code();
+                data.error_code = ResponseError::UnknownTopicId.code();
                 (data, Vec::new())
             }
         };
@@ -250,20 +250,67 @@ fn empty_partition(index: i32) -> PartitionData {
     pd
 }
 
+/// Who fetches: a consumer (replica id < 0) or a follower, and whether this partition is the
+/// first of the response (KIP-74: its first batch is sent whole).
+#[derive(Clone, Copy)]
+struct Fetcher {
+    replica_id: i32,
+    first: bool,
+    version: i16,
+}
+
 async fn read_partition(
     ctx: &ShardCtx,
     topic: &str,
     fp: &FetchPartition,
     budget: usize,
-    first: bool,
-    version: i16,
+    fetcher: Fetcher,
 ) -> (PartitionData, Vec<ReadSlice>) {
+    let Fetcher { first, version, .. } = fetcher;
     let mut pd = empty_partition(fp.partition);
     let Some(part) = ctx.partition(topic, fp.partition) else {
         let e = ctx.not_served(topic, fp.partition);
         pd.error_code = e.code();
         return (pd, Vec::new());
     };
+    if fetcher.replica_id >= 0 {
+        let follower = FollowerFetch {
+            replica: ReplicaId(crate::ids::node_of(fetcher.replica_id)),
+            fetch_offset: Offset(fp.fetch_offset),
+            last_fetched_epoch: (fp.last_fetched_epoch >= 0)
+                .then_some(LeaderEpoch(fp.last_fetched_epoch)),
+            current_leader_epoch: LeaderEpoch(fp.current_leader_epoch),
+        };
+        let hw = match part.on_follower_fetch(follower, now_ms()) {
+            FetchAnswer::Records { high_watermark } => high_watermark,
+            FetchAnswer::Diverging { epoch, end_offset } => {
+                pd.diverging_epoch = EpochEndOffset::default()
+                    .with_epoch(epoch.map_or(-1, |e| e.0))
+                    .with_end_offset(end_offset.0);
+                pd.high_watermark = part.high_watermark().0;
+                return (pd, Vec::new());
+            }
+            refused => {
+                pd.error_code = match refused {
+                    FetchAnswer::OffsetOutOfRange { log_end_offset } => {
+                        pd.high_watermark = log_end_offset.0;
+                        ResponseError::OffsetOutOfRange
+                    }
+                    FetchAnswer::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch,
+                    FetchAnswer::UnknownLeaderEpoch => ResponseError::UnknownLeaderEpoch,
+                    _ => ResponseError::NotLeaderOrFollower,
+                }
+                .code();
+                return (pd, Vec::new());
+            }
+        };
+        pd.high_watermark = hw.0;
+        pd.last_stable_offset = hw.0;
+        pd.log_start_offset = part.log.log_start_offset().0;
+        // Followers read up to the written end, so none holds what this leader could lose.
+        let upto = part.log.written_end_offset();
+        return read_records(&part, fp, budget, first, upto, pd).await;
+    }
     if version >= 9 {
         if let Err(e) = ctx.check_current_epoch(&part, fp.current_leader_epoch) {
             pd.error_code = e.code();
@@ -287,12 +334,24 @@ async fn read_partition(
             return (pd, Vec::new());
         }
     }
+    read_records(&part, fp, budget, first, hw, pd).await
+}
+
+/// Reads records from the fetch offset up to `upto` into `pd`.
+async fn read_records(
+    part: &Partition,
+    fp: &FetchPartition,
+    budget: usize,
+    first: bool,
+    upto: Offset,
+    mut pd: PartitionData,
+) -> (PartitionData, Vec<ReadSlice>) {
     let limit = (fp.partition_max_bytes.max(0) as usize)
         .min(budget)
         .min(RECORDS_PLACEHOLDER_MAX);
     let opts = ReadOptions {
         max_bytes: limit,
-        max_offset: Some(hw),
+        max_offset: Some(upto),
         min_one_batch: first,
     };
     match part.log.read(Offset(fp.fetch_offset), opts).await {
@@ -312,7 +371,7 @@ async fn read_partition(
             (pd, Vec::new())
         }
         Err(e) => {
-            tracing::error!(topic, partition = fp.partition, error = %e, "read failed");
+            tracing::error!(topic = %part.topic, partition = fp.partition, error = %e, "read failed");
             pd.error_code = ResponseError::KafkaStorageError.code();
             (pd, Vec::new())
         }

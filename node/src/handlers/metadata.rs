@@ -11,6 +11,7 @@ use kafka_protocol::messages::{BrokerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use crate::metadata::placement::Slot;
 use crate::metadata::{validate_topic_name, Command, TopicMeta};
 use crate::shard::ShardCtx;
 
@@ -68,6 +69,7 @@ async fn topic(
             .control(|reply| Command::CreateTopic {
                 name: name_owned,
                 partitions,
+                replication_factor: 1,
                 configs: Default::default(),
                 reply,
             })
@@ -101,21 +103,37 @@ fn fill_topic(ctx: &ShardCtx, t: &mut MetadataResponseTopic, m: &TopicMeta, vers
             if version >= 7 {
                 mp.leader_epoch = p.leader_epoch.0;
             }
+            let replicas = if p.replicas.is_empty() {
+                vec![Slot {
+                    node: p.node.unwrap_or(ctx.config.node_id.0),
+                    shard: p.shard,
+                }]
+            } else {
+                p.replicas.clone()
+            };
+            let live = |node: i32| {
+                node == ctx.config.node_id.0 || ctx.snapshot.borrow().node(node).is_some()
+            };
+            let id = |s: &Slot| crate::ids::broker_id(s.node, s.shard);
+            mp.replica_nodes = replicas.iter().map(id).collect();
+            mp.isr_nodes = if p.is_replicated() {
+                replicas
+                    .iter()
+                    .filter(|s| p.isr.contains(&s.node))
+                    .map(id)
+                    .collect()
+            } else {
+                replicas.iter().filter(|s| live(s.node)).map(id).collect()
+            };
+            if version >= 5 {
+                mp.offline_replicas = replicas.iter().filter(|s| !live(s.node)).map(id).collect();
+            }
             match ctx.leader_endpoint(p) {
-                Some((leader, _, _)) => {
-                    mp.leader_id = leader;
-                    mp.replica_nodes = vec![leader];
-                    mp.isr_nodes = vec![leader];
-                }
+                Some((leader, _, _)) => mp.leader_id = leader,
                 None => {
-                    // Its only replica's node is gone: offline until it comes back.
-                    let replica = crate::ids::broker_id(p.node.unwrap_or(-1), p.shard);
+                    // No live replica leads it: offline until one may.
                     mp.error_code = ResponseError::LeaderNotAvailable.code();
                     mp.leader_id = BrokerId(-1);
-                    mp.replica_nodes = vec![replica];
-                    if version >= 5 {
-                        mp.offline_replicas = vec![replica];
-                    }
                 }
             }
             mp

@@ -105,7 +105,7 @@ async fn wait(
         None => Err(Refused::new(
             ResponseError::RequestTimedOut,
             format!(
-                "offsets {}..{} not written within the request timeout",
+                "offsets {}..{} not written (or, for acks=all, not replicated) within the request timeout",
                 appended.base_offset, appended.end_offset
             ),
         )),
@@ -191,9 +191,10 @@ async fn append_partition(
     }
     let header = only_batch(&records)?;
     let epoch = ctx.leader_epoch(&part);
-    let appended = part
+    let mut appended = part
         .append_as_leader(&records, &header, epoch, now_ms())
         .await?;
+    appended.replicated = acks == -1;
     Ok((part, appended))
 }
 

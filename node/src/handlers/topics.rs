@@ -45,7 +45,7 @@ pub async fn create(
                 c.value.as_ref().map(|v| v.to_string()).unwrap_or_default(),
             );
         }
-        // -1: the broker's default (1: no replication yet).
+        // -1: the broker's default (Kafka's default.replication.factor, 1).
         let factor = if t.replication_factor == -1 {
             1
         } else {
@@ -56,11 +56,6 @@ pub async fn create(
             Err(Refused::new(
                 ResponseError::InvalidReplicationFactor,
                 e.to_string(),
-            ))
-        } else if factor != 1 {
-            Err(Refused::new(
-                ResponseError::InvalidReplicationFactor,
-                format!("replication factor {factor}: replicated partitions are not built yet (each partition has one replica); use 1"),
             ))
         } else if !t.assignments.is_empty() {
             Err(Refused::new(
@@ -77,6 +72,7 @@ pub async fn create(
             ctx.control(|reply| Command::CreateTopic {
                 name: n,
                 partitions,
+                replication_factor: i32::from(factor),
                 configs,
                 reply,
             })
@@ -86,7 +82,7 @@ pub async fn create(
         r.name = t.name.clone();
         if version >= 5 {
             r.num_partitions = partitions;
-            r.replication_factor = 1;
+            r.replication_factor = factor;
         }
         if version >= 7 {
             if let Some(m) = ctx.snapshot.borrow().topics.get(&name) {

@@ -8,13 +8,17 @@
 //! again on the store's current state (so two nodes creating one topic: one wins, the other
 //! answers TOPIC_ALREADY_EXISTS). Snapshots are immutable and shared by `Arc`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use futures_channel::{mpsc as fmpsc, oneshot};
 use kafka_protocol::ResponseError;
+use replication::controller::{
+    apply_isr_change, fence_isr_proposals, on_replica_back, on_replica_lost, IsrChangeError,
+};
+use replication::{IsrChange, ReplicaId};
 
 use super::names::{refuse_internal, validate_topic_name};
 use super::placement::{place_partitions, place_replicas, Load, Slot};
@@ -31,6 +35,7 @@ pub enum Command {
     CreateTopic {
         name: String,
         partitions: i32,
+        replication_factor: i32,
         configs: BTreeMap<String, String>,
         reply: Reply,
     },
@@ -43,6 +48,14 @@ pub enum Command {
         count: i32,
         reply: Reply,
     },
+    /// A leader's ISR change (Kafka's AlterPartition), committed by compare-and-swap on the
+    /// partition epoch.
+    AlterPartition {
+        topic: String,
+        partition: i32,
+        change: IsrChange,
+        reply: Reply,
+    },
 }
 
 /// A new snapshot for a shard; the shard answers on `applied` once it opened/closed its logs.
@@ -51,8 +64,17 @@ pub struct SnapshotUpdate {
     pub applied: oneshot::Sender<()>,
 }
 
+/// What the control plane needs to know of its node.
+#[derive(Debug, Clone, Copy)]
+pub struct ControllerSettings {
+    pub node: i32,
+    /// `min.insync.replicas` of topics that do not set it.
+    pub min_insync_replicas: usize,
+}
+
 /// The control-plane thread's state.
 pub struct Controller {
+    settings: ControllerSettings,
     store: Box<dyn MetadataStore>,
     shards: usize,
     snapshot: Snapshot,
@@ -64,12 +86,14 @@ pub struct Controller {
 impl Controller {
     /// A controller over `snapshot` (loaded from `store`), serving `to_shards.len()` shards.
     pub fn new(
+        settings: ControllerSettings,
         store: Box<dyn MetadataStore>,
         snapshot: Snapshot,
         to_shards: Vec<fmpsc::UnboundedSender<SnapshotUpdate>>,
         stopping: Arc<AtomicBool>,
     ) -> Controller {
         Controller {
+            settings,
             store,
             shards: to_shards.len(),
             snapshot,
@@ -110,7 +134,8 @@ impl Controller {
         }
     }
 
-    /// Applies and broadcasts what other nodes changed.
+    /// Applies and broadcasts what other nodes changed; then, on the elected controller,
+    /// moves leadership off nodes that are gone and back to replicas that return.
     fn catch_up(&mut self) {
         match self.store.poll() {
             Ok(Some(mut snapshot)) => {
@@ -121,6 +146,124 @@ impl Controller {
             Ok(None) => {}
             Err(e) => tracing::warn!(error = %e, "reading cluster metadata changes"),
         }
+        if self.snapshot.controller == Some(self.settings.node) && !self.stopping() {
+            self.elect_leaders();
+        }
+    }
+
+    /// The elected controller's duty: every replicated partition whose leader's node is gone
+    /// gets a new leader from its ISR (or ELR; from any live replica only with
+    /// `unclean.leader.election.enable`), a new leader epoch, and loses the gone nodes from
+    /// its ISR; an offline partition is led again when a replica that may lead it returns.
+    /// Saved by compare-and-swap: a conflict is decided again on the next poll.
+    fn elect_leaders(&mut self) {
+        let Some(nodes) = self.store.live_nodes() else {
+            return;
+        };
+        let live: BTreeSet<ReplicaId> = nodes.iter().map(|n| ReplicaId(n.node)).collect();
+        let mut next = self.snapshot.clone();
+        let mut changed = Vec::new();
+        for topic in next.topics.values_mut() {
+            let min_insync = self.min_insync(&topic.configs);
+            let unclean = topic
+                .configs
+                .get("unclean.leader.election.enable")
+                .is_some_and(|v| v == "true");
+            for (i, meta) in topic.partitions.iter_mut().enumerate() {
+                if !meta.is_replicated() {
+                    continue;
+                }
+                let mut state = meta.state();
+                let mut moved = false;
+                for r in state.replicas.clone() {
+                    if live.contains(&r) {
+                        continue;
+                    }
+                    if let Some(s) = on_replica_lost(&state, r, &live, min_insync, unclean) {
+                        state = s;
+                        moved = true;
+                    }
+                }
+                if state.leader.is_none() {
+                    for r in state.replicas.clone() {
+                        if let Some(s) = on_replica_back(&state, r, &live) {
+                            state = s;
+                            moved = true;
+                        }
+                    }
+                }
+                if moved {
+                    meta.apply_state(&state);
+                    changed.push((topic.name.clone(), i, state.leader, state.leader_epoch));
+                }
+            }
+        }
+        if changed.is_empty() {
+            return;
+        }
+        next.version += 1;
+        match self.store.save(&next) {
+            Ok(Saved::Yes) => {
+                for (topic, partition, leader, epoch) in changed {
+                    tracing::info!(%topic, partition, leader = ?leader.map(|r| r.0), leader_epoch = epoch.0, "elected partition leader");
+                }
+                self.snapshot = next;
+                self.broadcast();
+            }
+            Ok(Saved::Conflict) => tracing::debug!("leader election collided; deciding again"),
+            Err(e) => tracing::warn!(error = %e, "saving elected leaders"),
+        }
+    }
+
+    /// A topic's `min.insync.replicas`.
+    fn min_insync(&self, configs: &BTreeMap<String, String>) -> usize {
+        configs
+            .get("min.insync.replicas")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(self.settings.min_insync_replicas)
+    }
+
+    /// Applies a leader's ISR change if it was made against the current partition state.
+    fn alter_partition(
+        &mut self,
+        snapshot: &mut Snapshot,
+        topic: &str,
+        partition: i32,
+        change: &IsrChange,
+    ) -> Result<bool, Refused> {
+        let unknown = || {
+            Refused::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("{topic}-{partition} does not exist"),
+            )
+        };
+        let live: BTreeSet<ReplicaId> = match self.store.live_nodes() {
+            Some(nodes) => nodes.iter().map(|n| ReplicaId(n.node)).collect(),
+            None => [ReplicaId(self.settings.node)].into(),
+        };
+        let t = snapshot.topics.get_mut(topic).ok_or_else(unknown)?;
+        let min_insync = self.min_insync(&t.configs);
+        let meta = usize::try_from(partition)
+            .ok()
+            .and_then(|p| t.partitions.get_mut(p))
+            .ok_or_else(unknown)?;
+        let state = meta.state();
+        let next = match apply_isr_change(&state, change, &live, min_insync) {
+            Ok(next) => next,
+            Err(IsrChangeError::InvalidIsr(why)) => {
+                tracing::warn!(topic, partition, reason = %why, "refusing an invalid ISR change");
+                fence_isr_proposals(&state)
+            }
+            Err(e) => {
+                return Err(Refused::new(
+                    ResponseError::FencedLeaderEpoch,
+                    format!("{topic}-{partition}: {e}"),
+                ))
+            }
+        };
+        tracing::info!(topic, partition, isr = ?next.isr.iter().map(|r| r.0).collect::<Vec<_>>(), partition_epoch = next.partition_epoch, "ISR changed");
+        meta.apply_state(&next);
+        Ok(true)
     }
 
     fn execute(&mut self, cmd: Command) {
@@ -149,10 +292,16 @@ impl Controller {
             Op::CreateTopic {
                 name,
                 partitions,
+                replication_factor,
                 configs,
-            } => self.create_topic(&mut next, name, *partitions, configs),
+            } => self.create_topic(&mut next, name, *partitions, *replication_factor, configs),
             Op::DeleteTopic { name } => delete_topic(&mut next, name),
             Op::CreatePartitions { name, count } => self.create_partitions(&mut next, name, *count),
+            Op::AlterPartition {
+                topic,
+                partition,
+                change,
+            } => self.alter_partition(&mut next, topic, *partition, change),
         }
         .map_err(Attempt::Refused)?;
         if !changed {
@@ -207,6 +356,7 @@ impl Controller {
         snapshot: &mut Snapshot,
         name: &str,
         partitions: i32,
+        replication_factor: i32,
         configs: &BTreeMap<String, String>,
     ) -> Result<bool, Refused> {
         validate_topic_name(name)?;
@@ -224,7 +374,7 @@ impl Controller {
         }
         crate::topic_config::validate(configs)
             .map_err(|e| Refused::new(ResponseError::InvalidConfig, e.to_string()))?;
-        let placed = self.place(snapshot, 0, partitions)?;
+        let placed = self.place(snapshot, 0, partitions, replication_factor)?;
         let topic = TopicMeta {
             name: name.to_owned(),
             id: uuid::Uuid::new_v4(),
@@ -245,10 +395,13 @@ impl Controller {
             name,
             "given more partitions (group coordinators would move)",
         )?;
-        let have = snapshot
+        let (have, factor) = snapshot
             .topics
             .get(name)
-            .map(|t| t.partitions.len() as i32)
+            .map(|t| {
+                let factor = t.partitions.first().map_or(1, |p| p.replicas.len().max(1));
+                (t.partitions.len() as i32, factor as i32)
+            })
             .ok_or_else(|| {
                 Refused::new(
                     ResponseError::UnknownTopicOrPartition,
@@ -261,7 +414,7 @@ impl Controller {
                 format!("topic '{name}' has {have} partitions; asked for {count}"),
             ));
         }
-        let more = self.place(snapshot, have, count)?;
+        let more = self.place(snapshot, have, count, factor)?;
         snapshot
             .topics
             .get_mut(name)
@@ -271,38 +424,40 @@ impl Controller {
         Ok(true)
     }
 
-    /// Partitions `from..to`: over this node's shards alone, or over the cluster's live nodes
-    /// (one replica each: replicated partitions are not built yet), counting what each holds.
+    /// Partitions `from..to` with `factor` replicas each: over this node's shards alone (one
+    /// replica), or over the cluster's live nodes, counting what each holds.
     fn place(
         &mut self,
         snapshot: &Snapshot,
         from: i32,
         to: i32,
+        factor: i32,
     ) -> Result<Vec<PartitionMeta>, Refused> {
         let Some(nodes) = self.store.live_nodes() else {
+            if factor != 1 {
+                return Err(Refused::new(
+                    ResponseError::InvalidReplicationFactor,
+                    format!("replication factor {factor} on a single node (metadata.store=embedded); use 1"),
+                ));
+            }
             return Ok(place_partitions(from, to, self.shards));
         };
         let mut load = Load::default();
         for t in snapshot.topics.values() {
             for p in &t.partitions {
-                if let Some(node) = p.node {
-                    load.add(&[Slot {
+                match (p.replicas.is_empty(), p.node) {
+                    (false, _) => load.add(&p.replicas),
+                    (true, Some(node)) => load.add(&[Slot {
                         node,
                         shard: p.shard,
-                    }]);
+                    }]),
+                    (true, None) => {}
                 }
             }
         }
-        let placed = place_replicas(&nodes, &mut load, from, to, 1)
+        let placed = place_replicas(&nodes, &mut load, from, to, factor)
             .map_err(|e| Refused::new(ResponseError::InvalidReplicationFactor, e.to_string()))?;
-        Ok(placed
-            .into_iter()
-            .map(|replicas| PartitionMeta {
-                node: Some(replicas[0].node),
-                shard: replicas[0].shard,
-                leader_epoch: iouring_log::LeaderEpoch(0),
-            })
-            .collect())
+        Ok(placed.into_iter().map(PartitionMeta::placed).collect())
     }
 }
 
@@ -325,6 +480,7 @@ enum Op {
     CreateTopic {
         name: String,
         partitions: i32,
+        replication_factor: i32,
         configs: BTreeMap<String, String>,
     },
     DeleteTopic {
@@ -333,6 +489,11 @@ enum Op {
     CreatePartitions {
         name: String,
         count: i32,
+    },
+    AlterPartition {
+        topic: String,
+        partition: i32,
+        change: IsrChange,
     },
 }
 
@@ -348,12 +509,14 @@ impl Command {
             Command::CreateTopic {
                 name,
                 partitions,
+                replication_factor,
                 configs,
                 reply,
             } => (
                 Op::CreateTopic {
                     name,
                     partitions,
+                    replication_factor,
                     configs,
                 },
                 reply,
@@ -362,6 +525,19 @@ impl Command {
             Command::CreatePartitions { name, count, reply } => {
                 (Op::CreatePartitions { name, count }, reply)
             }
+            Command::AlterPartition {
+                topic,
+                partition,
+                change,
+                reply,
+            } => (
+                Op::AlterPartition {
+                    topic,
+                    partition,
+                    change,
+                },
+                reply,
+            ),
         }
     }
 }

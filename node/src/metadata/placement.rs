@@ -13,15 +13,15 @@
 
 use std::collections::BTreeMap;
 
-use iouring_log::LeaderEpoch;
-
 use super::snapshot::PartitionMeta;
 
 /// Kafka's practical bound; more replicas only multiply the fetch traffic.
 pub const REPLICATION_FACTOR_MAX: usize = 10;
 
 /// One replica's home: a node and one of its shards.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct Slot {
     pub node: i32,
     pub shard: usize,
@@ -162,11 +162,7 @@ fn least(node: NodeShards, key: impl Fn(&Slot) -> (usize, usize)) -> Slot {
 /// `p` on shard `p % shards`, what [`place_replicas`] gives for one node and no prior load.
 pub fn place_partitions(from: i32, to: i32, shards: usize) -> Vec<PartitionMeta> {
     (from..to)
-        .map(|p| PartitionMeta {
-            node: None,
-            shard: p as usize % shards,
-            leader_epoch: LeaderEpoch(0),
-        })
+        .map(|p| PartitionMeta::single(None, p as usize % shards))
         .collect()
 }
 

@@ -1,25 +1,118 @@
 //! The cluster metadata the control plane hands to every shard: immutable, shared by `Arc`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use iouring_log::LeaderEpoch;
+use replication::{PartitionState, ReplicaId};
 use serde::{Deserialize, Serialize};
+
+use super::placement::Slot;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PartitionMeta {
     /// The node whose shard leads the partition; `None` (a single node's own metadata): this
-    /// node.
+    /// node. [`OFFLINE`]: no leader (no live replica may lead it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<i32>,
     pub shard: usize,
     #[serde(with = "crate::ids::leader_epoch_serde")]
     pub leader_epoch: LeaderEpoch,
+    /// Every replica's home, the preferred leader first; empty: one replica, the leader (a
+    /// single node, or a cluster topic with replication factor 1).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<Slot>,
+    /// The in-sync replicas (nodes), when replicated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub isr: Vec<i32>,
+    /// The eligible leader replicas (KIP-966), when replicated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub elr: Vec<i32>,
+    /// Bumped by every change of the replicas, ISR or leader (Kafka's partition epoch): the
+    /// compare of an ISR change.
+    #[serde(default)]
+    pub partition_epoch: i32,
 }
 
+/// The leader node of a partition no replica may lead now (Kafka's leader -1).
+pub const OFFLINE: i32 = -1;
+
 impl PartitionMeta {
+    /// A partition with one replica, on `shard` of `node` (`None`: this node).
+    pub fn single(node: Option<i32>, shard: usize) -> PartitionMeta {
+        PartitionMeta {
+            node,
+            shard,
+            leader_epoch: LeaderEpoch(0),
+            replicas: Vec::new(),
+            isr: Vec::new(),
+            elr: Vec::new(),
+            partition_epoch: 0,
+        }
+    }
+
+    /// A new partition on `replicas` (the first leads); every replica in sync (all are empty).
+    pub fn placed(replicas: Vec<Slot>) -> PartitionMeta {
+        let leader = replicas[0];
+        if replicas.len() == 1 {
+            return PartitionMeta::single(Some(leader.node), leader.shard);
+        }
+        PartitionMeta {
+            isr: replicas.iter().map(|s| s.node).collect(),
+            replicas,
+            ..PartitionMeta::single(Some(leader.node), leader.shard)
+        }
+    }
+
     /// Whether shard `shard` of node `node` leads it.
     pub fn is_led_by(&self, node: i32, shard: usize) -> bool {
         self.node.is_none_or(|n| n == node) && self.shard == shard
+    }
+
+    /// Whether it has more than one replica.
+    pub fn is_replicated(&self) -> bool {
+        self.replicas.len() > 1
+    }
+
+    /// Whether shard `shard` of node `node` holds a replica of it (leader or follower).
+    pub fn has_replica_on(&self, node: i32, shard: usize) -> bool {
+        self.is_led_by(node, shard) || self.replicas.contains(&Slot { node, shard })
+    }
+
+    /// The replica on node `node`, if any.
+    pub fn replica_on(&self, node: i32) -> Option<Slot> {
+        self.replicas.iter().copied().find(|s| s.node == node)
+    }
+
+    /// The replication state machines' view (replica ids are nodes: never two replicas of a
+    /// partition on one node).
+    pub fn state(&self) -> PartitionState {
+        let set = |v: &[i32]| v.iter().map(|&n| ReplicaId(n)).collect::<BTreeSet<_>>();
+        let leader = self.node.filter(|&n| n != OFFLINE);
+        PartitionState {
+            replicas: self.replicas.iter().map(|s| ReplicaId(s.node)).collect(),
+            isr: set(&self.isr),
+            elr: set(&self.elr),
+            leader: leader.map(ReplicaId),
+            leader_epoch: self.leader_epoch,
+            partition_epoch: self.partition_epoch,
+        }
+    }
+
+    /// Takes `state`'s ISR, ELR, leader and epochs (the replicas stay where they are); the
+    /// leader's shard is its replica's.
+    pub fn apply_state(&mut self, state: &PartitionState) {
+        let nodes = |s: &BTreeSet<ReplicaId>| s.iter().map(|r| r.0).collect::<Vec<_>>();
+        self.isr = nodes(&state.isr);
+        self.elr = nodes(&state.elr);
+        self.leader_epoch = state.leader_epoch;
+        self.partition_epoch = state.partition_epoch;
+        match state.leader.and_then(|r| self.replica_on(r.0)) {
+            Some(slot) => {
+                self.node = Some(slot.node);
+                self.shard = slot.shard;
+            }
+            None => self.node = Some(OFFLINE),
+        }
     }
 }
 

@@ -10,8 +10,8 @@
 //! - [`Partition::wait_acknowledgeable`] is the **completion wait**: it returns once the
 //!   appended offsets may be acknowledged — written to the segment file, and flushed when
 //!   `flush.messages` asked for it. The log's writer and group-commit fsync cover every append
-//!   before them, whoever waits. Replication adds the replicated high watermark here, as one
-//!   more [`AckWait`].
+//!   before them, whoever waits. For `acks=all` it then waits for the high watermark
+//!   (`replica.rs`): every in-sync replica has written the records.
 
 use iouring_log::{AppendError, BatchError, BatchHeader, Durability, LeaderEpoch, Offset};
 use kafka_protocol::ResponseError;
@@ -38,6 +38,9 @@ pub struct Appended {
     /// The offset after the last one appended.
     pub end_offset: Offset,
     pub wait: AckWait,
+    /// `acks=all`: the high watermark must pass `end_offset` too (every in-sync replica has
+    /// the records; nothing more on a partition with one replica).
+    pub replicated: bool,
 }
 
 impl Partition {
@@ -104,6 +107,7 @@ impl Partition {
             base_offset: info.first_offset,
             end_offset: info.last_offset.next(),
             wait,
+            replicated: false,
         })
     }
 
@@ -119,6 +123,7 @@ impl Partition {
             base_offset: Offset(base_offset),
             end_offset: Offset(last_offset + 1),
             wait,
+            replicated: false,
         }
     }
 
@@ -134,7 +139,11 @@ impl Partition {
             .map_err(|e| {
                 tracing::error!(topic = %self.topic, partition = self.index, error = %e, "appended records not written");
                 Refused::new(ResponseError::KafkaStorageError, e.to_string())
-            })
+            })?;
+        if appended.replicated {
+            self.wait_replicated(appended.end_offset).await?;
+        }
+        Ok(())
     }
 
     fn append_refused(&self, e: AppendError) -> Refused {
@@ -233,7 +242,7 @@ mod tests {
                     max_message_bytes: 1 << 20,
                     min_insync_replicas: 1,
                 };
-                let part = Rc::new(Partition::new("t".into(), 0, log, limits));
+                let part = Rc::new(Partition::new("t".into(), 0, log, limits, Rc::default()));
                 let warm = part.append(&batch(-1, 0, 1)).await.unwrap();
                 part.wait_acknowledgeable(&warm).await.unwrap();
                 body(io, part.clone()).await;

@@ -5,13 +5,17 @@
 pub mod append;
 pub mod producer_snapshot;
 pub mod producer_state;
+pub mod replica;
 
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 use glommio::sync::{Permit, Semaphore};
-use iouring_log::{Log, Offset};
+use iouring_log::notify::Notify;
+use iouring_log::Log;
 
 use producer_state::ProducerStateMap;
+use replica::Role;
 
 pub struct Partition {
     pub topic: String,
@@ -28,6 +32,11 @@ pub struct Partition {
     /// The producer state version last snapshotted, and when.
     snapshot_version: Cell<u64>,
     snapshot_at_ms: Cell<i64>,
+    /// Leader, follower, only replica or offline (`replica.rs`).
+    role: RefCell<Role>,
+    /// Notified when the high watermark or the role may have changed (the shard's
+    /// `data_arrived`, which the log notifies on every write).
+    notify: Rc<Notify>,
 }
 
 /// A partition's topic-level limits on what it accepts.
@@ -38,13 +47,15 @@ pub struct Limits {
 }
 
 impl Partition {
-    /// The replicas in sync with this leader, itself included: one, as every partition has one
-    /// replica until replication is wired into the broker.
-    pub fn in_sync_replicas(&self) -> usize {
-        1
-    }
-
-    pub fn new(topic: String, index: i32, log: Log, limits: Limits) -> Partition {
+    /// A partition over `log`, the only replica until [`Partition::apply_state`] says more;
+    /// `notify` is what its log notifies on writes.
+    pub fn new(
+        topic: String,
+        index: i32,
+        log: Log,
+        limits: Limits,
+        notify: Rc<Notify>,
+    ) -> Partition {
         Partition {
             topic,
             index,
@@ -55,6 +66,8 @@ impl Partition {
             min_insync_replicas: limits.min_insync_replicas,
             snapshot_version: Cell::new(0),
             snapshot_at_ms: Cell::new(0),
+            role: RefCell::new(Role::Single),
+            notify,
         }
     }
 
@@ -64,12 +77,6 @@ impl Partition {
             .acquire_permit(1)
             .await
             .expect("append lock never closes")
-    }
-
-    /// The high watermark: on a single node, the written end — a record is visible to
-    /// consumers only once a crash of the broker process can no longer take it back.
-    pub fn high_watermark(&self) -> Offset {
-        self.log.written_end_offset()
     }
 }
 

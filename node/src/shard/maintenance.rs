@@ -4,6 +4,7 @@
 use std::rc::Rc;
 
 use super::{now_ms, ShardCtx};
+use crate::metadata::Command;
 use crate::partition::Partition;
 
 impl ShardCtx {
@@ -11,6 +12,7 @@ impl ShardCtx {
     pub(super) async fn maintain(&self, check_retention: bool) {
         let parts: Vec<Rc<Partition>> = self.partitions.borrow().values().cloned().collect();
         for p in parts {
+            self.propose_isr_change(&p);
             if let Err(e) = p.log.maybe_flush(now_ms()).await {
                 tracing::error!(topic = %p.topic, partition = p.index, error = %e, "flush failed");
             }
@@ -23,6 +25,25 @@ impl ShardCtx {
                     tracing::error!(topic = %p.topic, partition = p.index, error = %e, "retention failed");
                 }
             }
+        }
+    }
+
+    /// Sends a leader's ISR change to the control plane (Kafka's AlterPartition); the leader
+    /// learns the outcome from the next snapshot, so the reply is not awaited.
+    fn propose_isr_change(&self, p: &Partition) {
+        let Some(change) = p.isr_proposal(now_ms()) else {
+            return;
+        };
+        tracing::info!(topic = %p.topic, partition = p.index, isr = ?change.new_isr.iter().map(|r| r.0).collect::<Vec<_>>(), "proposing an ISR change");
+        let (reply, _) = futures_channel::oneshot::channel();
+        let cmd = Command::AlterPartition {
+            topic: p.topic.clone(),
+            partition: p.index,
+            change,
+            reply,
+        };
+        if self.commands.send(cmd).is_err() {
+            tracing::debug!("the control plane stopped; ISR change not sent");
         }
     }
 

@@ -2,6 +2,7 @@
 //! port base + shard, broker id node * 1000 + shard), and the partitions it owns. Nothing a
 //! shard owns is touched by another thread.
 
+mod fetcher;
 mod maintenance;
 pub mod run;
 mod topology;
@@ -45,6 +46,8 @@ pub struct ShardCtx {
     pub groups: Coordinator,
     /// Incremental fetch sessions of the fetchers of this shard (KIP-227).
     pub fetch_sessions: RefCell<FetchSessions>,
+    /// The leader shards this shard's follower fetchers pull from (one task each).
+    pub fetchers: RefCell<std::collections::BTreeSet<crate::metadata::placement::Slot>>,
 }
 
 pub fn now_ms() -> i64 {
@@ -58,7 +61,13 @@ impl ShardCtx {
         self.config.broker_id(self.shard)
     }
 
+    /// The partition `topic`-`index` if this shard leads it (serves produce and fetch).
     pub fn partition(&self, topic: &str, index: i32) -> Option<Rc<Partition>> {
+        self.replica(topic, index).filter(|p| p.is_leader())
+    }
+
+    /// This shard's replica of `topic`-`index`, whatever its role.
+    pub fn replica(&self, topic: &str, index: i32) -> Option<Rc<Partition>> {
         self.partitions
             .borrow()
             .get(&(topic.to_owned(), index))

@@ -8,6 +8,7 @@ use futures_channel::mpsc as fmpsc;
 use futures_lite::StreamExt;
 use glommio::net::TcpListener;
 
+use super::fetcher::start_fetchers;
 use super::{now_ms, ShardCtx};
 use crate::limits::{
     ACCEPT_RETRY_DELAY, DRAIN_POLL_INTERVAL, GROUP_TICK_INTERVAL, MAINTENANCE_INTERVAL,
@@ -26,6 +27,7 @@ pub async fn run_shard(ctx: Rc<ShardCtx>, mut updates: fmpsc::UnboundedReceiver<
     if let Some(u) = updates.next().await {
         ctx.apply_snapshot(u.snapshot).await;
         u.applied.send(()).ok();
+        start_fetchers(&ctx);
     }
     let listener = match TcpListener::bind(addr) {
         Ok(l) => l,
@@ -42,6 +44,7 @@ pub async fn run_shard(ctx: Rc<ShardCtx>, mut updates: fmpsc::UnboundedReceiver<
             while let Some(u) = updates.next().await {
                 ctx.apply_snapshot(u.snapshot).await;
                 u.applied.send(()).ok();
+                start_fetchers(&ctx);
             }
         }
     })

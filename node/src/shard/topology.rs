@@ -7,8 +7,11 @@ use std::sync::Arc;
 
 use iouring_log::{Log, LogOptions};
 
+use replication::ReplicaId;
+
 use super::{now_ms, ShardCtx};
 use crate::metadata::Snapshot;
+use crate::partition::replica::RoleContext;
 use crate::partition::{dir_name, Limits, Partition};
 
 impl ShardCtx {
@@ -18,13 +21,14 @@ impl ShardCtx {
         let mut wanted = Vec::new();
         for topic in snapshot.topics.values() {
             for (p, meta) in topic.partitions.iter().enumerate() {
-                if meta.is_led_by(self.config.node_id.0, self.shard) {
+                if meta.has_replica_on(self.config.node_id.0, self.shard) {
                     wanted.push((topic, p as i32));
                 }
             }
         }
+        let mut opened = Vec::new();
         for (topic, p) in wanted {
-            if self.partition(&topic.name, p).is_some() {
+            if self.replica(&topic.name, p).is_some() {
                 continue;
             }
             let dir = self.config.log_dir.join(dir_name(&topic.name, p));
@@ -45,7 +49,8 @@ impl ShardCtx {
                         max_message_bytes: config.max_message_bytes,
                         min_insync_replicas: config.min_insync_replicas,
                     };
-                    let part = Partition::new(topic.name.clone(), p, log, limits);
+                    let notify = self.data_arrived.clone();
+                    let part = Partition::new(topic.name.clone(), p, log, limits, notify);
                     if let Err(e) = part.restore_producers().await {
                         tracing::error!(shard = self.shard, dir = %dir.display(), error = %e, "cannot restore idempotent producer state; the partition stays offline");
                         continue;
@@ -54,20 +59,24 @@ impl ShardCtx {
                     self.partitions
                         .borrow_mut()
                         .insert((topic.name.clone(), p), part.clone());
-                    if topic.name == crate::metadata::OFFSETS_TOPIC {
-                        self.groups.load_partition(&part, now_ms()).await;
-                    }
+                    opened.push((topic.name.clone(), p));
                 }
                 Err(e) => {
                     tracing::error!(shard = self.shard, dir = %dir.display(), error = %e, "cannot open partition; it stays offline")
                 }
             }
         }
+        self.apply_roles(&snapshot, &opened).await;
+        let me = (self.config.node_id.0, self.shard);
         let gone: Vec<(String, i32)> = self
             .partitions
             .borrow()
             .keys()
-            .filter(|(t, p)| snapshot.partition(t, *p).is_none())
+            .filter(|(t, p)| {
+                snapshot
+                    .partition(t, *p)
+                    .is_none_or(|m| !m.has_replica_on(me.0, me.1))
+            })
             .cloned()
             .collect();
         for key in gone {
@@ -93,5 +102,50 @@ impl ShardCtx {
             }
         }
         *self.snapshot.borrow_mut() = snapshot;
+    }
+
+    /// Each local replica takes the role the snapshot gives it (leader, follower, only
+    /// replica, offline); the group coordinator loads a `__consumer_offsets` partition this
+    /// shard starts leading and unloads one it stops leading.
+    async fn apply_roles(&self, snapshot: &Snapshot, opened: &[(String, i32)]) {
+        let me = ReplicaId(self.config.node_id.0);
+        let cx = RoleContext {
+            me,
+            now_ms: now_ms(),
+            replica_lag_max_ms: self.config.replica.lag_time_max_ms,
+        };
+        let parts: Vec<Rc<Partition>> = self.partitions.borrow().values().cloned().collect();
+        for part in parts {
+            let Some(meta) = snapshot.partition(&part.topic, part.index) else {
+                continue;
+            };
+            let is_new = opened
+                .iter()
+                .any(|(t, p)| *t == part.topic && *p == part.index);
+            let was_leader = part.is_leader() && !is_new;
+            let state = meta.is_replicated().then(|| meta.state());
+            if part.apply_state(state.as_ref(), cx) {
+                tracing::info!(
+                    shard = self.shard,
+                    topic = %part.topic,
+                    partition = part.index,
+                    leader = ?meta.node,
+                    leader_epoch = meta.leader_epoch.0,
+                    leading = part.is_leader(),
+                    "replica role changed"
+                );
+            }
+            if part.topic == crate::metadata::OFFSETS_TOPIC && part.is_leader() != was_leader {
+                if part.is_leader() {
+                    self.groups.load_partition(&part, now_ms()).await;
+                } else {
+                    let count = snapshot
+                        .topics
+                        .get(&part.topic)
+                        .map_or(0, |t| t.partitions.len());
+                    self.groups.unload_partition(part.index, count as i32);
+                }
+            }
+        }
     }
 }

@@ -36,6 +36,7 @@ async fn offsets_topic(ctx: &Rc<ShardCtx>) -> Result<i32, ResponseError> {
         .control(|reply| Command::CreateTopic {
             name: OFFSETS_TOPIC.to_owned(),
             partitions,
+            replication_factor: 1,
             configs,
             reply,
         })

@@ -1,0 +1,402 @@
+//! Follower fetchers: one task per (this shard, leader shard) pair, pulling every partition
+//! this shard follows there with Kafka's Fetch (v15: `ReplicaState`, topic ids,
+//! `LastFetchedEpoch`) over one incremental fetch session (KIP-227).
+//!
+//! Contract: a follower appends the leader's batches verbatim (offsets, epochs, CRCs kept),
+//! rebuilds idempotent producer state from them, and fetches on only once they are written —
+//! its next fetch offset is what the leader counts as in sync, so `acks=all` never counts a
+//! follower's unwritten bytes. A diverging log (`DivergingEpoch`) is truncated before fetching
+//! on. A task ends when this shard follows nothing on its leader shard any more.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use iouring_log::{Durability, LeaderEpoch, Offset};
+use kafka_client::async_glommio::Connection;
+use kafka_protocol::messages::fetch_request::{
+    FetchPartition, FetchRequest, FetchTopic, ForgottenTopic, ReplicaState,
+};
+use kafka_protocol::messages::fetch_response::{FetchResponse, PartitionData};
+use kafka_protocol::messages::ApiKey;
+use kafka_protocol::ResponseError;
+use replication::follower::FollowerAction;
+use replication::leader::FetchAnswer;
+
+use super::{now_ms, ShardCtx};
+use crate::metadata::placement::Slot;
+use crate::partition::Partition;
+
+/// The Fetch version followers send (the first with `ReplicaState`).
+const FETCH_VERSION: i16 = 15;
+/// How long a fetcher waits before trying its leader again after a failure.
+const RETRY_DELAY: Duration = Duration::from_millis(100);
+
+/// Starts a fetcher for every leader shard this shard follows a partition on and has none yet.
+pub fn start_fetchers(ctx: &Rc<ShardCtx>) {
+    for slot in followed_leaders(ctx) {
+        if ctx.fetchers.borrow_mut().insert(slot) {
+            tracing::info!(
+                shard = ctx.shard,
+                leader_node = slot.node,
+                leader_shard = slot.shard,
+                "starting follower fetcher"
+            );
+            glommio::spawn_local(run_fetcher(ctx.clone(), slot)).detach();
+        }
+    }
+}
+
+/// The leader shards of the partitions this shard follows.
+fn followed_leaders(ctx: &ShardCtx) -> BTreeSet<Slot> {
+    let snapshot = ctx.snapshot.borrow().clone();
+    ctx.partitions
+        .borrow()
+        .values()
+        .filter(|p| p.following().is_some())
+        .filter_map(|p| snapshot.partition(&p.topic, p.index))
+        .filter_map(|m| {
+            m.node.map(|node| Slot {
+                node,
+                shard: m.shard,
+            })
+        })
+        .collect()
+}
+
+/// A followed partition: its replica here and its topic id.
+struct Followed {
+    part: Rc<Partition>,
+    topic_id: uuid::Uuid,
+    leader_epoch: LeaderEpoch,
+}
+
+/// The partitions this shard follows on `leader`, by (topic, partition).
+fn followed_on(ctx: &ShardCtx, leader: Slot) -> BTreeMap<(String, i32), Followed> {
+    let snapshot = ctx.snapshot.borrow().clone();
+    ctx.partitions
+        .borrow()
+        .values()
+        .filter_map(|p| {
+            let (_, epoch) = p.following()?;
+            let topic = snapshot.topics.get(&p.topic)?;
+            let meta = topic.partitions.get(usize::try_from(p.index).ok()?)?;
+            let here = meta.node == Some(leader.node) && meta.shard == leader.shard;
+            here.then(|| {
+                let f = Followed {
+                    part: p.clone(),
+                    topic_id: topic.id,
+                    leader_epoch: epoch,
+                };
+                ((p.topic.clone(), p.index), f)
+            })
+        })
+        .collect()
+}
+
+/// What the leader's fetch session holds for each partition (what was last sent).
+#[derive(Default)]
+struct Session {
+    id: i32,
+    /// The next request's epoch: 0 asks for a new session (a full fetch).
+    epoch: i32,
+    sent: BTreeMap<(String, i32), FetchPartition>,
+}
+
+impl Session {
+    fn reset(&mut self) {
+        *self = Session::default();
+    }
+}
+
+async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
+    let mut conn: Option<Connection> = None;
+    let mut session = Session::default();
+    loop {
+        if ctx.stop.is_stopping() {
+            break;
+        }
+        let followed = followed_on(&ctx, leader);
+        if followed.is_empty() {
+            break;
+        }
+        if conn.is_none() {
+            match connect(&ctx, leader).await {
+                Ok(c) => conn = Some(c),
+                Err(e) => {
+                    tracing::debug!(shard = ctx.shard, leader = ?leader, error = %e, "follower fetcher cannot connect");
+                    glommio::timer::sleep(RETRY_DELAY).await;
+                    continue;
+                }
+            }
+        }
+        let request = build_request(&ctx, &followed, &mut session);
+        let c = conn.as_mut().expect("connected above");
+        let wait = Duration::from_millis(ctx.config.replica.fetch_wait_max_ms as u64);
+        let call = async {
+            Some(
+                c.call::<_, FetchResponse>(ApiKey::Fetch, FETCH_VERSION, &request)
+                    .await,
+            )
+        };
+        let timeout = async {
+            glommio::timer::sleep(wait + Duration::from_secs(10)).await;
+            None
+        };
+        let response = match futures_lite::future::or(call, timeout).await {
+            Some(Ok(r)) => r,
+            Some(Err(e)) => {
+                tracing::debug!(shard = ctx.shard, leader = ?leader, error = %e, "follower fetch failed");
+                conn = None;
+                session.reset();
+                glommio::timer::sleep(RETRY_DELAY).await;
+                continue;
+            }
+            None => {
+                tracing::warn!(shard = ctx.shard, leader = ?leader, "follower fetch timed out");
+                conn = None;
+                session.reset();
+                continue;
+            }
+        };
+        if response.error_code != 0 {
+            // FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, ...: start a new session.
+            tracing::debug!(
+                shard = ctx.shard,
+                error = response.error_code,
+                "follower fetch session reset"
+            );
+            session.reset();
+            glommio::timer::sleep(RETRY_DELAY).await;
+            continue;
+        }
+        if session.epoch == 0 {
+            session.id = response.session_id;
+        }
+        session.epoch = if session.id == 0 {
+            0
+        } else {
+            next_epoch(session.epoch)
+        };
+        let mut waiting = true;
+        for topic in response.responses {
+            for pd in topic.partitions {
+                let key = followed
+                    .iter()
+                    .find(|(k, f)| f.topic_id == topic.topic_id && k.1 == pd.partition_index)
+                    .map(|(k, _)| k.clone());
+                let Some(key) = key else { continue };
+                let f = &followed[&key];
+                if !apply_answer(&ctx, f, pd).await {
+                    // Forget what was sent: the partition is sent again with its new state.
+                    session.sent.remove(&key);
+                } else {
+                    waiting = false;
+                }
+            }
+        }
+        if waiting && session.id == 0 {
+            glommio::timer::sleep(RETRY_DELAY).await;
+        }
+    }
+    ctx.fetchers.borrow_mut().remove(&leader);
+    tracing::info!(shard = ctx.shard, leader = ?leader, "follower fetcher stopped");
+}
+
+/// Kafka's `nextEpoch`: wraps from `i32::MAX` to 1.
+fn next_epoch(epoch: i32) -> i32 {
+    if epoch == i32::MAX {
+        1
+    } else {
+        epoch + 1
+    }
+}
+
+async fn connect(ctx: &ShardCtx, leader: Slot) -> Result<Connection, String> {
+    let addr = {
+        let snapshot = ctx.snapshot.borrow();
+        let node = snapshot
+            .node(leader.node)
+            .ok_or_else(|| format!("node {} is not live", leader.node))?;
+        format!("{}:{}", node.host, node.port as usize + leader.shard)
+    };
+    Connection::connect(&addr, "ringlog-replica-fetcher")
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// The next fetch: every followed partition on a full fetch; on an incremental one only those
+/// whose fetch state changed since last sent, and those no longer followed as forgotten.
+fn build_request(
+    ctx: &ShardCtx,
+    followed: &BTreeMap<(String, i32), Followed>,
+    session: &mut Session,
+) -> FetchRequest {
+    let full = session.epoch == 0;
+    if full {
+        session.sent.clear();
+    }
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for (key, f) in followed {
+        let log = &f.part.log;
+        let mut fp = FetchPartition::default();
+        fp.partition = key.1;
+        fp.current_leader_epoch = f.leader_epoch.0;
+        fp.fetch_offset = log.log_end_offset().0;
+        fp.last_fetched_epoch = log.latest_epoch().map_or(-1, |e| e.0);
+        fp.log_start_offset = log.log_start_offset().0;
+        fp.partition_max_bytes = ctx.config.replica.fetch_max_bytes;
+        if !full && session.sent.get(key) == Some(&fp) {
+            continue;
+        }
+        session.sent.insert(key.clone(), fp.clone());
+        match topics.last_mut() {
+            Some(t) if t.topic_id == f.topic_id => t.partitions.push(fp),
+            _ => {
+                let mut t = FetchTopic::default();
+                t.topic_id = f.topic_id;
+                t.partitions.push(fp);
+                topics.push(t);
+            }
+        }
+    }
+    let mut forgotten: Vec<ForgottenTopic> = Vec::new();
+    let gone: Vec<(String, i32)> = session
+        .sent
+        .keys()
+        .filter(|k| !followed.contains_key(*k))
+        .cloned()
+        .collect();
+    for key in gone {
+        session.sent.remove(&key);
+        let Some(id) = ctx.snapshot.borrow().topics.get(&key.0).map(|t| t.id) else {
+            continue;
+        };
+        match forgotten.last_mut() {
+            Some(t) if t.topic_id == id => t.partitions.push(key.1),
+            _ => {
+                let mut t = ForgottenTopic::default();
+                t.topic_id = id;
+                t.partitions.push(key.1);
+                forgotten.push(t);
+            }
+        }
+    }
+    let mut req = FetchRequest::default();
+    req.replica_state = ReplicaState::default()
+        .with_replica_id(ctx.broker_id())
+        .with_replica_epoch(-1);
+    req.max_wait_ms = ctx.config.replica.fetch_wait_max_ms;
+    req.min_bytes = 1;
+    req.max_bytes = ctx.config.replica.fetch_max_bytes.saturating_mul(8);
+    req.session_id = session.id;
+    req.session_epoch = session.epoch;
+    req.topics = topics;
+    req.forgotten_topics_data = forgotten;
+    req
+}
+
+/// Applies the leader's answer for one partition; whether it made progress (records
+/// appended or nothing to do), `false` when the partition must wait or be sent again.
+async fn apply_answer(ctx: &ShardCtx, f: &Followed, pd: PartitionData) -> bool {
+    let part = &f.part;
+    let Some((leader, epoch)) = part.following() else {
+        return false;
+    };
+    if epoch != f.leader_epoch {
+        return false;
+    }
+    let _ = leader;
+    let log_end = part.log.log_end_offset();
+    let answer = match ResponseError::try_from_code(pd.error_code) {
+        None => {
+            let d = &pd.diverging_epoch;
+            if d.epoch != -1 || d.end_offset != -1 {
+                Some(FetchAnswer::Diverging {
+                    epoch: (d.epoch >= 0).then_some(LeaderEpoch(d.epoch)),
+                    end_offset: Offset(d.end_offset.max(0)),
+                })
+            } else {
+                None
+            }
+        }
+        Some(ResponseError::OffsetOutOfRange) => Some(FetchAnswer::OffsetOutOfRange {
+            log_end_offset: Offset(pd.high_watermark.max(0)),
+        }),
+        Some(e) => {
+            tracing::debug!(shard = ctx.shard, topic = %part.topic, partition = part.index, error = ?e, "follower fetch refused; waiting for metadata");
+            return false;
+        }
+    };
+    if let Some(answer) = answer {
+        let action = part.follower_action(answer);
+        if let FollowerAction::TruncateTo(to) = action {
+            if to < log_end {
+                if let Err(e) = truncate(part, to).await {
+                    tracing::error!(topic = %part.topic, partition = part.index, error = %e, "follower truncation failed");
+                }
+            } else if to >= log_end && pd.error_code != 0 {
+                // Behind the leader's log start: not built (would need the log emptied and
+                // restarted at the leader's start offset).
+                tracing::error!(topic = %part.topic, partition = part.index, fetch_offset = log_end.0, "follower is out of the leader's range; fetching from the leader's log start is not built");
+            }
+        }
+        return false;
+    }
+    let records = pd.records.unwrap_or_default();
+    let whole = whole_batches(&records);
+    if whole > 0 {
+        let bytes = &records[..whole];
+        match part.log.append_as_follower(bytes, now_ms()).await {
+            Ok(info) => {
+                replay_producers(part, bytes);
+                let end = info.last_offset.next();
+                if let Err(e) = part.log.wait_for(Durability::Written, end).await {
+                    tracing::error!(topic = %part.topic, partition = part.index, error = %e, "follower write failed");
+                    return false;
+                }
+            }
+            Err(e) => {
+                tracing::error!(topic = %part.topic, partition = part.index, error = %e, "follower append failed");
+                return false;
+            }
+        }
+    }
+    part.on_follower_appended(Offset(pd.high_watermark));
+    true
+}
+
+/// The length of the complete batches at the start of `records` (a fetch may end inside one).
+fn whole_batches(records: &Bytes) -> usize {
+    let mut at = 0;
+    while let Ok((_, size)) = iouring_log::batch::peek_size(&records[at..]) {
+        let end = at + size as usize;
+        if end > records.len() {
+            break;
+        }
+        at = end;
+    }
+    at
+}
+
+/// Idempotent producer state from the batches appended (so a follower that becomes leader
+/// answers retries as duplicates).
+fn replay_producers(part: &Partition, bytes: &[u8]) {
+    let mut producers = part.producers.borrow_mut();
+    let mut at = 0;
+    while at < bytes.len() {
+        let Ok(h) = iouring_log::BatchHeader::parse(&bytes[at..]) else {
+            break;
+        };
+        producers.replay(&h);
+        at += h.size_bytes as usize;
+    }
+}
+
+/// Truncates a follower's log (a diverging epoch) and rebuilds its producer state.
+async fn truncate(part: &Partition, to: Offset) -> Result<(), String> {
+    tracing::warn!(topic = %part.topic, partition = part.index, from = part.log.log_end_offset().0, to = to.0, "follower truncating a diverging log");
+    part.log.truncate_to(to).await.map_err(|e| e.to_string())?;
+    part.restore_producers().await.map_err(|e| e.to_string())
+}
