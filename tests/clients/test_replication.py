@@ -1,0 +1,277 @@
+"""Replication under faults, judged like Jepsen: etcd and three ringlog nodes on loopback, topics
+with replication factor 3 and min.insync.replicas=2, an idempotent librdkafka producer with
+acks=all writing unique values while the partition leader's node is killed -9 again and again
+(RINGLOG_FAILOVERS, 10 by default; scripts/failover-soak.sh runs 200), paused past its lease, or
+two followers die. After the faults heal a fresh consumer reads every partition up to its high
+watermark, and the checker asks: is every acknowledged value at exactly the offset it was
+acknowledged at, no offset holding two values, no value twice? The replicas' stored batches must
+be identical (offsets and CRCs) below the high watermark on every node."""
+import os
+import signal
+import struct
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conftest import Broker
+from test_cluster import Etcd, wait_for
+
+SESSION_MS = 3000
+FAILOVERS = int(os.environ.get("RINGLOG_FAILOVERS", "10"))
+
+
+class Cluster:
+    def __init__(self):
+        self.etcd = Etcd()
+        self.nodes = {}
+        self.dirs = {}
+        self.all = []
+
+    def start(self, node_id):
+        b = Broker(shards=1, data_dir=self.dirs.get(node_id), settings={
+            "node.id": node_id, "metadata.store": "etcd", "metadata.etcd.endpoints": self.etcd.endpoint,
+            "cluster.id": "repl", "broker.session.timeout.ms": SESSION_MS,
+            "replica.lag.time.max.ms": 5000, "group.initial.rebalance.delay.ms": 0})
+        if node_id not in self.dirs:
+            self.dirs[node_id] = b.data_dir
+            self.all.append(b)  # the first owns (and removes) the data dir
+        self.nodes[node_id] = b.start()
+        return b
+
+    def bootstrap(self):
+        return ",".join(b.bootstrap for b in self.nodes.values() if b.proc.poll() is None)
+
+    def partitions(self, topic):
+        """{partition: (leader node, [isr nodes])} as a live node reports it."""
+        md = AdminClient({"bootstrap.servers": self.bootstrap()}).list_topics(timeout=10)
+        t = md.topics.get(topic)
+        if t is None or t.error is not None:
+            return {}
+        return {p.id: (p.leader // 1000 if p.leader >= 0 else -1, sorted(r // 1000 for r in p.isrs))
+                for p in t.partitions.values()}
+
+    def stop(self):
+        for b in self.nodes.values():
+            b.stop()
+        for b in self.all:
+            b.cleanup()
+        self.etcd.stop()
+
+
+@pytest.fixture
+def cluster():
+    c = Cluster()
+    yield c
+    c.stop()
+
+
+def create(c, topic, partitions=2):
+    admin = AdminClient({"bootstrap.servers": c.bootstrap()})
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=3,
+                                  config={"min.insync.replicas": "2"})])[topic].result(timeout=15)
+    wait_for("every replica in sync", lambda: all(
+        len(isr) == 3 for _, isr in c.partitions(topic).values()) and len(c.partitions(topic)) == partitions)
+
+
+class Writer:
+    """Unique values, acks=all, idempotent; every acknowledgement recorded with its offset."""
+
+    def __init__(self, c, topic, partitions):
+        self.topic, self.partitions = topic, partitions
+        self.acked = {}      # value -> (partition, offset)
+        self.ack_times = []  # (time, partition)
+        self.failed = []
+        self.sent = 0
+        self.stop = threading.Event()
+        self.producer = Producer({"bootstrap.servers": c.bootstrap(), "acks": "all",
+                                  "enable.idempotence": True, "linger.ms": 2,
+                                  "message.timeout.ms": 120000, "topic.metadata.refresh.interval.ms": 1000})
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def on_ack(self, err, msg):
+        if err is not None:
+            self.failed.append(str(err))
+            return
+        self.acked[msg.value()] = (msg.partition(), msg.offset())
+        self.ack_times.append((time.time(), msg.partition()))
+
+    def run(self):
+        while not self.stop.is_set():
+            v = f"v{self.sent}".encode()
+            try:
+                self.producer.produce(self.topic, value=v, partition=self.sent % self.partitions,
+                                      on_delivery=self.on_ack)
+                self.sent += 1
+            except BufferError:
+                pass
+            self.producer.poll(0.002)
+
+    def first_ack_after(self, t, partition):
+        return next((at for at, p in list(self.ack_times) if at > t and p == partition), None)
+
+    def finish(self):
+        self.stop.set()
+        self.thread.join()
+        assert self.producer.flush(120) == 0, "every send answered"
+
+
+def read_all(c, topic, partitions):
+    """{partition: [(offset, value)]} from offset 0 up to each high watermark."""
+    consumer = Consumer({"bootstrap.servers": c.bootstrap(), "group.id": f"check-{time.time()}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    out = {}
+    for p in range(partitions):
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+        consumer.assign([TopicPartition(topic, p, 0)])
+        got = []
+        deadline = time.time() + 60
+        while (not got or got[-1][0] < high - 1) and time.time() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and not m.error():
+                got.append((m.offset(), m.value()))
+        out[p] = got
+    consumer.close()
+    return out
+
+
+def check(writer, read):
+    """The Jepsen-style verdict: no lost, moved or duplicated acknowledged write."""
+    at = {}
+    dups = []
+    for p, records in read.items():
+        offsets = [o for o, _ in records]
+        assert offsets == sorted(set(offsets)), f"partition {p}: offsets repeat or go back"
+        for o, v in records:
+            if v in at:
+                dups.append((v, at[v], (p, o)))
+            at[v] = (p, o)
+    lost = {v: where for v, where in writer.acked.items() if at.get(v) != where}
+    assert not dups, f"{len(dups)} values stored twice, e.g. {dups[:3]}"
+    assert not lost, f"{len(lost)} acknowledged values lost or moved, e.g. {list(lost.items())[:3]}"
+    return len(at)
+
+
+def stored(data_dir, topic, partition):
+    """[(base offset, last offset delta, crc)] of the batches in one replica's segment files."""
+    folder = os.path.join(data_dir, f"{topic}-{partition}")
+    out = []
+    for seg in sorted(f for f in os.listdir(folder) if f.endswith(".log")):
+        with open(os.path.join(folder, seg), "rb") as f:
+            data = f.read()
+        pos = 0
+        while pos + 61 <= len(data):
+            base, length = struct.unpack_from(">qi", data, pos)
+            if length <= 0:
+                break
+            (crc,) = struct.unpack_from(">I", data, pos + 17)
+            (delta,) = struct.unpack_from(">i", data, pos + 23)
+            out.append((base, delta, crc))
+            pos += 12 + length
+    return out
+
+
+def check_replicas_identical(c, topic, read):
+    for b in c.nodes.values():
+        b.stop()
+    for p, records in read.items():
+        hw = records[-1][0] + 1 if records else 0
+        copies = {n: [x for x in stored(d, topic, p) if x[0] + x[1] < hw] for n, d in c.dirs.items()}
+        first = next(iter(copies.values()))
+        for n, batches in copies.items():
+            assert batches == first, f"partition {p}: node {n}'s batches below {hw} differ"
+        assert first and first[-1][0] + first[-1][1] == hw - 1, f"partition {p}: replicas end below {hw}"
+
+
+def test_killing_the_leader_again_and_again_loses_no_acknowledged_write(cluster):
+    c = cluster
+    for n in (1, 2, 3):
+        c.start(n)
+    create(c, "jepsen")
+    w = Writer(c, "jepsen", 2)
+    times = []
+    try:
+        for i in range(FAILOVERS):
+            wait_for("acks flowing", lambda: len(w.acked) > 100 * (i + 1), timeout=60)
+            leader, _ = c.partitions("jepsen")[i % 2]
+            killed_at = time.time()
+            c.nodes[leader].kill9()
+            wait_for(f"failover {i}: a new leader for partition {i % 2}",
+                     lambda: w.first_ack_after(killed_at + 0.05, i % 2), timeout=SESSION_MS / 1000 + 20)
+            times.append(w.first_ack_after(killed_at + 0.05, i % 2) - killed_at)
+            c.start(leader)
+            wait_for(f"failover {i}: node {leader} back in every ISR",
+                     lambda: all(len(isr) == 3 for _, isr in c.partitions("jepsen").values()), timeout=60)
+    finally:
+        w.finish()
+    times.sort()
+    print(f"{FAILOVERS} failovers; kill to first acks=all ack on the new leader: "
+          f"median {times[len(times) // 2]:.2f} s, max {times[-1]:.2f} s (lease {SESSION_MS} ms)")
+    assert times[-1] < SESSION_MS / 1000 + 5
+    read = read_all(c, "jepsen", 2)
+    assert check(w, read) >= len(w.acked)
+    check_replicas_identical(c, "jepsen", read)
+
+
+def test_a_leader_paused_past_its_lease_is_fenced_and_follows(cluster):
+    c = cluster
+    for n in (1, 2, 3):
+        c.start(n)
+    create(c, "zombie", partitions=1)
+    w = Writer(c, "zombie", 1)
+    try:
+        wait_for("acks flowing", lambda: len(w.acked) > 200, timeout=30)
+        old, _ = c.partitions("zombie")[0]
+        c.nodes[old].proc.send_signal(signal.SIGSTOP)
+        paused = time.time()
+        wait_for("a new leader while the old one sleeps",
+                 lambda: c.partitions("zombie").get(0, (old,))[0] not in (old, -1), timeout=30)
+        wait_for("acks on the new leader", lambda: w.first_ack_after(paused + 0.05, 0), timeout=30)
+        c.nodes[old].proc.send_signal(signal.SIGCONT)
+        wait_for("the old leader back in the ISR as a follower",
+                 lambda: len(c.partitions("zombie")[0][1]) == 3, timeout=60)
+        assert c.partitions("zombie")[0][0] != old
+        time.sleep(1)
+    finally:
+        w.finish()
+    read = read_all(c, "zombie", 1)
+    check(w, read)
+    check_replicas_identical(c, "zombie", read)
+
+
+def test_acks_all_needs_min_insync_replicas(cluster):
+    c = cluster
+    for n in (1, 2, 3):
+        c.start(n)
+    create(c, "minisr", partitions=1)
+    leader, _ = c.partitions("minisr")[0]
+    for n in (1, 2, 3):
+        if n != leader:
+            c.nodes[n].kill9()
+    wait_for("the ISR shrunk to the leader", lambda: c.partitions("minisr")[0][1] == [leader], timeout=30)
+    p = Producer({"bootstrap.servers": c.bootstrap(), "acks": "all", "message.timeout.ms": 3000,
+                  "retries": 0})
+    errors = []
+    p.produce("minisr", value=b"alone", partition=0,
+              on_delivery=lambda err, msg: errors.append(err))
+    p.flush(10)
+    assert errors and errors[0] is not None and errors[0].name() == "NOT_ENOUGH_REPLICAS", errors
+    acks1 = Producer({"bootstrap.servers": c.bootstrap(), "acks": 1})
+    ok = []
+    acks1.produce("minisr", value=b"one", partition=0, on_delivery=lambda err, msg: ok.append(err))
+    acks1.flush(10)
+    assert ok == [None], "acks=1 does not need the ISR"
+    for n in (1, 2, 3):
+        if n != leader:
+            c.start(n)
+    wait_for("the ISR back to 3", lambda: len(c.partitions("minisr")[0][1]) == 3, timeout=60)
+    done = []
+    p.produce("minisr", value=b"together", partition=0, on_delivery=lambda err, msg: done.append(err))
+    p.flush(10)
+    assert done == [None], done
+    with pytest.raises(KafkaException):
+        AdminClient({"bootstrap.servers": c.bootstrap()}).create_topics(
+            [NewTopic("four", num_partitions=1, replication_factor=4)])["four"].result(timeout=10)
