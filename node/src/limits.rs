@@ -70,6 +70,8 @@ pub const STOP_POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 /// How often a stopping shard checks whether its connections have finished.
 pub const DRAIN_POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// How long a stopping shard waits for its connections' requests before closing its logs.
+pub const DRAIN_MAX: Duration = Duration::from_secs(15);
 
 /// Pause after a failed `accept` before the next.
 pub const ACCEPT_RETRY_DELAY: Duration = Duration::from_millis(10);

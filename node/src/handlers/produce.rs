@@ -69,7 +69,7 @@ pub async fn append(ctx: &Rc<ShardCtx>, req: ProduceRequest, version: i16) -> Pe
 
 /// Waits until every appended partition may be acknowledged (bounded by the request's
 /// timeout: REQUEST_TIMED_OUT) and answers.
-pub async fn complete(pending: PendingProduce) -> ProduceResponse {
+pub async fn complete(ctx: &ShardCtx, pending: PendingProduce) -> ProduceResponse {
     let deadline = std::time::Instant::now() + pending.timeout;
     let mut resp = ProduceResponse::default();
     for (name, partitions) in pending.topics {
@@ -77,7 +77,7 @@ pub async fn complete(pending: PendingProduce) -> ProduceResponse {
         tr.name = name;
         for p in partitions {
             let result = match p.outcome {
-                Ok((part, appended)) => wait(&part, appended, deadline).await,
+                Ok((part, appended)) => wait(ctx, &part, appended, deadline).await,
                 Err(refused) => Err(refused),
             };
             tr.partition_responses
@@ -88,8 +88,12 @@ pub async fn complete(pending: PendingProduce) -> ProduceResponse {
     resp
 }
 
-/// `(base offset, log start offset)` once acknowledgeable.
+/// `(base offset, log start offset)` once acknowledgeable. An `acks=all` wait gives up when
+/// the broker stops (its followers' fetches end, the high watermark cannot move; the
+/// partition's leadership moves away): NOT_LEADER_OR_FOLLOWER, and the client retries on the
+/// new leader.
 async fn wait(
+    ctx: &ShardCtx,
     part: &Partition,
     appended: Appended,
     deadline: std::time::Instant,
@@ -99,6 +103,17 @@ async fn wait(
         glommio::timer::sleep(deadline.saturating_duration_since(std::time::Instant::now())).await;
         None
     };
+    let stopping = async {
+        match appended.replicated {
+            Some(_) => ctx.stop.stopped().await,
+            None => futures_lite::future::pending::<()>().await,
+        }
+        Some(Err(Refused::new(
+            ResponseError::NotLeaderOrFollower,
+            "the broker is stopping; its partitions' leadership moves",
+        )))
+    };
+    let done = futures_lite::future::or(done, stopping);
     match futures_lite::future::or(done, timeout).await {
         Some(Ok(())) => Ok((appended.base_offset.0, part.log.log_start_offset().0)),
         Some(Err(refused)) => Err(refused),
@@ -114,7 +129,7 @@ async fn wait(
 
 /// Appends and answers in one go (for callers that do not pipeline, like the fuzz target).
 pub async fn handle(ctx: &Rc<ShardCtx>, req: ProduceRequest, version: i16) -> ProduceResponse {
-    complete(append(ctx, req, version).await).await
+    complete(ctx, append(ctx, req, version).await).await
 }
 
 fn partition_response(
@@ -194,7 +209,7 @@ async fn append_partition(
     let mut appended = part
         .append_as_leader(&records, &header, epoch, now_ms())
         .await?;
-    appended.replicated = acks == -1;
+    appended.replicated = (acks == -1).then_some(epoch);
     Ok((part, appended))
 }
 

@@ -16,7 +16,8 @@ use std::time::Duration;
 use futures_channel::{mpsc as fmpsc, oneshot};
 use kafka_protocol::ResponseError;
 use replication::controller::{
-    apply_isr_change, fence_isr_proposals, on_replica_back, on_replica_lost, IsrChangeError,
+    apply_isr_change, fence_isr_proposals, on_replica_back, on_replica_lost,
+    preferred_leader_election, IsrChangeError,
 };
 use replication::{IsrChange, ReplicaId};
 
@@ -154,7 +155,8 @@ impl Controller {
     /// The elected controller's duty: every replicated partition whose leader's node is gone
     /// gets a new leader from its ISR (or ELR; from any live replica only with
     /// `unclean.leader.election.enable`), a new leader epoch, and loses the gone nodes from
-    /// its ISR; an offline partition is led again when a replica that may lead it returns.
+    /// its ISR; an offline partition is led again when a replica that may lead it returns;
+    /// the preferred leader takes leadership back once it is in the ISR again.
     /// Saved by compare-and-swap: a conflict is decided again on the next poll.
     fn elect_leaders(&mut self) {
         let Some(nodes) = self.store.live_nodes() else {
@@ -191,6 +193,11 @@ impl Controller {
                             moved = true;
                         }
                     }
+                }
+                // The preferred leader (the first replica) leads again once back in the ISR.
+                if let Some(s) = preferred_leader_election(&state, &live) {
+                    state = s;
+                    moved = true;
                 }
                 if moved {
                     meta.apply_state(&state);

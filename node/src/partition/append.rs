@@ -39,8 +39,9 @@ pub struct Appended {
     pub end_offset: Offset,
     pub wait: AckWait,
     /// `acks=all`: the high watermark must pass `end_offset` too (every in-sync replica has
-    /// the records; nothing more on a partition with one replica).
-    pub replicated: bool,
+    /// the records; nothing more on a partition with one replica), while this replica still
+    /// leads in the leader epoch the records were appended in.
+    pub replicated: Option<LeaderEpoch>,
 }
 
 impl Partition {
@@ -107,7 +108,7 @@ impl Partition {
             base_offset: info.first_offset,
             end_offset: info.last_offset.next(),
             wait,
-            replicated: false,
+            replicated: None,
         })
     }
 
@@ -123,7 +124,7 @@ impl Partition {
             base_offset: Offset(base_offset),
             end_offset: Offset(last_offset + 1),
             wait,
-            replicated: false,
+            replicated: None,
         }
     }
 
@@ -140,8 +141,8 @@ impl Partition {
                 tracing::error!(topic = %self.topic, partition = self.index, error = %e, "appended records not written");
                 Refused::new(ResponseError::KafkaStorageError, e.to_string())
             })?;
-        if appended.replicated {
-            self.wait_replicated(appended.end_offset).await?;
+        if let Some(epoch) = appended.replicated {
+            self.wait_replicated(appended.end_offset, epoch).await?;
         }
         Ok(())
     }

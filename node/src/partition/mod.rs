@@ -47,7 +47,7 @@ pub struct Limits {
 }
 
 impl Partition {
-    /// A partition over `log`, the only replica until [`Partition::apply_state`] says more;
+    /// A partition over `log`, serving nothing until [`Partition::apply_state`] gives it a role;
     /// `notify` is what its log notifies on writes.
     pub fn new(
         topic: String,
@@ -66,7 +66,11 @@ impl Partition {
             min_insync_replicas: limits.min_insync_replicas,
             snapshot_version: Cell::new(0),
             snapshot_at_ms: Cell::new(0),
-            role: RefCell::new(Role::Single),
+            // Until the metadata says what it is: no high watermark known (no checkpoint yet),
+            // so a replica that comes back as leader shows nothing its followers do not have.
+            role: RefCell::new(Role::Offline {
+                high_watermark: iouring_log::Offset(0),
+            }),
             notify,
         }
     }

@@ -172,26 +172,29 @@ impl Partition {
 
     /// Waits until the high watermark reaches `end` (`acks=all` on a replicated leader):
     /// NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR fell below `min.insync.replicas`
-    /// meanwhile, NOT_LEADER_OR_FOLLOWER when this replica stopped leading.
-    pub async fn wait_replicated(&self, end: Offset) -> Result<(), Refused> {
+    /// meanwhile, NOT_LEADER_OR_FOLLOWER when this replica stopped leading in `epoch` (the
+    /// epoch the records were appended in: leading again later, its log may have been
+    /// truncated below `end` and refilled with another leader's records).
+    pub async fn wait_replicated(&self, end: Offset, epoch: LeaderEpoch) -> Result<(), Refused> {
+        let lost = || {
+            Refused::new(
+                ResponseError::NotLeaderOrFollower,
+                format!(
+                    "{}-{} lost its leadership (epoch {}) before offset {end} was replicated",
+                    self.topic, self.index, epoch.0
+                ),
+            )
+        };
         loop {
             let seen = self.notify.generation();
             let written = self.log.written_end_offset();
             let state = match &mut *self.role.borrow_mut() {
                 Role::Single => return Ok(()),
-                Role::Leader(l) => {
+                Role::Leader(l) if l.epoch() == epoch => {
                     l.on_written(written);
                     l.ack_state(end)
                 }
-                Role::Follower(_) | Role::Offline { .. } => {
-                    return Err(Refused::new(
-                        ResponseError::NotLeaderOrFollower,
-                        format!(
-                            "{}-{} lost its leadership before offset {end} was replicated",
-                            self.topic, self.index
-                        ),
-                    ))
-                }
+                Role::Leader(_) | Role::Follower(_) | Role::Offline { .. } => return Err(lost()),
             };
             match state {
                 AckState::Ready => return Ok(()),

@@ -88,6 +88,9 @@ pub async fn serve_connection(ctx: &Rc<ShardCtx>, stream: TcpStream) {
         async move { write_answers(&ctx, &pipeline, write_half, fd).await }
     });
     let result = serve_requests(ctx, &pipeline, read_half, host).await;
+    if ctx.stop.is_stopping() && pipeline.unanswered.get() > 0 {
+        tracing::info!(%peer, shard = ctx.shard, unanswered = pipeline.unanswered.get(), "stopping: answering what this connection asked first");
+    }
     pipeline.reader_done.set(true);
     pipeline.changed.notify_all();
     // Requests already read are answered before the connection closes.
@@ -133,6 +136,7 @@ async fn serve_requests(
             }
         }
         let correlation_id = header.correlation_id;
+        tracing::trace!(?api, version, correlation_id, client = %client.id, "request");
         match *body {
             RequestKind::Produce(req) => {
                 pipeline.wait_below(PIPELINE_REQUESTS_MAX).await;
@@ -141,8 +145,9 @@ async fn serve_requests(
                 if acks == 0 {
                     continue;
                 }
+                let ctx = ctx.clone();
                 pipeline.push(Box::pin(async move {
-                    let resp = handlers::produce::complete(pending).await;
+                    let resp = handlers::produce::complete(&ctx, pending).await;
                     let body = handlers::encode(&resp, version).map_err(|e| {
                         ConnectionError::Malformed {
                             api,

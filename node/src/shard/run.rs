@@ -11,7 +11,7 @@ use glommio::net::TcpListener;
 use super::fetcher::start_fetchers;
 use super::{now_ms, ShardCtx};
 use crate::limits::{
-    ACCEPT_RETRY_DELAY, DRAIN_POLL_INTERVAL, GROUP_TICK_INTERVAL, MAINTENANCE_INTERVAL,
+    ACCEPT_RETRY_DELAY, DRAIN_MAX, DRAIN_POLL_INTERVAL, GROUP_TICK_INTERVAL, MAINTENANCE_INTERVAL,
     STOP_POLL_INTERVAL,
 };
 use crate::metadata::SnapshotUpdate;
@@ -69,8 +69,29 @@ pub async fn run_shard(ctx: Rc<ShardCtx>, mut updates: fmpsc::UnboundedReceiver<
     accept_until_stopped(&ctx, listener).await;
     group_ticker.cancel();
     maintenance.cancel();
-    // In-flight requests finish: connections close after their current request.
+    // In-flight requests finish: connections close after their current request, within
+    // DRAIN_MAX (fetches wait at most their max wait, acks=all produces give up at once; a
+    // connection still busy after that, say writing to a client that does not read, is not
+    // waited for).
+    let draining = std::time::Instant::now();
+    let mut told = false;
     while ctx.connections.get() > 0 {
+        if draining.elapsed() >= DRAIN_MAX {
+            tracing::warn!(
+                shard = ctx.shard,
+                connections = ctx.connections.get(),
+                "stopping: connections still busy after {DRAIN_MAX:?}; closing the logs anyway"
+            );
+            break;
+        }
+        if !told && draining.elapsed() >= std::time::Duration::from_secs(2) {
+            tracing::info!(
+                shard = ctx.shard,
+                connections = ctx.connections.get(),
+                "stopping: waiting for connections to finish their requests"
+            );
+            told = true;
+        }
         glommio::timer::sleep(DRAIN_POLL_INTERVAL).await;
     }
     ctx.close_all().await;

@@ -124,7 +124,7 @@ impl ShardCtx {
                 .any(|(t, p)| *t == part.topic && *p == part.index);
             let was_leader = part.is_leader() && !is_new;
             let state = meta.is_replicated().then(|| meta.state());
-            if part.apply_state(state.as_ref(), cx) {
+            if part.apply_state(state.as_ref(), cx) && meta.is_replicated() {
                 tracing::info!(
                     shard = self.shard,
                     topic = %part.topic,
