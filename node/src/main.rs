@@ -114,6 +114,9 @@ enum TopicAction {
         name: String,
         #[arg(long, default_value_t = -1)]
         partitions: i32,
+        /// Replicas of each partition (-1: the broker's default, 1), at most the live nodes.
+        #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+        replication_factor: i16,
         /// Topic config, as key=value (repeatable).
         #[arg(long = "config", value_name = "KEY=VALUE")]
         configs: Vec<String>,
@@ -132,6 +135,7 @@ fn topic_command(bootstrap: &str, action: TopicAction) -> Result<String, CliErro
         TopicAction::Create {
             name,
             partitions,
+            replication_factor,
             configs,
         } => {
             let mut pairs = Vec::new();
@@ -141,7 +145,7 @@ fn topic_command(bootstrap: &str, action: TopicAction) -> Result<String, CliErro
                 })?;
                 pairs.push((k.to_owned(), v.to_owned()));
             }
-            topic::create(bootstrap, &name, partitions, &pairs)
+            topic::create(bootstrap, &name, (partitions, replication_factor), &pairs)
         }
         TopicAction::List => topic::list(bootstrap),
         TopicAction::Describe { name } => topic::describe(bootstrap, &name),

@@ -6,7 +6,8 @@
 //! `segment.ms` >= 1, `retention.ms` and `retention.bytes` >= -1 (-1: unlimited),
 //! `flush.messages` >= 1, `flush.ms` >= 0, `index.interval.bytes` >= 0 (0: an entry per batch),
 //! `max.message.bytes` >= 0, `cleanup.policy` = `delete` (compaction is not built),
-//! `min.insync.replicas` >= 1.
+//! `min.insync.replicas` >= 1, `unclean.leader.election.enable` `true` or `false` (read by the
+//! controller when a partition's ISR and ELR are all gone).
 
 use std::collections::BTreeMap;
 
@@ -24,6 +25,7 @@ pub const TOPIC_CONFIGS: &[&str] = &[
     "max.message.bytes",
     "cleanup.policy",
     "min.insync.replicas",
+    "unclean.leader.election.enable",
 ];
 
 /// A topic config refused: the key, the value and why.
@@ -93,6 +95,10 @@ impl TopicOverrides {
                 "index.interval.bytes" => o.index_interval_bytes = Some(int(0)?.max(1) as u64),
                 "max.message.bytes" => o.max_message_bytes = Some(int(0)? as usize),
                 "min.insync.replicas" => o.min_insync_replicas = Some(int(1)? as usize),
+                "unclean.leader.election.enable" if value == "true" || value == "false" => {}
+                "unclean.leader.election.enable" => {
+                    return Err(invalid(key, value, "true or false"))
+                }
                 "cleanup.policy" if value == "delete" => {}
                 "cleanup.policy" => {
                     return Err(invalid(

@@ -297,3 +297,28 @@ def test_acks_all_needs_min_insync_replicas(cluster):
     with pytest.raises(KafkaException):
         AdminClient({"bootstrap.servers": c.bootstrap()}).create_topics(
             [NewTopic("four", num_partitions=1, replication_factor=4)])["four"].result(timeout=10)
+
+
+def test_sigterm_moves_leadership_before_the_node_leaves(cluster):
+    """Controlled shutdown: the stopping node hands its leadership to the rest of the ISR first,
+    so acknowledgements resume on the new leader well within the lease, nothing lost."""
+    c = cluster
+    c.start_all()
+    create(c, "graceful", partitions=1)
+    w = Writer(c, "graceful", 1)
+    try:
+        wait_for("acks flowing", lambda: len(w.acked) > 200, timeout=30)
+        leader, _ = c.partitions("graceful")[0]
+        stopped_at = time.time()
+        assert c.nodes[leader].stop() == 0
+        wait_for("acks on the new leader", lambda: w.first_ack_after(stopped_at + 0.05, 0), timeout=30)
+        resumed = w.first_ack_after(stopped_at + 0.05, 0) - stopped_at
+        print(f"SIGTERM of the leader to the first acks=all ack on the new leader: {resumed:.2f} s")
+        assert resumed < SESSION_MS / 1000, "leadership moved before the lease would have expired"
+        c.start(leader)
+        wait_for("back in the ISR", lambda: len(c.partitions("graceful").get(0, (-1, []))[1]) == 3, timeout=60)
+    finally:
+        w.finish()
+    read = read_all(c, "graceful", 1)
+    check(w, read)
+    check_replicas_identical(c, "graceful", read)

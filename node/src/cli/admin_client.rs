@@ -49,13 +49,13 @@ impl AdminClient {
     pub fn create_topic(
         &mut self,
         name: &str,
-        partitions: i32,
+        (partitions, replication_factor): (i32, i16),
         configs: &[(String, String)],
     ) -> Result<(), CliError> {
         let mut t = CreatableTopic::default();
         t.name = TopicName(StrBytes::from_string(name.to_owned()));
         t.num_partitions = partitions;
-        t.replication_factor = -1;
+        t.replication_factor = replication_factor;
         t.configs = configs
             .iter()
             .map(|(k, v)| {

@@ -5,14 +5,15 @@
 use super::admin_client::{check, AdminClient};
 use super::CliError;
 
-/// `ringlog topic create NAME --partitions N [--config k=v]...`.
+/// `ringlog topic create NAME --partitions N --replication-factor R [--config k=v]...`;
+/// `shape` is (partitions, replication factor), -1 for the broker's defaults.
 pub fn create(
     bootstrap: &str,
     name: &str,
-    partitions: i32,
+    shape: (i32, i16),
     configs: &[(String, String)],
 ) -> Result<String, CliError> {
-    AdminClient::connect(bootstrap)?.create_topic(name, partitions, configs)?;
+    AdminClient::connect(bootstrap)?.create_topic(name, shape, configs)?;
     Ok(format!("Created topic {name}."))
 }
 

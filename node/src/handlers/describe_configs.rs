@@ -89,6 +89,11 @@ fn topic_configs(
             "max.message.bytes",
             ctx.config.message_max_bytes.to_string(),
         ),
+        (
+            "min.insync.replicas",
+            ctx.config.min_insync_replicas.to_string(),
+        ),
+        ("unclean.leader.election.enable", "false".to_owned()),
     ];
     defaults
         .into_iter()

@@ -113,6 +113,7 @@ impl Controller {
         self.broadcast();
         loop {
             if self.stopping() {
+                self.controlled_shutdown();
                 drop(self.store);
                 // Refuse what the stopping shards still ask, until they are quiet (a shard's
                 // task left pending at its executor's end may keep a sender forever).
@@ -219,6 +220,61 @@ impl Controller {
             }
             Ok(Saved::Conflict) => tracing::debug!("leader election collided; deciding again"),
             Err(e) => tracing::warn!(error = %e, "saving elected leaders"),
+        }
+    }
+
+    /// Kafka's controlled shutdown, before this node leaves the cluster: every replicated
+    /// partition it leads gets a new leader from the rest of its ISR (the next leader epoch), and
+    /// it leaves every ISR, so clients and followers move at once instead of after the lease
+    /// expires. A partition whose ISR is this node alone stays led here until the node is gone
+    /// (then offline, as in Kafka). One compare-and-swap, tried again once on a conflict.
+    fn controlled_shutdown(&mut self) {
+        let Some(nodes) = self.store.live_nodes() else {
+            return;
+        };
+        let me = ReplicaId(self.settings.node);
+        let others: BTreeSet<ReplicaId> = nodes
+            .iter()
+            .map(|n| ReplicaId(n.node))
+            .filter(|r| *r != me)
+            .collect();
+        for attempt in 0..2 {
+            let mut next = self.snapshot.clone();
+            let mut moved = 0;
+            for topic in next.topics.values_mut() {
+                let min_insync = self.min_insync(&topic.configs);
+                for meta in topic.partitions.iter_mut().filter(|m| m.is_replicated()) {
+                    let state = meta.state();
+                    if state.isr.len() < 2 || !state.isr.contains(&me) {
+                        continue;
+                    }
+                    if let Some(s) = on_replica_lost(&state, me, &others, min_insync, false) {
+                        meta.apply_state(&s);
+                        moved += 1;
+                    }
+                }
+            }
+            if moved == 0 {
+                return;
+            }
+            next.version += 1;
+            match self.store.save(&next) {
+                Ok(Saved::Yes) => {
+                    tracing::info!(partitions = moved, "controlled shutdown: leadership and ISR membership moved to other nodes");
+                    self.snapshot = next;
+                    return;
+                }
+                Ok(Saved::Conflict) if attempt == 0 => {
+                    if let Ok(Some(s)) = self.store.poll() {
+                        self.snapshot = s;
+                    }
+                }
+                Ok(Saved::Conflict) => tracing::warn!("controlled shutdown: metadata changed concurrently twice; leaving without moving leadership"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "controlled shutdown: cannot move leadership; the controller will when this node's lease ends");
+                    return;
+                }
+            }
         }
     }
 

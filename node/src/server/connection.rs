@@ -89,7 +89,7 @@ pub async fn serve_connection(ctx: &Rc<ShardCtx>, stream: TcpStream) {
     });
     let result = serve_requests(ctx, &pipeline, read_half, host).await;
     if ctx.stop.is_stopping() && pipeline.unanswered.get() > 0 {
-        tracing::info!(%peer, shard = ctx.shard, unanswered = pipeline.unanswered.get(), "stopping: answering what this connection asked first");
+        tracing::debug!(%peer, shard = ctx.shard, unanswered = pipeline.unanswered.get(), "stopping: answering what this connection asked first");
     }
     pipeline.reader_done.set(true);
     pipeline.changed.notify_all();
