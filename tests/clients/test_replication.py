@@ -54,10 +54,16 @@ class Cluster:
 
     def partitions(self, topic):
         """{partition: (leader node, [isr nodes])} as a live node reports it."""
-        md = AdminClient({"bootstrap.servers": self.bootstrap()}).list_topics(timeout=10)
-        t = md.topics.get(topic)
-        if t is None or t.error is not None:
-            return {}
+        # Nodes learn a new topic within their 100 ms poll of etcd: ask again for a moment.
+        deadline = time.time() + 5
+        while True:
+            md = AdminClient({"bootstrap.servers": self.bootstrap()}).list_topics(timeout=10)
+            t = md.topics.get(topic)
+            if t is not None and t.error is None:
+                break
+            if time.time() > deadline:
+                return {}
+            time.sleep(0.1)
         return {p.id: (p.leader // 1000 if p.leader >= 0 else -1, sorted(r // 1000 for r in p.isrs))
                 for p in t.partitions.values()}
 
@@ -322,3 +328,36 @@ def test_sigterm_moves_leadership_before_the_node_leaves(cluster):
     read = read_all(c, "graceful", 1)
     check(w, read)
     check_replicas_identical(c, "graceful", read)
+
+
+def test_etcd_and_then_the_controller_killed_during_acks_all_traffic(cluster):
+    """Losing etcd stops metadata changes, not the data path: acks=all acknowledgements go on
+    while etcd is down past the lease; when it is back the nodes register again. Then the
+    controller's node is killed -9: another node is elected and moves its partitions."""
+    c = cluster
+    c.start_all()
+    create(c, "etcdloss")
+    w = Writer(c, "etcdloss", 2)
+    try:
+        wait_for("acks flowing", lambda: len(w.acked) > 200, timeout=30)
+        c.etcd.kill9()
+        down_at = time.time()
+        time.sleep(2 * SESSION_MS / 1000)
+        during = len([1 for at, _ in list(w.ack_times) if at > down_at + 0.5])
+        c.etcd.restart()
+        assert during > 100, f"only {during} acknowledgements while etcd was down"
+        wait_for("every replica in sync again", lambda: in_sync(c.partitions("etcdloss"), 2), timeout=60)
+        admin = AdminClient({"bootstrap.servers": c.bootstrap()})  # kept until .result()
+        described = admin.describe_cluster(request_timeout=10).result(timeout=15)
+        controller = described.controller.id // 1000
+        killed_at = time.time()
+        c.nodes[controller].kill9()
+        wait_for("acks on every partition after the controller's death",
+                 lambda: all(w.first_ack_after(killed_at + 0.05, p) for p in (0, 1)), timeout=30)
+        c.start(controller)
+        wait_for("back in every ISR", lambda: in_sync(c.partitions("etcdloss"), 2), timeout=60)
+    finally:
+        w.finish()
+    read = read_all(c, "etcdloss", 2)
+    check(w, read)
+    check_replicas_identical(c, "etcdloss", read)
