@@ -9,6 +9,7 @@ be identical (offsets and CRCs) below the high watermark on every node."""
 import os
 import signal
 import struct
+import subprocess
 import threading
 import time
 
@@ -16,8 +17,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import Broker
+from conftest import Broker, java_client_check
 from test_cluster import Etcd, wait_for
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 SESSION_MS = 3000
 FAILOVERS = int(os.environ.get("RINGLOG_FAILOVERS", "10"))
@@ -167,7 +170,54 @@ def read_all(c, topic, partitions):
     return out
 
 
-def check(writer, read):
+class ClientProducers:
+    """The Java client's and franz-go's idempotent acks=all producers, as processes
+    (`chaos-produce`), each printing "ACK partition offset value" per acknowledgement."""
+
+    def __init__(self, c, topic, outdir):
+        go_module = os.path.join(HERE, "go")
+        go_bin = os.path.join(go_module, "bin", "clientcheck")
+        r = subprocess.run(["go", "build", "-mod=readonly", "-o", go_bin, "."], cwd=go_module,
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, f"go build failed:\n{r.stdout}\n{r.stderr}"
+        commands = {
+            "java-idem": java_client_check() + ["chaos-produce", c.bootstrap(), topic, "java-idem", "true", "600"],
+            "go-idem": [go_bin, "chaos-produce", c.bootstrap(), topic, "go-idem", "600"],
+        }
+        self.files, self.procs = {}, {}
+        for name, cmd in commands.items():
+            self.files[name] = os.path.join(outdir, f"{name}.out")
+            with open(self.files[name], "w") as out, open(self.files[name] + ".err", "w") as err:
+                self.procs[name] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=err)
+
+    def acks(self):
+        out = {}
+        for f in self.files.values():
+            with open(f) as lines:
+                for line in lines:
+                    parts = line.split()
+                    if len(parts) == 4 and parts[0] == "ACK":
+                        out[parts[3].encode()] = (int(parts[1]), int(parts[2]))
+        return out
+
+    def wait_started(self):
+        wait_for("the Java and franz-go producers acknowledged", lambda: all(
+            any(v.startswith(n.encode()) for v in self.acks()) for n in self.files), timeout=90)
+
+    def finish(self):
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.stdin.close()
+        for name, p in self.procs.items():
+            try:
+                code = p.wait(120)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                code = "killed after 120 s"
+            assert code == 0, f"{name} exited {code}: {open(self.files[name] + '.err').read()[-2000:]}"
+
+
+def check(writer, read, more_acks=None):
     """The Jepsen-style verdict: no lost, moved or duplicated acknowledged write."""
     at = {}
     dups = []
@@ -178,7 +228,9 @@ def check(writer, read):
             if v in at:
                 dups.append((v, at[v], (p, o)))
             at[v] = (p, o)
-    lost = {v: where for v, where in writer.acked.items() if at.get(v) != where}
+    acked = dict(writer.acked)
+    acked.update(more_acks or {})
+    lost = {v: where for v, where in acked.items() if at.get(v) != where}
     assert not dups, f"{len(dups)} values stored twice, e.g. {dups[:3]}"
     assert not lost, f"{len(lost)} acknowledged values lost or moved, e.g. {list(lost.items())[:3]}"
     return len(at)
@@ -220,8 +272,10 @@ def test_killing_the_leader_again_and_again_loses_no_acknowledged_write(cluster)
     c.start_all()
     create(c, "jepsen")
     w = Writer(c, "jepsen", 2)
+    clients = ClientProducers(c, "jepsen", c.dirs[1])
     times = []
     try:
+        clients.wait_started()
         for i in range(FAILOVERS):
             wait_for("acks flowing", lambda: len(w.acked) > 100 * (i + 1), timeout=60)
             leader, _ = c.partitions("jepsen")[i % 2]
@@ -235,12 +289,17 @@ def test_killing_the_leader_again_and_again_loses_no_acknowledged_write(cluster)
                      lambda: in_sync(c.partitions("jepsen"), 2), timeout=60)
     finally:
         w.finish()
+        clients.finish()
+    others = clients.acks()
     times.sort()
     print(f"{FAILOVERS} failovers; kill to first acks=all ack on the new leader: "
           f"median {times[len(times) // 2]:.2f} s, max {times[-1]:.2f} s (lease {SESSION_MS} ms)")
     assert times[-1] < SESSION_MS / 1000 + 5
     read = read_all(c, "jepsen", 2)
-    assert check(w, read) >= len(w.acked)
+    assert check(w, read, others) >= len(w.acked) + len(others)
+    per = {n: sum(1 for v in others if v.startswith(n.encode())) for n in ("java-idem", "go-idem")}
+    print(f"acknowledged: librdkafka {len(w.acked)}, Java client {per['java-idem']}, franz-go {per['go-idem']}")
+    assert min(per.values()) >= 200, per
     check_replicas_identical(c, "jepsen", read)
 
 

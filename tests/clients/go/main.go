@@ -6,7 +6,7 @@
 //
 // Usage: clientcheck BOOTSTRAP [TOPIC]. Exit 0 when everything matched, 1 on a mismatch, 2 on
 // an error. clientcheck groups BOOTSTRAP [TOPIC] runs the consumer-group check of groups.go
-// instead.
+// instead; clientcheck chaos-produce ... the fault tests' producer of chaos.go.
 package main
 
 import (
@@ -91,6 +91,10 @@ func showHeaders(hs []kgo.RecordHeader) string {
 
 func main() {
 	args := os.Args[1:]
+	if len(args) > 0 && args[0] == "chaos-produce" {
+		chaosProduce(args[1:])
+		return
+	}
 	groupMode := len(args) > 0 && args[0] == "groups"
 	if groupMode {
 		args = args[1:]
