@@ -49,13 +49,15 @@ class Broker:
         self.port = free_port_block(shards)
         self.proc = None
         self.log_path = os.path.join(self.data_dir, "broker.log")
+        # Run the binary through this (e.g. `ip netns exec NS`, which execs it: same pid).
+        self.command_prefix = []
 
     @property
     def bootstrap(self):
         return f"127.0.0.1:{self.port}"
 
     def start(self):
-        args = [BINARY, "serve", "--data-dir", self.data_dir, "--listen", self.bootstrap, "--shards", str(self.shards)]
+        args = self.command_prefix + [BINARY, "serve", "--data-dir", self.data_dir, "--listen", self.bootstrap, "--shards", str(self.shards)]
         for k, v in self.settings.items():
             args += ["--set", f"{k}={v}"]
         self.log = open(self.log_path, "ab")

@@ -19,11 +19,13 @@ from conftest import BINARY, REPO, Broker, free_port_block
 
 
 class Etcd:
-    def __init__(self):
+    def __init__(self, host="127.0.0.1"):
+        """One etcd member; its client port on `host` (a bridge's address for nodes in network
+        namespaces), its peer port on loopback."""
         self.dir = tempfile.mkdtemp(prefix="ringlog-etcd-", dir=os.path.join(REPO, "target"))
         self.client_port = free_port_block(1)
         self.peer_port = free_port_block(1)
-        self.endpoint = f"http://127.0.0.1:{self.client_port}"
+        self.endpoint = f"http://{host}:{self.client_port}"
         assert shutil.which("etcd"), "etcd not found: scripts/install-deps.sh installs etcd-server"
         self.log = open(os.path.join(self.dir, "etcd.log"), "wb")
         self.restart()

@@ -27,14 +27,16 @@ FAILOVERS = int(os.environ.get("RINGLOG_FAILOVERS", "10"))
 
 
 class Cluster:
-    def __init__(self):
-        self.etcd = Etcd()
+    def __init__(self, net=None):
+        self.net = net
+        self.etcd = Etcd(host=net.subnet + ".1") if net else Etcd()
         self.nodes = {}
         self.dirs = {}
         self.all = []
 
     def start(self, node_id):
-        b = Broker(shards=1, data_dir=self.dirs.get(node_id), settings={
+        make = (lambda **kw: NetBroker(self.net, node_id, **kw)) if self.net else Broker
+        b = make(shards=1, data_dir=self.dirs.get(node_id), settings={
             "node.id": node_id, "metadata.store": "etcd", "metadata.etcd.endpoints": self.etcd.endpoint,
             "cluster.id": "repl", "broker.session.timeout.ms": SESSION_MS,
             "replica.lag.time.max.ms": 5000, "group.initial.rebalance.delay.ms": 0})
@@ -55,12 +57,14 @@ class Cluster:
     def bootstrap(self):
         return ",".join(b.bootstrap for b in self.nodes.values() if b.proc.poll() is None)
 
-    def partitions(self, topic):
-        """{partition: (leader node, [isr nodes])} as a live node reports it."""
+    def partitions(self, topic, via=None):
+        """{partition: (leader node, [isr nodes])} as a live node reports it (node `via`: one
+        that was not just paused or cut off, whose own view may be stale for a moment)."""
         # Nodes learn a new topic within their 100 ms poll of etcd: ask again for a moment.
         deadline = time.time() + 5
         while True:
-            md = AdminClient({"bootstrap.servers": self.bootstrap()}).list_topics(timeout=10)
+            bootstrap = self.nodes[via].bootstrap if via else self.bootstrap()
+            md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
             t = md.topics.get(topic)
             if t is not None and t.error is None:
                 break
@@ -319,8 +323,9 @@ def test_a_leader_paused_past_its_lease_is_fenced_and_follows(cluster):
                  lambda: c.partitions("zombie").get(0, (old,))[0] not in (old, -1), timeout=30)
         wait_for("acks on the new leader", lambda: w.first_ack_after(paused + 0.05, 0), timeout=30)
         c.nodes[old].proc.send_signal(signal.SIGCONT)
+        other = next(n for n in (1, 2, 3) if n != old)
         wait_for("the old leader back in the ISR as a follower",
-                 lambda: len(c.partitions("zombie").get(0, (-1, []))[1]) == 3, timeout=60)
+                 lambda: len(c.partitions("zombie", via=other).get(0, (-1, []))[1]) == 3, timeout=60)
         # The old leader is the preferred replica: once in sync it leads again, in a new epoch.
         time.sleep(1)
     finally:
@@ -420,3 +425,106 @@ def test_etcd_and_then_the_controller_killed_during_acks_all_traffic(cluster):
     read = read_all(c, "etcdloss", 2)
     check(w, read)
     check_replicas_identical(c, "etcdloss", read)
+
+
+class NetNodes:
+    """Three network namespaces on a bridge, one per node, so one node can be cut off from its
+    peers and etcd (its veth taken down) without stopping it. etcd listens on the bridge."""
+
+    def __init__(self):
+        tag = os.getpid() % 200 + 20
+        self.prefix = f"rl{tag}"
+        self.bridge = f"{self.prefix}br"
+        self.subnet = f"10.77.{tag}"
+        self.ns = {}
+        ip("link", "add", self.bridge, "type", "bridge")
+        ip("addr", "add", f"{self.subnet}.1/24", "dev", self.bridge)
+        ip("link", "set", self.bridge, "up")
+        for n in (1, 2, 3):
+            ns, veth = f"{self.prefix}n{n}", f"{self.prefix}v{n}"
+            ip("netns", "add", ns)
+            ip("link", "add", veth, "type", "veth", "peer", "name", f"{veth}p")
+            ip("link", "set", f"{veth}p", "netns", ns)
+            ip("link", "set", veth, "master", self.bridge)
+            ip("link", "set", veth, "up")
+            ip("-n", ns, "addr", "add", f"{self.subnet}.{10 + n}/24", "dev", f"{veth}p")
+            ip("-n", ns, "link", "set", f"{veth}p", "up")
+            ip("-n", ns, "link", "set", "lo", "up")
+            self.ns[n] = ns
+
+    def host(self, n):
+        return f"{self.subnet}.{10 + n}"
+
+    def cut(self, n, up=False):
+        ip("link", "set", f"{self.prefix}v{n}", "up" if up else "down")
+
+    def remove(self):
+        for n, ns in self.ns.items():
+            subprocess.run(["ip", "link", "del", f"{self.prefix}v{n}"], capture_output=True)
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
+
+
+def ip(*args):
+    r = subprocess.run(["ip", *args], capture_output=True, text=True)
+    assert r.returncode == 0, f"ip {' '.join(args)}: {r.stderr}"
+
+
+class NetBroker(Broker):
+    """A ringlog node inside a network namespace, listening on its address there."""
+
+    def __init__(self, net, node_id, **kw):
+        super().__init__(**kw)
+        self.net, self.node_id = net, node_id
+        self.command_prefix = ["ip", "netns", "exec", net.ns[node_id]]
+
+    @property
+    def bootstrap(self):
+        return f"{self.net.host(self.node_id)}:{self.port}"
+
+    def _port_open(self, port):
+        import socket
+        with socket.socket() as s:
+            s.settimeout(0.2)
+            return s.connect_ex((self.net.host(self.node_id), port)) == 0
+
+
+
+@pytest.fixture
+def net_cluster():
+    net = NetNodes()
+    c = Cluster(net)
+    yield c
+    try:
+        c.stop()
+    finally:
+        net.remove()
+
+
+def test_a_leader_cut_off_from_its_peers_and_etcd_is_fenced_and_follows(net_cluster):
+    """Nodes in their own network namespaces: the leader's link is taken down (it runs on, cut
+    off from the followers, etcd and the clients) past its lease; the others elect a new leader
+    and acknowledge on; when the link is back the old leader learns it was deposed, truncates what
+    it alone had, and rejoins the ISR. Nothing acknowledged is lost."""
+    c = net_cluster
+    c.start_all()
+    create(c, "cut", partitions=1)
+    w = Writer(c, "cut", 1, **{"socket.timeout.ms": 3000, "request.timeout.ms": 3000})
+    try:
+        wait_for("acks flowing", lambda: len(w.acked) > 200, timeout=30)
+        old, _ = c.partitions("cut")[0]
+        cut_at = time.time()
+        c.net.cut(old)
+        wait_for("acks on a new leader", lambda: w.first_ack_after(cut_at + 0.05, 0), timeout=30)
+        took = w.first_ack_after(cut_at + 0.05, 0) - cut_at
+        time.sleep(SESSION_MS / 1000)
+        c.net.cut(old, up=True)
+        other = next(n for n in (1, 2, 3) if n != old)
+        wait_for("the cut-off node back in the ISR",
+                 lambda: len(c.partitions("cut", via=other).get(0, (-1, []))[1]) == 3, timeout=60)
+        print(f"leader cut off: acks=all resumed on the new leader after {took:.2f} s")
+    finally:
+        w.finish()
+    read = read_all(c, "cut", 1)
+    check(w, read)
+    check_replicas_identical(c, "cut", read)
