@@ -269,6 +269,17 @@ def check_replicas_identical(c, topic, read):
         for n, batches in copies.items():
             assert batches == first, f"partition {p}: node {n}'s batches below {hw} differ"
         assert first and first[-1][0] + first[-1][1] == hw - 1, f"partition {p}: replicas end below {hw}"
+        # Each replica checkpointed its high watermark when it stopped: never above the
+        # committed end, and the leader's is exactly it.
+        marks = {n: checkpointed_hw(d, topic, p) for n, d in c.dirs.items()}
+        assert max(marks.values()) == hw and all(m <= hw for m in marks.values()), (p, hw, marks)
+
+
+def checkpointed_hw(data_dir, topic, partition):
+    with open(os.path.join(data_dir, f"{topic}-{partition}", "high-watermark-checkpoint")) as f:
+        lines = f.read().split()
+    assert lines[:2] == ["0", "1"], lines
+    return int(lines[2])
 
 
 def test_killing_the_leader_again_and_again_loses_no_acknowledged_write(cluster):
@@ -528,3 +539,35 @@ def test_a_leader_cut_off_from_its_peers_and_etcd_is_fenced_and_follows(net_clus
     read = read_all(c, "cut", 1)
     check(w, read)
     check_replicas_identical(c, "cut", read)
+
+
+def test_a_restarted_replica_serves_what_was_committed_from_its_checkpoint(cluster):
+    """Every node stopped, then only the last one (alone in the ISR, below min.insync.replicas,
+    so its high watermark cannot move) started again: consumers still read every acknowledged
+    record, because the replica starts from its checkpointed high watermark, not from zero."""
+    c = cluster
+    c.start_all()
+    create(c, "restart", partitions=1)
+    p = Producer({"bootstrap.servers": c.bootstrap(), "acks": "all", "enable.idempotence": True})
+    acked = {}
+    for i in range(500):
+        p.produce("restart", value=f"r{i}".encode(), partition=0,
+                  on_delivery=lambda err, msg: err or acked.__setitem__(msg.value(), msg.offset()))
+    assert p.flush(30) == 0 and len(acked) == 500
+    del p
+    time.sleep(1)  # followers learn the high watermark with their next fetch
+    for n in (1, 2, 3):
+        assert c.nodes[n].stop() == 0
+    c.start(3)
+    wait_for("node 3 leads alone", lambda: c.partitions("restart", via=3).get(0, (-1, []))[0] == 3, timeout=30)
+    consumer = Consumer({"bootstrap.servers": c.nodes[3].bootstrap, "group.id": "restart-check",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition("restart", 0, 0)])
+    seen = {}
+    deadline = time.time() + 20
+    while len(seen) < 500 and time.time() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and not m.error():
+            seen[m.value()] = m.offset()
+    consumer.close()
+    assert seen == acked, f"{len(seen)} of {len(acked)} acknowledged records readable after the restart"

@@ -3,6 +3,7 @@
 //! and the wait until the appended offsets may be acknowledged.
 
 pub mod append;
+pub mod hw_checkpoint;
 pub mod producer_snapshot;
 pub mod producer_state;
 pub mod replica;
@@ -32,6 +33,9 @@ pub struct Partition {
     /// The producer state version last snapshotted, and when.
     snapshot_version: Cell<u64>,
     snapshot_at_ms: Cell<i64>,
+    /// The high watermark last checkpointed, and when (`hw_checkpoint.rs`).
+    hw_checkpointed: Cell<i64>,
+    hw_checkpoint_at: Cell<i64>,
     /// Leader, follower, only replica or offline (`replica.rs`).
     role: RefCell<Role>,
     /// Notified when the high watermark or the role may have changed (the shard's
@@ -66,6 +70,8 @@ impl Partition {
             min_insync_replicas: limits.min_insync_replicas,
             snapshot_version: Cell::new(0),
             snapshot_at_ms: Cell::new(0),
+            hw_checkpointed: Cell::new(0),
+            hw_checkpoint_at: Cell::new(0),
             // Until the metadata says what it is: no high watermark known (no checkpoint yet),
             // so a replica that comes back as leader shows nothing its followers do not have.
             role: RefCell::new(Role::Offline {

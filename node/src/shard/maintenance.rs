@@ -19,6 +19,9 @@ impl ShardCtx {
             if let Err(e) = p.snapshot_producers(now_ms(), false).await {
                 tracing::error!(topic = %p.topic, partition = p.index, error = %e, "producer state snapshot failed");
             }
+            if let Err(e) = p.checkpoint_high_watermark(now_ms(), false).await {
+                tracing::error!(topic = %p.topic, partition = p.index, error = %e, "high watermark checkpoint failed");
+            }
             if check_retention {
                 let hw = p.high_watermark();
                 if let Err(e) = p.log.delete_old_segments(now_ms(), hw).await {
@@ -58,6 +61,9 @@ impl ShardCtx {
         for p in parts {
             if let Err(e) = p.snapshot_producers(now_ms(), true).await {
                 tracing::error!(topic = %p.topic, partition = p.index, error = %e, "producer state snapshot failed");
+            }
+            if let Err(e) = p.checkpoint_high_watermark(now_ms(), true).await {
+                tracing::error!(topic = %p.topic, partition = p.index, error = %e, "high watermark checkpoint failed");
             }
             if let Err(e) = p.log.close().await {
                 tracing::error!(topic = %p.topic, partition = p.index, error = %e, "close failed");

@@ -55,6 +55,10 @@ impl ShardCtx {
                         tracing::error!(shard = self.shard, dir = %dir.display(), error = %e, "cannot restore idempotent producer state; the partition stays offline");
                         continue;
                     }
+                    if let Err(e) = part.restore_high_watermark().await {
+                        tracing::error!(shard = self.shard, dir = %dir.display(), error = %e, "cannot read the high watermark checkpoint; the partition stays offline");
+                        continue;
+                    }
                     let part = Rc::new(part);
                     self.partitions
                         .borrow_mut()

@@ -1,0 +1,61 @@
+//! The high watermark checkpoint of a replicated partition (Kafka's
+//! `replication-offset-checkpoint`, kept here as one small file per partition folder,
+//! [`HW_CHECKPOINT_FILE`]): written when the high watermark moved, at most every
+//! [`HW_CHECKPOINT_INTERVAL_MS`], and on close; read when the partition opens, so a replica that
+//! restarts shows consumers what was committed before it stopped instead of nothing until its
+//! followers report in — and never more than its own log holds (the lower of the two).
+//!
+//! A high watermark only ever covers committed records, which no truncation removes, so a
+//! checkpoint that is older than the log is merely conservative.
+
+use iouring_log::checkpoint::{parse_checkpoint, read_file, write_checkpoint};
+use iouring_log::{IoError, Offset};
+
+use super::replica::Role;
+use super::Partition;
+
+pub const HW_CHECKPOINT_FILE: &str = "high-watermark-checkpoint";
+/// Kafka's `replica.high.watermark.checkpoint.interval.ms` default.
+pub const HW_CHECKPOINT_INTERVAL_MS: i64 = 5_000;
+
+impl Partition {
+    /// Writes the high watermark of a replicated partition if it moved since the last
+    /// checkpoint and, unless `force`, the last one is older than [`HW_CHECKPOINT_INTERVAL_MS`].
+    pub async fn checkpoint_high_watermark(&self, now_ms: i64, force: bool) -> Result<(), IoError> {
+        if matches!(*self.role.borrow(), Role::Single) {
+            return Ok(());
+        }
+        let hw = self.high_watermark().0;
+        let due = hw != self.hw_checkpointed.get()
+            && (force || now_ms - self.hw_checkpoint_at.get() >= HW_CHECKPOINT_INTERVAL_MS);
+        if !due {
+            return Ok(());
+        }
+        write_checkpoint(self.log.dir(), HW_CHECKPOINT_FILE, &[hw.to_string()]).await?;
+        self.hw_checkpointed.set(hw);
+        self.hw_checkpoint_at.set(now_ms);
+        Ok(())
+    }
+
+    /// Reads the checkpoint on open: the high watermark this replica starts from (before the
+    /// metadata gives it a role) is the checkpointed one, at most its written end. A missing or
+    /// malformed checkpoint leaves it at zero.
+    pub async fn restore_high_watermark(&self) -> Result<(), IoError> {
+        let path = self.log.dir().join(HW_CHECKPOINT_FILE);
+        let Some(bytes) = read_file(&path).await? else {
+            return Ok(());
+        };
+        let Some(hw) = parse_checkpoint(&bytes)
+            .and_then(|lines| lines.first().and_then(|l| l.trim().parse::<i64>().ok()))
+        else {
+            tracing::warn!(path = %path.display(), "malformed high watermark checkpoint; starting from 0");
+            return Ok(());
+        };
+        let hw = Offset(hw.max(0)).min(self.log.written_end_offset());
+        self.hw_checkpointed.set(hw.0);
+        if let Role::Offline { high_watermark } = &mut *self.role.borrow_mut() {
+            *high_watermark = hw;
+        }
+        Ok(())
+    }
+}
