@@ -56,6 +56,7 @@ pub const PROPERTIES: &[(&str, &str)] = &[
     ("socket.request.max.bytes", "104857600"),
     ("fetch.zero.copy", "true"),
     ("offsets.topic.num.partitions", "50"),
+    ("offsets.topic.replication.factor", "3"),
     ("offsets.topic.segment.bytes", "104857600"),
     ("offsets.retention.minutes", "10080"),
     ("offsets.retention.check.interval.ms", "600000"),
@@ -71,6 +72,9 @@ pub const PROPERTIES: &[(&str, &str)] = &[
 pub struct GroupConfig {
     /// Partitions of `__consumer_offsets` when the node creates it.
     pub offsets_topic_partitions: i32,
+    /// Its replication factor in a cluster (a single node's is 1): creating it fails until
+    /// this many nodes are live, as in Kafka.
+    pub offsets_topic_replication_factor: i32,
     pub offsets_topic_segment_bytes: i64,
     /// How long the committed offsets of an empty group are kept.
     pub offsets_retention_ms: i64,
@@ -414,6 +418,13 @@ impl Properties {
         }
         Ok(GroupConfig {
             offsets_topic_partitions: partitions as i32,
+            offsets_topic_replication_factor: {
+                let rf = positive("offsets.topic.replication.factor")?;
+                if rf > crate::metadata::placement::REPLICATION_FACTOR_MAX as i64 {
+                    return Err(self.invalid("offsets.topic.replication.factor", "at most 10"));
+                }
+                rf as i32
+            },
             offsets_topic_segment_bytes: positive("offsets.topic.segment.bytes")?,
             offsets_retention_ms: positive("offsets.retention.minutes")?.saturating_mul(60_000),
             offsets_retention_check_interval_ms: positive("offsets.retention.check.interval.ms")?,

@@ -571,3 +571,35 @@ def test_a_restarted_replica_serves_what_was_committed_from_its_checkpoint(clust
             seen[m.value()] = m.offset()
     consumer.close()
     assert seen == acked, f"{len(seen)} of {len(acked)} acknowledged records readable after the restart"
+
+
+def test_committed_offsets_survive_the_coordinators_node(cluster):
+    """`__consumer_offsets` is replicated (offsets.topic.replication.factor, 3) and commits wait
+    for its ISR: kill -9 the node leading a group's offsets partition, and the coordinator moves
+    with the leadership (the new leader loads the partition) with every committed offset."""
+    c = cluster
+    c.start_all()
+    create(c, "commits", partitions=2)
+    consumer = Consumer({"bootstrap.servers": c.bootstrap(), "group.id": "survivor",
+                         "enable.auto.commit": False})
+    committed = [TopicPartition("commits", 0, 42), TopicPartition("commits", 1, 7)]
+    consumer.commit(offsets=committed, asynchronous=False)
+    consumer.close()
+    offsets = c.partitions("__consumer_offsets")
+    assert offsets and all(len(isr) == 3 for _, isr in offsets.values()), offsets
+    admin = AdminClient({"bootstrap.servers": c.bootstrap()})
+    coordinator = admin.describe_consumer_groups(["survivor"])["survivor"].result(timeout=15).coordinator.id // 1000
+    c.nodes[coordinator].kill9()
+    other = next(n for n in (1, 2, 3) if n != coordinator)
+
+    def fetched():
+        probe = Consumer({"bootstrap.servers": c.nodes[other].bootstrap, "group.id": "survivor"})
+        try:
+            got = probe.committed([TopicPartition("commits", 0), TopicPartition("commits", 1)], timeout=5)
+            return [(t.partition, t.offset) for t in got]
+        except KafkaException:
+            return None
+        finally:
+            probe.close()
+
+    wait_for("the committed offsets from the new coordinator", lambda: fetched() == [(0, 42), (1, 7)], timeout=40)

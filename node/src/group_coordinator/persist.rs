@@ -103,7 +103,7 @@ pub(super) async fn append(
         .snapshot()
         .partition(OFFSETS_TOPIC, p)
         .map_or(LeaderEpoch(0), |m| m.leader_epoch);
-    let appended = part
+    let mut appended = part
         .append_as_leader(&buf, &header, epoch, now)
         .await
         .map_err(|refused| {
@@ -115,10 +115,29 @@ pub(super) async fn append(
                 _ => ResponseError::UnknownServerError,
             }
         })?;
-    part.wait_acknowledgeable(&appended)
-        .await
-        .map_err(|refused| {
-            tracing::error!(partition = p, error = %refused.message, "writing __consumer_offsets");
-            ResponseError::UnknownServerError
-        })
+    // As Kafka's group coordinator: acks=all (every in-sync replica of the offsets partition),
+    // bounded like its offset.commit.timeout.ms.
+    appended.replicated = Some(epoch);
+    let done = async { Some(part.wait_acknowledgeable(&appended).await) };
+    let timeout = async {
+        glommio::timer::sleep(OFFSET_COMMIT_TIMEOUT).await;
+        None
+    };
+    match futures_lite::future::or(done, timeout).await {
+        Some(Ok(())) => Ok(()),
+        Some(Err(refused)) => {
+            tracing::warn!(partition = p, error = %refused.message, "writing __consumer_offsets");
+            Err(match refused.error {
+                ResponseError::NotLeaderOrFollower => ResponseError::NotCoordinator,
+                ResponseError::NotEnoughReplicas | ResponseError::NotEnoughReplicasAfterAppend => {
+                    ResponseError::CoordinatorNotAvailable
+                }
+                _ => ResponseError::UnknownServerError,
+            })
+        }
+        None => Err(ResponseError::RequestTimedOut),
+    }
 }
+
+/// Kafka's `offsets.commit.timeout.ms` default: how long a group write waits for the ISR.
+const OFFSET_COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);

@@ -32,11 +32,15 @@ async fn offsets_topic(ctx: &Rc<ShardCtx>) -> Result<i32, ResponseError> {
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
     let partitions = g.offsets_topic_partitions;
+    let replication_factor = match ctx.config.metadata {
+        crate::config::MetadataConfig::Embedded => 1,
+        crate::config::MetadataConfig::Etcd { .. } => g.offsets_topic_replication_factor,
+    };
     let created = ctx
         .control(|reply| Command::CreateTopic {
             name: OFFSETS_TOPIC.to_owned(),
             partitions,
-            replication_factor: 1,
+            replication_factor,
             configs,
             reply,
         })
