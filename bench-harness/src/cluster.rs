@@ -3,7 +3,9 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
+use kafka_protocol::messages::create_topics_request::{
+    CreatableTopic, CreatableTopicConfig, CreateTopicsRequest,
+};
 use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
 use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
 use kafka_protocol::messages::metadata_response::MetadataResponse;
@@ -21,10 +23,12 @@ pub struct Cluster {
     pub leaders: HashMap<(String, u32), String>,
 }
 
+/// Creates `topics` with `partitions` partitions of `replication_factor` replicas and `configs`.
 pub fn create_topics(
     bootstrap: &str,
     topics: &[String],
-    partitions: u32,
+    (partitions, replication_factor): (u32, u32),
+    configs: &std::collections::BTreeMap<String, String>,
 ) -> Result<(), ClientError> {
     let mut req = CreateTopicsRequest::default();
     req.timeout_ms = 30_000;
@@ -34,7 +38,16 @@ pub fn create_topics(
             let mut c = CreatableTopic::default();
             c.name = TopicName(StrBytes::from_string(t.clone()));
             c.num_partitions = partitions as i32;
-            c.replication_factor = 1;
+            c.replication_factor = replication_factor as i16;
+            c.configs = configs
+                .iter()
+                .map(|(k, v)| {
+                    let mut cc = CreatableTopicConfig::default();
+                    cc.name = StrBytes::from_string(k.clone());
+                    cc.value = Some(StrBytes::from_string(v.clone()));
+                    cc
+                })
+                .collect();
             c
         })
         .collect();

@@ -104,7 +104,12 @@ pub fn run(workload: Workload, opts: &RunOptions) -> Result<Value, ClientError> 
     let topics: Vec<String> = (0..w.topics)
         .map(|i| format!("{}-{i}-{suffix}", w.name))
         .collect();
-    create_topics(&opts.bootstrap, &topics, w.partitions_per_topic)?;
+    create_topics(
+        &opts.bootstrap,
+        &topics,
+        (w.partitions_per_topic, w.replication_factor),
+        &w.topic_config,
+    )?;
     let cluster = Arc::new(discover(&opts.bootstrap, &topics, w.partitions_per_topic)?);
     let backlog_messages = if w.consumer_backlog_size_gb > 0.0 {
         fill_backlog(&w, &cluster, &topics, opts.progress)?

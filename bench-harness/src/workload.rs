@@ -10,6 +10,13 @@ pub struct Workload {
     pub name: String,
     pub topics: u32,
     pub partitions_per_topic: u32,
+    /// Replicas of each partition (OMB's driver `replicationFactor`); 1 by default.
+    #[serde(default = "one")]
+    pub replication_factor: u32,
+    /// Topic configs given at creation (OMB's driver `topicConfig`), e.g.
+    /// `{ min.insync.replicas: "2" }`.
+    #[serde(default)]
+    pub topic_config: std::collections::BTreeMap<String, String>,
     pub message_size: usize,
     #[serde(default = "one")]
     pub producers_per_topic: u32,
@@ -143,6 +150,13 @@ impl Workload {
                 "partitionsPerTopic",
                 self.partitions_per_topic,
                 "must be at least 1",
+            ));
+        }
+        if self.replication_factor == 0 || self.replication_factor > 10 {
+            return Err(self.invalid(
+                "replicationFactor",
+                self.replication_factor,
+                "must be 1 to 10",
             ));
         }
         if self.message_size < 16 || self.message_size > MESSAGE_SIZE_MAX {
