@@ -1,14 +1,16 @@
 //! `node` is the broker `ringlog`: shards (one glommio executor per core, each a Kafka broker
 //! endpoint), the Kafka protocol server on the `kafka-protocol` crate, topic/partition
 //! management, the group coordinator and committed offsets (`group`), the cluster metadata
-//! (embedded, or on etcd), configuration and the CLI.
+//! (embedded, or on etcd), replication (follower fetchers in `shard/fetcher.rs`, each replica's
+//! role in `partition/replica.rs` driving the `replication` crate's state machines, elections
+//! in `metadata/controller.rs`), configuration and the CLI.
 //!
-//! It wires `iouring-log` to the network and maps its errors to Kafka error codes in the
-//! handlers. It must not reach into a log's files, and it must not hand-write protocol codecs
-//! (the one exception: the `__consumer_offsets` record layouts in `group/records.rs`, which
-//! are Kafka-internal and not in `kafka-protocol`). Not built yet: replication in the broker
-//! (the `replication` crate's state machines are not wired in: with `metadata.store=etcd` nodes
-//! form a cluster whose partitions have one replica each), transactions (see the issues).
+//! It wires `iouring-log` and `replication` to the network and maps their errors to Kafka
+//! error codes in the handlers. It must not reach into a log's files, must not decide
+//! replication rules itself (they live, pure, in `replication`), and must not hand-write
+//! protocol codecs (the one exception: the `__consumer_offsets` record layouts in
+//! `group/records.rs`, which are Kafka-internal and not in `kafka-protocol`). Not built yet:
+//! transactions, compaction (see the issues).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
