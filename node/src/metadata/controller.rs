@@ -160,10 +160,9 @@ impl Controller {
     /// the preferred leader takes leadership back once it is in the ISR again.
     /// Saved by compare-and-swap: a conflict is decided again on the next poll.
     fn elect_leaders(&mut self) {
-        let Some(nodes) = self.store.live_nodes() else {
+        let Some(live) = self.live_replicas() else {
             return;
         };
-        let live: BTreeSet<ReplicaId> = nodes.iter().map(|n| ReplicaId(n.node)).collect();
         let mut next = self.snapshot.clone();
         let mut changed = Vec::new();
         for topic in next.topics.values_mut() {
@@ -229,15 +228,11 @@ impl Controller {
     /// expires. A partition whose ISR is this node alone stays led here until the node is gone
     /// (then offline, as in Kafka). One compare-and-swap, tried again once on a conflict.
     fn controlled_shutdown(&mut self) {
-        let Some(nodes) = self.store.live_nodes() else {
+        let Some(mut others) = self.live_replicas() else {
             return;
         };
         let me = ReplicaId(self.settings.node);
-        let others: BTreeSet<ReplicaId> = nodes
-            .iter()
-            .map(|n| ReplicaId(n.node))
-            .filter(|r| *r != me)
-            .collect();
+        others.remove(&me);
         for attempt in 0..2 {
             let mut next = self.snapshot.clone();
             let mut moved = 0;
@@ -278,6 +273,13 @@ impl Controller {
         }
     }
 
+    /// The live nodes as the replication state machines name replicas; `None` on a single
+    /// node (its own metadata).
+    fn live_replicas(&mut self) -> Option<BTreeSet<ReplicaId>> {
+        let nodes = self.store.live_nodes()?;
+        Some(nodes.iter().map(|n| ReplicaId(n.node)).collect())
+    }
+
     /// A topic's `min.insync.replicas`.
     fn min_insync(&self, configs: &BTreeMap<String, String>) -> usize {
         configs
@@ -300,10 +302,9 @@ impl Controller {
                 format!("{topic}-{partition} does not exist"),
             )
         };
-        let live: BTreeSet<ReplicaId> = match self.store.live_nodes() {
-            Some(nodes) => nodes.iter().map(|n| ReplicaId(n.node)).collect(),
-            None => [ReplicaId(self.settings.node)].into(),
-        };
+        let live = self
+            .live_replicas()
+            .unwrap_or_else(|| [ReplicaId(self.settings.node)].into());
         let t = snapshot.topics.get_mut(topic).ok_or_else(unknown)?;
         let min_insync = self.min_insync(&t.configs);
         let meta = usize::try_from(partition)

@@ -162,7 +162,7 @@ impl Partition {
         }
     }
 
-    /// A follower appended up to `log_end`; the leader's high watermark was `leader_hw`.
+    /// A follower's appends are written; the leader's high watermark was `leader_hw`.
     pub fn on_follower_appended(&self, leader_hw: Offset) {
         let end = self.log.written_end_offset();
         if let Role::Follower(f) = &mut *self.role.borrow_mut() {

@@ -8,7 +8,7 @@
 //! follower's unwritten bytes. A diverging log (`DivergingEpoch`) is truncated before fetching
 //! on. A task ends when this shard follows nothing on its leader shard any more.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -179,18 +179,19 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
         } else {
             next_epoch(session.epoch)
         };
+        let by_id: HashMap<(uuid::Uuid, i32), &(String, i32)> = followed
+            .iter()
+            .map(|(k, f)| ((f.topic_id, k.1), k))
+            .collect();
         let mut waiting = true;
         for topic in response.responses {
             for pd in topic.partitions {
-                let key = followed
-                    .iter()
-                    .find(|(k, f)| f.topic_id == topic.topic_id && k.1 == pd.partition_index)
-                    .map(|(k, _)| k.clone());
-                let Some(key) = key else { continue };
-                let f = &followed[&key];
-                if !apply_answer(&ctx, f, pd).await {
+                let Some(&key) = by_id.get(&(topic.topic_id, pd.partition_index)) else {
+                    continue;
+                };
+                if !apply_answer(&ctx, &followed[key], pd).await {
                     // Forget what was sent: the partition is sent again with its new state.
-                    session.sent.remove(&key);
+                    session.sent.remove(key);
                 } else {
                     waiting = false;
                 }
@@ -301,13 +302,12 @@ fn build_request(
 /// appended or nothing to do), `false` when the partition must wait or be sent again.
 async fn apply_answer(ctx: &ShardCtx, f: &Followed, pd: PartitionData) -> bool {
     let part = &f.part;
-    let Some((leader, epoch)) = part.following() else {
+    let Some((_, epoch)) = part.following() else {
         return false;
     };
     if epoch != f.leader_epoch {
         return false;
     }
-    let _ = leader;
     let log_end = part.log.log_end_offset();
     let answer = match ResponseError::try_from_code(pd.error_code) {
         None => {
@@ -336,7 +336,7 @@ async fn apply_answer(ctx: &ShardCtx, f: &Followed, pd: PartitionData) -> bool {
                 if let Err(e) = truncate(part, to).await {
                     tracing::error!(topic = %part.topic, partition = part.index, error = %e, "follower truncation failed");
                 }
-            } else if to >= log_end && pd.error_code != 0 {
+            } else if pd.error_code != 0 {
                 // Behind the leader's log start: not built (would need the log emptied and
                 // restarted at the leader's start offset).
                 tracing::error!(topic = %part.topic, partition = part.index, fetch_offset = log_end.0, "follower is out of the leader's range; fetching from the leader's log start is not built");

@@ -26,7 +26,7 @@ impl ShardCtx {
                 }
             }
         }
-        let mut opened = Vec::new();
+        let mut opened = std::collections::HashSet::new();
         for (topic, p) in wanted {
             if self.replica(&topic.name, p).is_some() {
                 continue;
@@ -63,7 +63,7 @@ impl ShardCtx {
                     self.partitions
                         .borrow_mut()
                         .insert((topic.name.clone(), p), part.clone());
-                    opened.push((topic.name.clone(), p));
+                    opened.insert((topic.name.clone(), p));
                 }
                 Err(e) => {
                     tracing::error!(shard = self.shard, dir = %dir.display(), error = %e, "cannot open partition; it stays offline")
@@ -111,7 +111,11 @@ impl ShardCtx {
     /// Each local replica takes the role the snapshot gives it (leader, follower, only
     /// replica, offline); the group coordinator loads a `__consumer_offsets` partition this
     /// shard starts leading and unloads one it stops leading.
-    async fn apply_roles(&self, snapshot: &Snapshot, opened: &[(String, i32)]) {
+    async fn apply_roles(
+        &self,
+        snapshot: &Snapshot,
+        opened: &std::collections::HashSet<(String, i32)>,
+    ) {
         let me = ReplicaId(self.config.node_id.0);
         let cx = RoleContext {
             me,
