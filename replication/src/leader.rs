@@ -414,6 +414,19 @@ mod tests {
         }
     }
 
+    /// Replica 1 leading `state`, its log written up to 100, the high watermark last known.
+    fn leader_of(state: &PartitionState, high_watermark: i64) -> LeaderState {
+        LeaderState::new(
+            ReplicaId(1),
+            state,
+            Offset(100),
+            Offset(100),
+            Offset(high_watermark),
+            0,
+            CONFIG,
+        )
+    }
+
     fn epochs() -> LeaderEpochCache {
         let mut c = LeaderEpochCache::default();
         c.assign(LeaderEpoch(1), Offset(0));
@@ -432,15 +445,7 @@ mod tests {
 
     #[test]
     fn high_watermark_is_the_lowest_isr_end_and_never_moves_back() {
-        let mut l = LeaderState::new(
-            ReplicaId(1),
-            &state(),
-            Offset(100),
-            Offset(100),
-            Offset(40),
-            0,
-            CONFIG,
-        );
+        let mut l = leader_of(&state(), 40);
         assert_eq!(l.high_watermark(), Offset(40));
         l.on_fetch(fetch(2, 90, 3), &epochs(), Offset(100), 1);
         assert_eq!(l.high_watermark(), Offset(40), "3's end is unknown yet");
@@ -454,15 +459,7 @@ mod tests {
 
     #[test]
     fn diverging_fenced_and_unknown_epochs() {
-        let mut l = LeaderState::new(
-            ReplicaId(1),
-            &state(),
-            Offset(100),
-            Offset(100),
-            Offset(0),
-            0,
-            CONFIG,
-        );
+        let mut l = leader_of(&state(), 0);
         // Epoch 2 never existed here: the follower's epoch-2 records after offset 50 diverge.
         assert_eq!(
             l.on_fetch(fetch(2, 70, 2), &epochs(), Offset(100), 1),
@@ -502,15 +499,7 @@ mod tests {
 
     #[test]
     fn lagging_followers_leave_and_caught_up_ones_return_through_the_controller() {
-        let mut l = LeaderState::new(
-            ReplicaId(1),
-            &state(),
-            Offset(100),
-            Offset(100),
-            Offset(0),
-            0,
-            CONFIG,
-        );
+        let mut l = leader_of(&state(), 0);
         l.on_fetch(fetch(2, 100, 3), &epochs(), Offset(100), 500);
         l.on_fetch(fetch(3, 60, 3), &epochs(), Offset(100), 500);
         assert_eq!(l.isr_proposal(900), None, "nobody lags 1000 ms yet");
@@ -549,15 +538,7 @@ mod tests {
     /// waits `isr_change_retry_ms` before proposing again.
     #[test]
     fn a_follower_taken_out_by_the_controller_must_fetch_again_to_return() {
-        let mut l = LeaderState::new(
-            ReplicaId(1),
-            &state(),
-            Offset(100),
-            Offset(100),
-            Offset(0),
-            0,
-            CONFIG,
-        );
+        let mut l = leader_of(&state(), 0);
         l.on_fetch(fetch(2, 100, 3), &epochs(), Offset(100), 10);
         l.on_fetch(fetch(3, 100, 3), &epochs(), Offset(100), 10);
         let mut lost = state();
@@ -585,15 +566,7 @@ mod tests {
     fn frozen_and_not_enough_replicas_below_min_insync() {
         let mut s = state();
         s.isr = [ReplicaId(1)].into();
-        let mut l = LeaderState::new(
-            ReplicaId(1),
-            &s,
-            Offset(100),
-            Offset(100),
-            Offset(10),
-            0,
-            CONFIG,
-        );
+        let mut l = leader_of(&s, 10);
         assert!(!l.may_accept_acks_all());
         l.on_written(Offset(120));
         assert_eq!(l.high_watermark(), Offset(10));
