@@ -183,7 +183,9 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
             .iter()
             .map(|(k, f)| ((f.topic_id, k.1), k))
             .collect();
-        let mut waiting = true;
+        // Progress on no partition and a refusal (waiting for metadata): pause before asking
+        // again, with or without a session (the leader answers a refusal at once).
+        let (mut progressed, mut refused) = (false, false);
         for topic in response.responses {
             for pd in topic.partitions {
                 let Some(&key) = by_id.get(&(topic.topic_id, pd.partition_index)) else {
@@ -192,12 +194,13 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
                 if !apply_answer(&ctx, &followed[key], pd).await {
                     // Forget what was sent: the partition is sent again with its new state.
                     session.sent.remove(key);
+                    refused = true;
                 } else {
-                    waiting = false;
+                    progressed = true;
                 }
             }
         }
-        if waiting && session.id == 0 {
+        if refused && !progressed {
             glommio::timer::sleep(RETRY_DELAY).await;
         }
     }
