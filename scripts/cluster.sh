@@ -78,6 +78,11 @@ status() {
     ETCDCTL_API=3 etcdctl --endpoints "http://127.0.0.1:$ETCD_CLIENT" get --prefix "/ringlog/$CLUSTER_ID/brokers/" | paste - - | sed 's/^/  /'
     echo "topics:"
     ETCDCTL_API=3 etcdctl --endpoints "http://127.0.0.1:$ETCD_CLIENT" get --prefix --keys-only "/ringlog/$CLUSTER_ID/topics/" | sed '/^$/d; s/^/  /'
+    for f in "$DIR"/node-*.pid; do
+      running "$f" || continue
+      local n; n="$(basename "$f" .pid)"; n="${n#node-}"
+      "$BIN" cluster --bootstrap-server "127.0.0.1:$((19000 + 100 * n))" status --etcd "http://127.0.0.1:$ETCD_CLIENT" && break
+    done
   fi
 }
 

@@ -70,8 +70,13 @@ enum Commands {
 
 #[derive(Subcommand)]
 enum ClusterAction {
-    /// Nodes, brokers, controller, offline and under-replicated partitions.
-    Status,
+    /// Nodes, brokers, controller, offline and under-replicated partitions; with --etcd, each
+    /// node's lease health too.
+    Status {
+        /// The cluster's etcd (metadata.etcd.endpoints), to show every node's lease.
+        #[arg(long)]
+        etcd: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -291,7 +296,10 @@ fn main() -> ExitCode {
         } => admin_outcome("group", group_command(&bootstrap_server, action)),
         Commands::Cluster {
             bootstrap_server,
-            action: ClusterAction::Status,
-        } => admin_outcome("cluster", node::cli::cluster::status(&bootstrap_server)),
+            action: ClusterAction::Status { etcd },
+        } => admin_outcome(
+            "cluster",
+            node::cli::cluster::status(&bootstrap_server, etcd.as_deref()),
+        ),
     }
 }

@@ -17,6 +17,7 @@ use crate::metadata::controller::ControllerSettings;
 use crate::metadata::embedded::EmbeddedStore;
 use crate::metadata::etcd::store::EtcdStore;
 use crate::metadata::etcd::EtcdConfig;
+use crate::metadata::lease::LeaseClock;
 use crate::metadata::snapshot::NodeInfo;
 use crate::metadata::store::MetadataStore;
 use crate::metadata::Controller;
@@ -47,8 +48,11 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
         path: config.log_dir.clone(),
         source,
     })?;
-    let mut store: Box<dyn MetadataStore> = match &config.metadata {
-        MetadataConfig::Embedded => Box::new(EmbeddedStore::new(&config.log_dir)),
+    let (mut store, lease): (Box<dyn MetadataStore>, LeaseClock) = match &config.metadata {
+        MetadataConfig::Embedded => (
+            Box::new(EmbeddedStore::new(&config.log_dir)),
+            LeaseClock::unleased(),
+        ),
         MetadataConfig::Etcd {
             endpoints,
             cluster_id,
@@ -66,7 +70,9 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
                 port: config.advertised_port,
                 shards: config.shards,
             };
-            Box::new(EtcdStore::open(etcd, me)?)
+            let store = EtcdStore::open(etcd, me)?;
+            let lease = store.lease_clock();
+            (Box::new(store), lease)
         }
     };
     let snapshot = store.load()?;
@@ -80,11 +86,12 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
     for shard in 0..config.shards {
         let (tx, rx) = fmpsc::unbounded();
         to_shards.push(tx);
-        let (config, commands, stopping, producer_ids) = (
+        let (config, commands, stopping, producer_ids, lease) = (
             config.clone(),
             commands.clone(),
             stopping.clone(),
             producer_ids.clone(),
+            lease.clone(),
         );
         let handle = LocalExecutorBuilder::new(Placement::Fixed(cpus[shard % cpus.len()]))
             .name(&format!("shard-{shard}"))
@@ -103,6 +110,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
                     groups: Default::default(),
                     fetch_sessions: Default::default(),
                     fetchers: Default::default(),
+                    lease,
                 });
                 run_shard(ctx, rx).await;
             })

@@ -12,6 +12,7 @@ use node::metadata::etcd::election::{current_controller, ControllerLease};
 use node::metadata::etcd::partitions::{self, CasOutcome, PartitionRecord};
 use node::metadata::etcd::session::{live_brokers, BrokerSession};
 use node::metadata::etcd::{Etcd, EtcdConfig, EtcdError, MetadataEvent, MetadataWatch};
+use node::metadata::lease::LeaseClock;
 
 /// One etcd member on loopback ports of its own, with its data in a temp dir.
 struct EtcdProcess {
@@ -161,7 +162,9 @@ fn record(epoch: i32) -> PartitionRecord {
 fn a_broker_registers_once_and_its_registration_dies_with_its_lease() {
     let etcd = EtcdProcess::start();
     let client = connect(&etcd, "reg", 2);
-    let first = BrokerSession::register(&client, 1, r#"{"host":"127.0.0.1"}"#).unwrap();
+    let first =
+        BrokerSession::register(&client, 1, r#"{"host":"127.0.0.1"}"#, &LeaseClock::leased())
+            .unwrap();
     assert!(first.holds_lease());
     let brokers = live_brokers(&client).unwrap();
     assert_eq!(brokers.len(), 1);
@@ -169,7 +172,7 @@ fn a_broker_registers_once_and_its_registration_dies_with_its_lease() {
         (brokers[0].node, brokers[0].broker_epoch),
         (1, first.broker_epoch())
     );
-    match BrokerSession::register(&client, 1, "{}") {
+    match BrokerSession::register(&client, 1, "{}", &LeaseClock::leased()) {
         Err(EtcdError::DuplicateRegistration { node: 1, epoch, .. }) => {
             assert_eq!(epoch, first.broker_epoch())
         }
@@ -194,7 +197,7 @@ fn a_broker_registers_once_and_its_registration_dies_with_its_lease() {
         took <= Duration::from_millis(4500),
         "expired after {took:?}"
     );
-    let again = BrokerSession::register(&client, 1, "{}").unwrap();
+    let again = BrokerSession::register(&client, 1, "{}", &LeaseClock::leased()).unwrap();
     assert!(again.broker_epoch() > old_epoch, "a new broker epoch");
     again.close().unwrap();
     assert!(
@@ -207,7 +210,10 @@ fn a_broker_registers_once_and_its_registration_dies_with_its_lease() {
 fn a_broker_cut_off_from_etcd_knows_its_lease_is_gone_before_etcd_does() {
     let mut etcd = EtcdProcess::start();
     let client = connect(&etcd, "cut", 2);
-    let session = BrokerSession::register(&client, 7, "{}").unwrap();
+    let clock = LeaseClock::leased();
+    let session = BrokerSession::register(&client, 7, "{}", &clock).unwrap();
+    clock.metadata_applied();
+    assert!(clock.holds(), "the shards see the lease");
     std::thread::sleep(Duration::from_millis(800));
     // etcd stops answering (SIGSTOP) for longer than the TTL.
     etcd.signal("-STOP");
@@ -221,13 +227,23 @@ fn a_broker_cut_off_from_etcd_knows_its_lease_is_gone_before_etcd_does() {
         lost_after <= Duration::from_millis(2300),
         "held {lost_after:?} without etcd"
     );
+    assert!(
+        !clock.holds(),
+        "the shards stop leading when the session does"
+    );
     std::thread::sleep(Duration::from_secs(2).saturating_sub(stopped.elapsed()));
     etcd.signal("-CONT");
     // It registers again under a new epoch (revoking the old lease if etcd kept it).
     let old = session.broker_epoch();
     session.close().unwrap();
-    let again = BrokerSession::register(&client, 7, "{}").unwrap();
+    let again = BrokerSession::register(&client, 7, "{}", &clock).unwrap();
     assert!(again.broker_epoch() > old);
+    assert!(
+        !clock.holds(),
+        "a new session counts once the shards applied the metadata"
+    );
+    clock.metadata_applied();
+    assert!(clock.holds(), "a new session publishes its deadline");
     // And survives etcd being killed and restarted within its TTL.
     let again_epoch = again.broker_epoch();
     etcd.kill9_and_restart();
@@ -241,8 +257,8 @@ fn a_broker_cut_off_from_etcd_knows_its_lease_is_gone_before_etcd_does() {
 fn one_controller_at_a_time_and_a_deposed_one_cannot_write() {
     let etcd = EtcdProcess::start();
     let client = connect(&etcd, "ctl", 2);
-    let a = BrokerSession::register(&client, 1, "{}").unwrap();
-    let b = BrokerSession::register(&client, 2, "{}").unwrap();
+    let a = BrokerSession::register(&client, 1, "{}", &LeaseClock::leased()).unwrap();
+    let b = BrokerSession::register(&client, 2, "{}", &LeaseClock::leased()).unwrap();
     let wait = Duration::from_secs(1);
     let ca = ControllerLease::campaign(&client, &a, "1", wait)
         .unwrap()
@@ -290,7 +306,7 @@ fn one_controller_at_a_time_and_a_deposed_one_cannot_write() {
 fn of_concurrent_compare_and_swaps_on_one_revision_exactly_one_commits() {
     let etcd = EtcdProcess::start();
     let client = connect(&etcd, "cas", 5);
-    let s = BrokerSession::register(&client, 1, "{}").unwrap();
+    let s = BrokerSession::register(&client, 1, "{}", &LeaseClock::leased()).unwrap();
     let c = ControllerLease::campaign(&client, &s, "1", Duration::from_secs(2))
         .unwrap()
         .unwrap();
@@ -332,7 +348,7 @@ fn of_concurrent_compare_and_swaps_on_one_revision_exactly_one_commits() {
 fn the_watch_delivers_every_change_once_in_order_across_an_etcd_restart() {
     let mut etcd = EtcdProcess::start();
     let client = connect(&etcd, "watch", 8);
-    let s = BrokerSession::register(&client, 1, "{}").unwrap();
+    let s = BrokerSession::register(&client, 1, "{}", &LeaseClock::leased()).unwrap();
     let c = ControllerLease::campaign(&client, &s, "1", Duration::from_secs(2))
         .unwrap()
         .unwrap();

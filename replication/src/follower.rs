@@ -61,7 +61,8 @@ impl FollowerState {
         self.high_watermark.get()
     }
 
-    /// The next fetch, from the follower's log end offset and the epoch of its last record.
+    /// The next fetch, from the follower's log end offset and the epoch of its last record
+    /// (sent by a follower that holds its lease on the cluster metadata).
     pub fn next_fetch(
         &self,
         log_end: Offset,
@@ -72,6 +73,7 @@ impl FollowerState {
             fetch_offset: log_end,
             last_fetched_epoch,
             current_leader_epoch: self.leader_epoch,
+            follower_leased: true,
         }
     }
 

@@ -54,6 +54,9 @@ pub struct FollowerFetch {
     pub last_fetched_epoch: Option<LeaderEpoch>,
     /// The leader epoch the follower believes current.
     pub current_leader_epoch: LeaderEpoch,
+    /// Whether the follower holds its own lease on the cluster metadata (Fetch's
+    /// `ReplicaEpoch`, its broker epoch, is set): it can reach the metadata store.
+    pub follower_leased: bool,
 }
 
 /// The leader's answer to a follower's fetch.
@@ -102,6 +105,8 @@ struct Progress {
     log_end: Option<Offset>,
     last_caught_up_ms: i64,
     last_fetch_ms: i64,
+    /// The last fetch that came while the follower could not confirm its own lease.
+    last_unleased_fetch_ms: Option<i64>,
     /// The leader's log end when the follower's previous fetch arrived.
     leader_end_at_last_fetch: Offset,
 }
@@ -154,6 +159,7 @@ impl LeaderState {
                     log_end: None,
                     last_caught_up_ms: now_ms,
                     last_fetch_ms: now_ms,
+                    last_unleased_fetch_ms: None,
                     leader_end_at_last_fetch: written_end,
                 };
                 (r, p)
@@ -185,6 +191,24 @@ impl LeaderState {
 
     pub fn isr(&self) -> &BTreeSet<ReplicaId> {
         &self.isr
+    }
+
+    /// Whether every other in-sync replica fetched from this leader, in its epoch, within
+    /// `window_ms` before `now_ms`, while itself unable to confirm its lease on the cluster
+    /// metadata. Then the metadata store is out of reach for all of them too: etcd is down
+    /// or they are cut off with this leader, and the controller can elect none of them (only
+    /// an in-sync replica may be elected, unclean election aside). A leader that cannot
+    /// confirm its own lease keeps taking writes only while this holds — or while it is the
+    /// only in-sync replica, which no other replica can replace. A fetch that waited in a
+    /// socket while this leader was paused was sent while its follower held its lease: it
+    /// confirms nothing.
+    pub fn followers_share_the_outage(&self, now_ms: i64, window_ms: i64) -> bool {
+        self.isr.iter().filter(|r| **r != self.me).all(|r| {
+            self.followers.get(r).is_some_and(|p| {
+                p.last_unleased_fetch_ms
+                    .is_some_and(|at| now_ms - at <= window_ms)
+            })
+        })
     }
 
     /// `acks=all` may append only while the ISR holds `min.insync.replicas` (else
@@ -261,6 +285,9 @@ impl LeaderState {
         }
         p.log_end = Some(fetch.fetch_offset);
         p.last_fetch_ms = now_ms;
+        if !fetch.follower_leased {
+            p.last_unleased_fetch_ms = Some(now_ms);
+        }
         p.leader_end_at_last_fetch = log_end;
         self.update_high_watermark();
         FetchAnswer::Records {
@@ -440,6 +467,7 @@ mod tests {
             fetch_offset: Offset(at),
             last_fetched_epoch: Some(LeaderEpoch(last)),
             current_leader_epoch: LeaderEpoch(3),
+            follower_leased: true,
         }
     }
 
@@ -455,6 +483,46 @@ mod tests {
         l.on_fetch(fetch(3, 100, 3), &epochs(), Offset(100), 3);
         assert_eq!(l.high_watermark(), Offset(90));
         assert_eq!(l.ack_state(Offset(81)), AckState::Ready);
+    }
+
+    #[test]
+    fn followers_share_the_outage_only_while_every_in_sync_one_fetches_unleased() {
+        let unleased = |r, at| FollowerFetch {
+            follower_leased: false,
+            ..fetch(r, at, 3)
+        };
+        let mut l = leader_of(&state(), 40);
+        assert!(
+            !l.followers_share_the_outage(0, 500),
+            "no follower fetched yet"
+        );
+        l.on_fetch(unleased(2, 90), &epochs(), Offset(100), 100);
+        assert!(
+            !l.followers_share_the_outage(100, 500),
+            "replica 3 has not fetched"
+        );
+        l.on_fetch(fetch(3, 90, 3), &epochs(), Offset(100), 300);
+        assert!(
+            !l.followers_share_the_outage(300, 500),
+            "replica 3 holds its lease: the controller can reach it"
+        );
+        l.on_fetch(unleased(3, 90), &epochs(), Offset(100), 300);
+        assert!(l.followers_share_the_outage(600, 500));
+        assert!(
+            !l.followers_share_the_outage(601, 500),
+            "replica 2's last unleased fetch is older than the window"
+        );
+        // A fetch in a newer epoch (a follower that knows a later leader) confirms nothing.
+        let mut newer = unleased(2, 90);
+        newer.current_leader_epoch = LeaderEpoch(4);
+        l.on_fetch(newer, &epochs(), Offset(100), 650);
+        assert!(!l.followers_share_the_outage(650, 500));
+        l.on_fetch(unleased(2, 90), &epochs(), Offset(100), 650);
+        assert!(l.followers_share_the_outage(650, 500));
+        // Alone in the ISR: no other replica can be elected.
+        let mut alone = state();
+        alone.isr = [ReplicaId(1)].into();
+        assert!(leader_of(&alone, 40).followers_share_the_outage(0, 500));
     }
 
     #[test]

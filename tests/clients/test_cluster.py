@@ -159,7 +159,7 @@ def test_topics_spread_over_the_cluster_and_clients_use_every_node(cluster):
 
 
 def test_a_dead_node_takes_its_partitions_offline_and_back(cluster):
-    _etcd, node = cluster
+    etcd, node = cluster
     nodes, admin = up(node, (1, 2))
     admin.create_topics([NewTopic("half", num_partitions=2, replication_factor=1)])["half"].result(timeout=15)
     p = Producer({"bootstrap.servers": nodes[0].bootstrap})
@@ -177,11 +177,15 @@ def test_a_dead_node_takes_its_partitions_offline_and_back(cluster):
         return pm.leader == -1 and pm.error is not None
     wait_for("offline partition", offline)
     # `ringlog cluster status` and Kafka's Admin describeCluster see the same cluster.
-    status = subprocess.run([BINARY, "cluster", "--bootstrap-server", nodes[0].bootstrap, "status"],
-                            capture_output=True, text=True, timeout=30)
+    status = subprocess.run([BINARY, "cluster", "--bootstrap-server", nodes[0].bootstrap, "status",
+                             "--etcd", etcd.endpoint], capture_output=True, text=True, timeout=30)
     assert status.returncode == 0, status.stderr
     assert "Cluster: c1" in status.stdout and "Nodes: 1" in status.stdout, status.stdout
     assert f"offline: half-{on_node2[0]}" in status.stdout, status.stdout
+    # Lease health as etcd holds it: node 1 kept alive (3 s TTL), node 2's lease revoked.
+    leases = [l.strip() for l in status.stdout.split("Leases (etcd")[1].splitlines()[1:]]
+    assert len(leases) == 1 and leases[0].startswith("node 1: broker epoch "), status.stdout
+    assert "s of 3 s left, healthy" in leases[0], status.stdout
     described = admin.describe_cluster().result(timeout=10)
     assert described.cluster_id == "c1" and [n.id for n in described.nodes] == [1000]
     # A second process with node 1's id is refused while node 1 lives.

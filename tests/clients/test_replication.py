@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import kafka_wire
 from conftest import Broker, java_client_check
 from test_cluster import Etcd, wait_for
 
@@ -333,7 +334,18 @@ def test_a_leader_paused_past_its_lease_is_fenced_and_follows(cluster):
         wait_for("a new leader while the old one sleeps",
                  lambda: c.partitions("zombie").get(0, (old,))[0] not in (old, -1), timeout=30)
         wait_for("acks on the new leader", lambda: w.first_ack_after(paused + 0.05, 0), timeout=30)
+        # A client with stale metadata still writes to the paused leader: its produce waits in
+        # the socket and is read the moment the node resumes, before it hears of the new leader.
+        # The node's lease is gone and its followers left: it refuses (an acks=1 write it took
+        # would be truncated when it follows, as in Kafka).
+        stale = kafka_wire.connect(c.nodes[old].bootstrap)
+        stale.sendall(kafka_wire.produce_v3("zombie", 0, kafka_wire.record_batch([b"to-the-zombie"]), acks=1))
         c.nodes[old].proc.send_signal(signal.SIGCONT)
+        answer = kafka_wire.read_response(stale)
+        stale.close()
+        assert answer is not None, "the resumed leader closed the connection"
+        assert kafka_wire.produce_v3_result(answer)[0] == 6, \
+            f"NOT_LEADER_OR_FOLLOWER expected, got {answer.hex()}\n" + c.nodes[old].read_log()[-3000:]
         other = next(n for n in (1, 2, 3) if n != old)
         wait_for("the old leader back in the ISR as a follower",
                  lambda: len(c.partitions("zombie", via=other).get(0, (-1, []))[1]) == 3, timeout=60)

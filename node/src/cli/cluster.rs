@@ -1,7 +1,8 @@
 //! `ringlog cluster status`: the cluster as one broker sees it — its id, the live nodes (those
 //! holding their etcd lease) and their brokers, the broker answering as controller, and every
 //! partition that is offline (no live leader) or under-replicated (fewer in-sync replicas than
-//! replicas).
+//! replicas). With `--etcd`, also every node's lease as etcd holds it (broker epoch, seconds
+//! left of its TTL) and any node the broker and etcd disagree about.
 
 use std::collections::BTreeMap;
 
@@ -12,8 +13,11 @@ use kafka_protocol::ResponseError;
 
 use super::admin_client::AdminClient;
 use super::CliError;
+use crate::limits::ETCD_REQUEST_TIMEOUT;
+use crate::metadata::etcd::session::lease_health;
+use crate::metadata::etcd::{Etcd, EtcdConfig};
 
-pub fn status(bootstrap: &str) -> Result<String, CliError> {
+pub fn status(bootstrap: &str, etcd_endpoints: Option<&str>) -> Result<String, CliError> {
     let mut c = AdminClient::connect(bootstrap)?;
     let cluster: DescribeClusterResponse = c.call(
         ApiKey::DescribeCluster,
@@ -65,5 +69,57 @@ pub fn status(bootstrap: &str) -> Result<String, CliError> {
     if !under.is_empty() {
         out.push_str(&format!("\tunder-replicated: {}\n", under.join(", ")));
     }
+    if let Some(endpoints) = etcd_endpoints {
+        out.push_str(&leases(endpoints, &cluster.cluster_id, &nodes)?);
+    }
     Ok(out.trim_end().to_owned())
+}
+
+/// The leases section: each registered node's lease, and the nodes the broker asked and etcd
+/// disagree about (a lease that just expired, a node that just registered).
+fn leases(
+    endpoints: &str,
+    cluster_id: &str,
+    seen: &BTreeMap<i32, Vec<String>>,
+) -> Result<String, CliError> {
+    let config = EtcdConfig {
+        endpoints: endpoints.split(',').map(|e| e.trim().to_owned()).collect(),
+        cluster_id: cluster_id.to_owned(),
+        // Unused: the CLI registers nothing.
+        session_timeout: std::time::Duration::from_secs(9),
+        request_timeout: ETCD_REQUEST_TIMEOUT,
+    };
+    let etcd = Etcd::connect(config)?;
+    let leases = lease_health(&etcd)?;
+    let mut out = format!("Leases (etcd {endpoints}):\n");
+    for l in &leases {
+        let health = if l.remaining_secs <= 0 {
+            "expired"
+        } else if l.remaining_secs * 2 < l.granted_secs {
+            "keep-alives late"
+        } else {
+            "healthy"
+        };
+        out.push_str(&format!(
+            "\tnode {}: broker epoch {}, lease {:x}, {} s of {} s left, {health}{}\n",
+            l.node,
+            l.broker_epoch,
+            l.lease_id,
+            l.remaining_secs.max(0),
+            l.granted_secs,
+            if seen.contains_key(&l.node) {
+                ""
+            } else {
+                " (not yet listed by the broker asked)"
+            }
+        ));
+    }
+    for node in seen.keys() {
+        if !leases.iter().any(|l| l.node == *node) {
+            out.push_str(&format!(
+                "\tnode {node}: listed by the broker asked but not registered in etcd (its lease expired)\n"
+            ));
+        }
+    }
+    Ok(out)
 }

@@ -25,6 +25,9 @@ pub enum CliError {
     /// The broker's answers do not fit together.
     #[error("{0}")]
     Protocol(String),
+    /// The cluster's etcd could not be read.
+    #[error(transparent)]
+    Etcd(#[from] crate::metadata::etcd::EtcdError),
     /// The command line asked for something impossible.
     #[error("{0}")]
     Invalid(String),

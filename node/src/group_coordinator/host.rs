@@ -19,7 +19,7 @@ pub trait Host {
     fn settings(&self) -> &GroupConfig;
     /// The cluster metadata the shard last applied.
     fn snapshot(&self) -> Arc<Snapshot>;
-    /// Partition `p` of `__consumer_offsets`, if this shard serves it.
+    /// Partition `p` of `__consumer_offsets`, if this shard leads it and may write to it now.
     fn offsets_partition(&self, p: i32) -> Option<Rc<Partition>>;
     /// The node stopping: waiting joins and syncs give up.
     fn stop(&self) -> &StopSignal;

@@ -74,17 +74,24 @@ pub async fn handle(
         return encode_response(&resp, Vec::new(), version);
     }
     // A follower's fetch: replica id >= 0 (in ReplicaState from v15).
-    let replica_id = if version >= 15 {
-        req.replica_state.replica_id.0
+    let replica = if version >= 15 {
+        Replica {
+            id: req.replica_state.replica_id.0,
+            // Our followers send their broker epoch only while they hold their lease.
+            leased: req.replica_state.replica_epoch >= 0,
+        }
     } else {
-        req.replica_id.0
+        Replica {
+            id: req.replica_id.0,
+            leased: true,
+        }
     };
     let max_bytes = req.max_bytes.max(0) as usize;
     let names = topic_names(ctx, &wanted, by_topic_id);
     loop {
         let seen = ctx.data_arrived.generation();
         let (read, total, errors) =
-            read_once(ctx, &wanted, &names, replica_id, max_bytes, version).await;
+            read_once(ctx, &wanted, &names, replica, max_bytes, version).await;
         let now = Instant::now();
         if total >= req.min_bytes.max(0) as usize
             || now >= deadline
@@ -208,7 +215,7 @@ async fn read_once(
     ctx: &ShardCtx,
     wanted: &[Wanted],
     names: &[Option<String>],
-    replica_id: i32,
+    replica: Replica,
     max_bytes: usize,
     version: i16,
 ) -> (Vec<PartitionRead>, usize, bool) {
@@ -220,7 +227,7 @@ async fn read_once(
             Some(name) => {
                 let budget = max_bytes.saturating_sub(total);
                 let fetcher = Fetcher {
-                    replica_id,
+                    replica,
                     first: total == 0,
                     version,
                 };
@@ -250,11 +257,19 @@ fn empty_partition(index: i32) -> PartitionData {
     pd
 }
 
+/// A fetch's replica id (a consumer: < 0; a follower: its broker id) and whether a follower
+/// holds its lease on the cluster metadata (`ReplicaState.ReplicaEpoch` set).
+#[derive(Clone, Copy)]
+struct Replica {
+    id: i32,
+    leased: bool,
+}
+
 /// Who fetches: a consumer (replica id < 0) or a follower, and whether this partition is the
 /// first of the response (KIP-74: its first batch is sent whole).
 #[derive(Clone, Copy)]
 struct Fetcher {
-    replica_id: i32,
+    replica: Replica,
     first: bool,
     version: i16,
 }
@@ -273,13 +288,14 @@ async fn read_partition(
         pd.error_code = e.code();
         return (pd, Vec::new());
     };
-    if fetcher.replica_id >= 0 {
+    if fetcher.replica.id >= 0 {
         let follower = FollowerFetch {
-            replica: ReplicaId(crate::ids::node_of(fetcher.replica_id)),
+            replica: ReplicaId(crate::ids::node_of(fetcher.replica.id)),
             fetch_offset: Offset(fp.fetch_offset),
             last_fetched_epoch: (fp.last_fetched_epoch >= 0)
                 .then_some(LeaderEpoch(fp.last_fetched_epoch)),
             current_leader_epoch: LeaderEpoch(fp.current_leader_epoch),
+            follower_leased: fetcher.replica.leased,
         };
         let hw = match part.on_follower_fetch(follower, now_ms()) {
             FetchAnswer::Records { high_watermark } => high_watermark,

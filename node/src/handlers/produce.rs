@@ -166,15 +166,7 @@ async fn append_partition(
     pd: PartitionProduceData,
     acks: i16,
 ) -> Result<(Rc<Partition>, Appended), Refused> {
-    let Some(part) = ctx.partition(topic, pd.index) else {
-        let e = ctx.not_served(topic, pd.index);
-        let why = if e == ResponseError::NotLeaderOrFollower {
-            "is led by another shard"
-        } else {
-            "does not exist"
-        };
-        return Err(Refused::new(e, format!("{topic}-{} {why}", pd.index)));
-    };
+    let part = ctx.writable_partition(topic, pd.index)?;
     if crate::metadata::is_internal(topic) {
         return Err(Refused::new(
             ResponseError::InvalidTopicException,

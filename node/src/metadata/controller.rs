@@ -387,7 +387,7 @@ impl Controller {
     }
 
     /// Sends the snapshot to every shard and waits until each applied it.
-    fn broadcast(&self) {
+    fn broadcast(&mut self) {
         let snapshot = Arc::new(self.snapshot.clone());
         let mut waits = Vec::new();
         for tx in &self.to_shards {
@@ -413,6 +413,7 @@ impl Controller {
                 }
             }
         }
+        self.store.shards_applied();
     }
 
     fn create_topic(

@@ -6,6 +6,7 @@
 pub mod controller;
 pub mod embedded;
 pub mod etcd;
+pub mod lease;
 pub mod names;
 pub mod placement;
 pub mod snapshot;

@@ -35,6 +35,9 @@ pub trait MetadataStore: Send {
     fn poll(&mut self) -> Result<Option<Snapshot>, StoreError> {
         Ok(None)
     }
+    /// Every shard applied the last snapshot this store handed out (through `load` or `poll`):
+    /// a cluster store lets a newly registered node lead from here on.
+    fn shards_applied(&mut self) {}
     /// The live nodes replicas may be placed on; `None`: this node alone (its own metadata).
     fn live_nodes(&mut self) -> Option<Vec<NodeShards>> {
         None

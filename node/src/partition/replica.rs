@@ -118,6 +118,18 @@ impl Partition {
         }
     }
 
+    /// Whether this leader's in-sync followers, fetching within `window_ms` without a lease
+    /// of their own, show that none of them can have been elected instead
+    /// ([`LeaderState::followers_share_the_outage`]); the only replica always may lead.
+    /// Consulted while the node cannot confirm its lease.
+    pub fn followers_share_the_outage(&self, now_ms: i64, window_ms: i64) -> bool {
+        match &*self.role.borrow() {
+            Role::Single => true,
+            Role::Leader(l) => l.followers_share_the_outage(now_ms, window_ms),
+            _ => false,
+        }
+    }
+
     /// The replicas in sync with this leader, itself included.
     pub fn in_sync_replicas(&self) -> usize {
         match &*self.role.borrow() {

@@ -290,7 +290,7 @@ fn build_request(
     let mut req = FetchRequest::default();
     req.replica_state = ReplicaState::default()
         .with_replica_id(ctx.broker_id())
-        .with_replica_epoch(-1);
+        .with_replica_epoch(ctx.lease.broker_epoch());
     req.max_wait_ms = ctx.config.replica.fetch_wait_max_ms;
     req.min_bytes = 1;
     req.max_bytes = ctx.config.replica.fetch_max_bytes.saturating_mul(8);

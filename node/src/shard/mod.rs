@@ -21,6 +21,7 @@ use crate::config::{BrokerConfig, GroupConfig};
 use crate::error::Refused;
 use crate::fetch_session::FetchSessions;
 use crate::group_coordinator::{Coordinator, Host};
+use crate::metadata::lease::LeaseClock;
 use crate::metadata::PartitionMeta;
 use crate::metadata::{Command, Snapshot, TopicMeta};
 use crate::partition::Partition;
@@ -48,6 +49,9 @@ pub struct ShardCtx {
     pub fetch_sessions: RefCell<FetchSessions>,
     /// The leader shards this shard's follower fetchers pull from (one task each).
     pub fetchers: RefCell<std::collections::BTreeSet<crate::metadata::placement::Slot>>,
+    /// Whether this node holds its etcd lease (always, for a single node): a leader takes
+    /// writes only while it does.
+    pub lease: LeaseClock,
 }
 
 pub fn now_ms() -> i64 {
@@ -64,6 +68,42 @@ impl ShardCtx {
     /// The partition `topic`-`index` if this shard leads it (serves produce and fetch).
     pub fn partition(&self, topic: &str, index: i32) -> Option<Rc<Partition>> {
         self.replica(topic, index).filter(|p| p.is_leader())
+    }
+
+    /// The partition `topic`-`index` if this shard leads it and may take writes for it now. In
+    /// a cluster a leader takes writes while its node surely holds its etcd lease; when the
+    /// lease is in doubt (etcd out of this node's reach) only while its in-sync followers keep
+    /// fetching from it without a lease of their own (etcd down for everyone: nobody can elect
+    /// another leader, the data path goes on). A paused or cut-off leader stops: its followers
+    /// reach etcd, follow the leader the controller elected, or cannot reach it.
+    pub fn writable_partition(&self, topic: &str, index: i32) -> Result<Rc<Partition>, Refused> {
+        let Some(part) = self.partition(topic, index) else {
+            let e = self.not_served(topic, index);
+            let why = if e == ResponseError::NotLeaderOrFollower {
+                "is led by another shard"
+            } else {
+                "does not exist"
+            };
+            return Err(Refused::new(e, format!("{topic}-{index} {why}")));
+        };
+        if !self.lease.holds()
+            && !part.followers_share_the_outage(now_ms(), self.outage_window_ms())
+        {
+            return Err(Refused::new(
+                ResponseError::NotLeaderOrFollower,
+                format!(
+                    "{topic}-{index}: node {} cannot confirm its lease on the cluster metadata, and its in-sync followers can or do not fetch from it: its leadership may have moved",
+                    self.config.node_id.0
+                ),
+            ));
+        }
+        Ok(part)
+    }
+
+    /// How recent a follower's unleased fetch must be to show it shares this leader's outage:
+    /// two of its long polls (`replica.fetch.wait.max.ms`), at least a second.
+    fn outage_window_ms(&self) -> i64 {
+        (2 * i64::from(self.config.replica.fetch_wait_max_ms)).max(1000)
     }
 
     /// This shard's replica of `topic`-`index`, whatever its role.
@@ -231,7 +271,8 @@ impl Host for ShardCtx {
     }
 
     fn offsets_partition(&self, p: i32) -> Option<Rc<Partition>> {
-        self.partition(crate::metadata::OFFSETS_TOPIC, p)
+        self.writable_partition(crate::metadata::OFFSETS_TOPIC, p)
+            .ok()
     }
 
     fn stop(&self) -> &StopSignal {

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp, TxnOpResponse};
 
 use super::{Etcd, EtcdError};
+use crate::metadata::lease::LeaseClock;
 
 /// The lease as this broker sees it.
 #[derive(Debug, Clone, Copy)]
@@ -30,6 +31,8 @@ pub struct BrokerSession {
     lease_id: i64,
     broker_epoch: i64,
     view: Arc<Mutex<LeaseView>>,
+    /// Where the deadline is published for the shards.
+    clock: LeaseClock,
     keeper: tokio::task::JoinHandle<()>,
 }
 
@@ -41,6 +44,8 @@ pub struct BrokerRegistration {
     pub broker_epoch: i64,
     /// What the broker registered (its endpoints, as JSON).
     pub info: String,
+    /// The lease the registration lives under.
+    pub lease_id: i64,
 }
 
 fn ttl_secs(timeout: Duration) -> i64 {
@@ -48,8 +53,14 @@ fn ttl_secs(timeout: Duration) -> i64 {
 }
 
 impl BrokerSession {
-    /// Registers `node` with `info`; refuses if the node id is registered already.
-    pub fn register(etcd: &Etcd, node: i32, info: &str) -> Result<BrokerSession, EtcdError> {
+    /// Registers `node` with `info`; refuses if the node id is registered already. The lease's
+    /// deadline is published on `clock` while the session lives.
+    pub fn register(
+        etcd: &Etcd,
+        node: i32,
+        info: &str,
+        clock: &LeaseClock,
+    ) -> Result<BrokerSession, EtcdError> {
         let ttl = ttl_secs(etcd.config().session_timeout);
         let mut client = etcd.client();
         let sent = Instant::now();
@@ -88,15 +99,20 @@ impl BrokerSession {
             deadline: sent + granted,
             lost: false,
         }));
-        let keeper = etcd
-            .runtime()
-            .spawn(keep_alive(etcd.clone(), lease_id, Arc::clone(&view)));
+        clock.registered(broker_epoch, sent + granted);
+        let keeper = etcd.runtime().spawn(keep_alive(
+            etcd.clone(),
+            lease_id,
+            Arc::clone(&view),
+            clock.clone(),
+        ));
         Ok(BrokerSession {
             etcd: etcd.clone(),
             node,
             lease_id,
             broker_epoch,
             view,
+            clock: clock.clone(),
             keeper,
         })
     }
@@ -134,6 +150,7 @@ impl BrokerSession {
     pub fn abandon(&self) {
         self.keeper.abort();
         self.view.lock().expect("lease view lock").lost = true;
+        self.clock.lost();
     }
 
     /// Deregisters: revokes the lease, which deletes the registration (and anything else
@@ -162,7 +179,7 @@ impl Drop for BrokerSession {
 }
 
 /// Keeps the lease alive until etcd says it is gone or the deadline passes without an answer.
-async fn keep_alive(etcd: Etcd, lease_id: i64, view: Arc<Mutex<LeaseView>>) {
+async fn keep_alive(etcd: Etcd, lease_id: i64, view: Arc<Mutex<LeaseView>>, clock: LeaseClock) {
     let ttl = etcd.config().session_timeout;
     let every = (ttl / 3).max(Duration::from_millis(100));
     let timeout = etcd.config().request_timeout.min(every);
@@ -178,6 +195,7 @@ async fn keep_alive(etcd: Etcd, lease_id: i64, view: Arc<Mutex<LeaseView>>) {
         };
         if Instant::now() >= deadline {
             view.lock().expect("lease view lock").lost = true;
+            clock.lost();
             tracing::warn!(
                 lease_id,
                 "broker lease deadline passed without a keep-alive answer"
@@ -204,11 +222,16 @@ async fn keep_alive(etcd: Etcd, lease_id: i64, view: Arc<Mutex<LeaseView>>) {
             Ok(Ok(Some(answer))) if answer.ttl() > 0 => {
                 let granted = Duration::from_secs(answer.ttl() as u64);
                 let mut v = view.lock().expect("lease view lock");
+                if v.lost {
+                    return;
+                }
                 v.deadline = v.deadline.max(sent + granted);
+                clock.held_until(v.deadline);
             }
             Ok(Ok(Some(_))) => {
                 // TTL 0 or less: etcd no longer knows the lease.
                 view.lock().expect("lease view lock").lost = true;
+                clock.lost();
                 tracing::warn!(lease_id, "etcd says the broker lease has expired");
                 return;
             }
@@ -240,8 +263,41 @@ pub fn live_brokers(etcd: &Etcd) -> Result<Vec<BrokerRegistration>, EtcdError> {
             node,
             broker_epoch: kv.create_revision(),
             info: String::from_utf8_lossy(kv.value()).into_owned(),
+            lease_id: kv.lease(),
         });
     }
     brokers.sort_by_key(|b| b.node);
     Ok(brokers)
+}
+
+/// A registered broker's lease as etcd holds it: how long it lasts without another keep-alive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseHealth {
+    pub node: i32,
+    pub broker_epoch: i64,
+    pub lease_id: i64,
+    /// Seconds etcd keeps the lease without a keep-alive; negative: already gone.
+    pub remaining_secs: i64,
+    /// The TTL it was granted.
+    pub granted_secs: i64,
+}
+
+/// Every registered broker's lease, by node id (the health `ringlog cluster status` shows).
+pub fn lease_health(etcd: &Etcd) -> Result<Vec<LeaseHealth>, EtcdError> {
+    let mut client = etcd.client();
+    let mut out = Vec::new();
+    for b in live_brokers(etcd)? {
+        let ttl = etcd.call(
+            "reading a broker lease",
+            client.lease_time_to_live(b.lease_id, None),
+        )?;
+        out.push(LeaseHealth {
+            node: b.node,
+            broker_epoch: b.broker_epoch,
+            lease_id: b.lease_id,
+            remaining_secs: ttl.ttl(),
+            granted_secs: ttl.granted_ttl(),
+        });
+    }
+    Ok(out)
 }

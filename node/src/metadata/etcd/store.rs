@@ -19,6 +19,7 @@ use super::election::{campaign_until_elected, ControllerLease};
 use super::session::BrokerSession;
 use super::watch::{Entry, MetadataEvent, MetadataWatch};
 use super::{Etcd, EtcdConfig, EtcdError};
+use crate::metadata::lease::LeaseClock;
 use crate::metadata::placement::NodeShards;
 use crate::metadata::snapshot::{NodeInfo, Snapshot, TopicMeta};
 use crate::metadata::store::{MetadataStore, Saved, StoreError};
@@ -29,6 +30,12 @@ pub struct EtcdStore {
     /// `me` as registered (the registration key's value).
     registration: String,
     session: Option<BrokerSession>,
+    /// The current session's lease deadline, for the shards.
+    clock: LeaseClock,
+    /// A new session's broker epoch until the shards applied the metadata as of its
+    /// registration (then the lease counts: [`LeaseClock::metadata_applied`]); whether the
+    /// registration was read back yet (every change before it was, the watch being ordered).
+    lease_pending: Option<(i64, bool)>,
     watch: MetadataWatch,
     /// Every topic as last read, with its key's mod revision.
     topics: BTreeMap<String, (TopicMeta, i64)>,
@@ -65,7 +72,8 @@ impl EtcdStore {
     pub fn open(config: EtcdConfig, me: NodeInfo) -> Result<EtcdStore, EtcdError> {
         let etcd = Etcd::connect(config)?;
         let registration = serde_json::to_string(&me).expect("node info serializes");
-        let session = register_waiting_for_predecessor(&etcd, me.node, &registration)?;
+        let clock = LeaseClock::leased();
+        let session = register_waiting_for_predecessor(&etcd, me.node, &registration, &clock)?;
         tracing::info!(
             node = me.node,
             broker_epoch = session.broker_epoch(),
@@ -77,7 +85,9 @@ impl EtcdStore {
             etcd,
             me,
             registration,
+            lease_pending: Some((session.broker_epoch(), false)),
             session: Some(session),
+            clock,
             watch,
             topics: BTreeMap::new(),
             nodes: BTreeMap::new(),
@@ -133,6 +143,14 @@ impl EtcdStore {
                 return old.is_none();
             }
         } else if let Some(node) = keys.broker_of(&e.key) {
+            if let Some((epoch, seen)) = &mut self.lease_pending {
+                if node == self.me.node && e.create_revision == *epoch {
+                    // Handed out with the next snapshot even if nothing else changed.
+                    *seen = true;
+                    self.nodes.insert(node, self.me.clone());
+                    return true;
+                }
+            }
             match serde_json::from_slice::<NodeInfo>(&e.value) {
                 Ok(n) if n.node == node => {
                     let old = self.nodes.insert(node, n.clone());
@@ -201,6 +219,11 @@ impl EtcdStore {
         }));
     }
 
+    /// The lease deadline the shards check before acting as leader.
+    pub fn lease_clock(&self) -> LeaseClock {
+        self.clock.clone()
+    }
+
     /// This node's controllership, if it was elected under its current lease.
     pub fn controller_lease(&self) -> Option<ControllerLease> {
         self.elected.lock().expect("elected lock").clone()
@@ -228,13 +251,14 @@ impl EtcdStore {
                 return;
             }
         }
-        match BrokerSession::register(&self.etcd, self.me.node, &self.registration) {
+        match BrokerSession::register(&self.etcd, self.me.node, &self.registration, &self.clock) {
             Ok(s) => {
                 tracing::info!(
                     node = self.me.node,
                     broker_epoch = s.broker_epoch(),
                     "registered in etcd again"
                 );
+                self.lease_pending = Some((s.broker_epoch(), false));
                 self.session = Some(s);
                 self.backoff = None;
                 self.start_campaign();
@@ -267,11 +291,12 @@ fn register_waiting_for_predecessor(
     etcd: &Etcd,
     node: i32,
     info: &str,
+    clock: &LeaseClock,
 ) -> Result<BrokerSession, EtcdError> {
     let give_up = Instant::now() + etcd.config().session_timeout + Duration::from_secs(2);
     let mut told = false;
     loop {
-        match BrokerSession::register(etcd, node, info) {
+        match BrokerSession::register(etcd, node, info, clock) {
             Err(EtcdError::DuplicateRegistration { epoch, .. }) if Instant::now() < give_up => {
                 if !told {
                     tracing::warn!(
@@ -375,6 +400,13 @@ impl MetadataStore for EtcdStore {
             }
         }
         Ok(changed.then(|| self.snapshot()))
+    }
+
+    fn shards_applied(&mut self) {
+        if let Some((_, true)) = self.lease_pending {
+            self.lease_pending = None;
+            self.clock.metadata_applied();
+        }
     }
 
     fn live_nodes(&mut self) -> Option<Vec<NodeShards>> {
