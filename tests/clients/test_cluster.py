@@ -284,6 +284,36 @@ def test_kafkas_own_topic_tool_describes_the_cluster(cluster):
         leader = l.split("Leader:")[1].split()[0]
         assert f"Replicas: {leader}" in l and f"Isr: {leader}" in l, l
     assert "PartitionCount: 3" in r.stdout and "ReplicationFactor: 1" in r.stdout, r.stdout
+    # Replicated: every partition on all three nodes, all in sync; Kafka's producer perf tool
+    # writes to it with acks=all.
+    created = kafka_tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", nodes[0].bootstrap,
+                         "--create", "--topic", "replicated", "--partitions", "3", "--replication-factor", "3",
+                         "--config", "min.insync.replicas=2")
+    assert created.returncode == 0, created.stdout + created.stderr
+
+    def described():
+        r = kafka_tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", nodes[2].bootstrap,
+                       "--describe", "--topic", "replicated")
+        lines = [l for l in r.stdout.splitlines() if "Partition:" in l]
+        in_sync = len(lines) == 3 and all(len(l.split("Isr:")[1].split()[0].split(",")) == 3 for l in lines)
+        return (r, lines) if in_sync else None
+    r, lines = wait_for("every replica in sync", described, timeout=60)
+    assert "ReplicationFactor: 3" in r.stdout and "min.insync.replicas=2" in r.stdout, r.stdout
+    for l in lines:
+        leader = l.split("Leader:")[1].split()[0]
+        replicas = l.split("Replicas:")[1].split()[0].split(",")
+        assert sorted(replicas) == ["1000", "2000", "3000"] and leader in replicas, l
+    assert sorted(l.split("Leader:")[1].split()[0] for l in lines) == ["1000", "2000", "3000"], r.stdout
+    perf = kafka_tool("org.apache.kafka.tools.ProducerPerformance", "--topic", "replicated",
+                      "--num-records", "20000", "--record-size", "100", "--throughput", "-1",
+                      "--producer-props", "acks=all", f"bootstrap.servers={nodes[1].bootstrap}")
+    assert perf.returncode == 0, perf.stdout + perf.stderr
+    assert "20000 records sent" in perf.stdout, perf.stdout
+    offsets = kafka_tool("org.apache.kafka.tools.GetOffsetShell", "--bootstrap-server", nodes[0].bootstrap,
+                         "--topic", "replicated")
+    assert offsets.returncode == 0, offsets.stdout + offsets.stderr
+    ends = [int(l.rsplit(":", 1)[1]) for l in offsets.stdout.split()]
+    assert sum(ends) == 20000, offsets.stdout
 
 
 def test_a_node_killed_and_restarted_at_once_rejoins_with_every_acknowledged_record(cluster):
