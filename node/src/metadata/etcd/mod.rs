@@ -15,12 +15,15 @@
 //!   change in revision order, from a watch that resumes where it stopped.
 //! - [`store`]: the control plane's `MetadataStore` over all of the above: topics under
 //!   `topics/<name>`, written by compare-and-swap, the live nodes from the registrations.
+//! - [`liveness`]: the elected controller revokes the lease of a node whose listener refuses
+//!   connections (its process is gone) instead of waiting for etcd to expire it.
 //!
 //! Blocking API: it runs its own tokio runtime (the shards never see it). It must not touch
 //! shard state or logs; the control plane turns what it reads into snapshots for the shards.
 
 pub mod election;
 pub mod keys;
+pub mod liveness;
 pub mod partitions;
 pub mod session;
 pub mod store;

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 
 use super::election::{campaign_until_elected, ControllerLease};
-use super::session::BrokerSession;
+use super::liveness::Liveness;
+use super::session::{live_brokers, BrokerSession};
 use super::watch::{Entry, MetadataEvent, MetadataWatch};
 use super::{Etcd, EtcdConfig, EtcdError};
 use crate::metadata::lease::LeaseClock;
@@ -46,6 +47,8 @@ pub struct EtcdStore {
     campaign: Option<tokio::task::JoinHandle<()>>,
     /// Set when this node is elected controller (its fence for controller writes).
     elected: Arc<Mutex<Option<ControllerLease>>>,
+    /// The elected controller's probes of the other nodes' listeners.
+    liveness: Liveness,
     /// While etcd does not answer: when it last failed and how long to leave it alone, so the
     /// control plane is not stuck in timeouts (it fails metadata changes at once instead).
     backoff: Option<(Instant, Duration)>,
@@ -94,6 +97,7 @@ impl EtcdStore {
             candidates: BTreeMap::new(),
             campaign: None,
             elected: Arc::default(),
+            liveness: Liveness::default(),
             backoff: None,
         };
         store.start_campaign();
@@ -153,6 +157,8 @@ impl EtcdStore {
             }
             match serde_json::from_slice::<NodeInfo>(&e.value) {
                 Ok(n) if n.node == node => {
+                    self.liveness
+                        .registered(node, e.create_revision, &n.host, n.port);
                     let old = self.nodes.insert(node, n.clone());
                     return old.is_none_or(|o| o != n);
                 }
@@ -170,12 +176,21 @@ impl EtcdStore {
             return self.topics.remove(name).is_some();
         }
         if let Some(node) = keys.broker_of(key) {
+            self.liveness.deregistered(node);
             return self.nodes.remove(&node).is_some();
         }
         if keys.is_controller_candidacy(key) {
             return self.candidates.remove(key).is_some();
         }
         false
+    }
+
+    /// The node in line first for controller (the elected one, or about to be).
+    fn snapshot_controller(&self) -> Option<i32> {
+        self.candidates
+            .values()
+            .min_by_key(|(rev, _)| *rev)
+            .map(|&(_, node)| node)
     }
 
     fn snapshot(&self) -> Snapshot {
@@ -187,11 +202,7 @@ impl EtcdStore {
                 .map(|(n, (t, _))| (n.clone(), t.clone()))
                 .collect(),
             nodes: self.nodes.values().cloned().collect(),
-            controller: self
-                .candidates
-                .values()
-                .min_by_key(|(rev, _)| *rev)
-                .map(|&(_, node)| node),
+            controller: self.snapshot_controller(),
         }
     }
 
@@ -270,12 +281,54 @@ impl EtcdStore {
         }
     }
 
+    /// Revokes the lease of a node whose process is gone (its listener refuses connections), so
+    /// its partitions fail over now rather than when etcd expires the lease: the elected
+    /// controller watches every other node, the others watch the controller.
+    fn revoke_dead_nodes(&mut self) {
+        if !self.may_try() {
+            return;
+        }
+        let me = self.me.node;
+        let controller = self.snapshot_controller();
+        let elected = self.controller_lease().is_some();
+        let which = |node: i32| node != me && (elected || Some(node) == controller);
+        for (node, epoch) in self.liveness.probe(which) {
+            let brokers = match live_brokers(&self.etcd) {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(error = %e, "listing brokers to revoke a dead node's lease");
+                    self.failed();
+                    return;
+                }
+            };
+            let Some(b) = brokers
+                .iter()
+                .find(|b| b.node == node && b.broker_epoch == epoch)
+            else {
+                continue;
+            };
+            tracing::warn!(
+                node,
+                broker_epoch = epoch,
+                "node {node} refuses connections: its process is gone; revoking its lease"
+            );
+            let mut client = self.etcd.client();
+            if let Err(e) = self.etcd.call(
+                "revoking a dead node's lease",
+                client.lease_revoke(b.lease_id),
+            ) {
+                tracing::warn!(node, error = %e, "revoking a dead node's lease");
+            }
+        }
+    }
+
     fn reload(&mut self) -> Result<(), StoreError> {
         let (entries, _, watch) = MetadataWatch::start(&self.etcd)
             .map_err(|e| store_error("re-reading", &self.location(), e))?;
         self.watch = watch;
         self.topics.clear();
         self.nodes.clear();
+        self.liveness = Liveness::default();
         for e in entries {
             self.apply_put(&e);
         }
@@ -382,6 +435,7 @@ impl MetadataStore for EtcdStore {
 
     fn poll(&mut self) -> Result<Option<Snapshot>, StoreError> {
         self.keep_registered();
+        self.revoke_dead_nodes();
         let mut changed = false;
         loop {
             match self.watch.events.try_recv() {
