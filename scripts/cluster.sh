@@ -7,6 +7,7 @@
 #   scripts/cluster.sh down [--keep]   stop everything (SIGTERM) and remove the data (--keep: not)
 #
 # Ports: etcd client 23790, peer 23800; node i listens on 19000 + 100 * i (+ shard index).
+# RINGLOG_CLUSTER_SET="key=value ..." adds settings to every node (e.g. log.flush.interval.messages=1).
 # State, logs and data: ${RINGLOG_CLUSTER_DIR:-target/cluster}. Bootstrap with any node, e.g.
 # 127.0.0.1:19100. Topics created with a replication factor above 1 (up to N) keep a replica on
 # each of that many nodes; followers pull from the leader, and the elected controller moves
@@ -50,7 +51,8 @@ up() {
     echo $! >"$DIR/etcd.pid"
     wait_port "$ETCD_CLIENT" etcd
   fi
-  local bootstrap=()
+  local bootstrap=() extra=()
+  for kv in ${RINGLOG_CLUSTER_SET:-}; do extra+=(--set "$kv"); done
   for i in $(seq 1 "$n"); do
     local port=$((19000 + 100 * i))
     bootstrap+=("127.0.0.1:$port")
@@ -58,7 +60,7 @@ up() {
     "$BIN" serve --data-dir "$DIR/node-$i" --listen "127.0.0.1:$port" --shards "$shards" \
       --set "node.id=$i" --set metadata.store=etcd \
       --set "metadata.etcd.endpoints=http://127.0.0.1:$ETCD_CLIENT" --set "cluster.id=$CLUSTER_ID" \
-      >"$DIR/node-$i.log" 2>&1 &
+      "${extra[@]}" >"$DIR/node-$i.log" 2>&1 &
     echo $! >"$DIR/node-$i.pid"
   done
   for i in $(seq 1 "$n"); do wait_port $((19000 + 100 * i)) "node $i"; done

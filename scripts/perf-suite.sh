@@ -15,6 +15,11 @@
 # to files named *-fsync-*. Durability is the same for both: neither fsyncs per
 # message (Kafka's default flush policy; ringlog's log.flush.interval.messages=-1), acks=1 as the
 # workloads say. Both brokers use all cores; ringlog-bench runs beside them.
+# SUITE_CLUSTER=N runs each target as an N-node cluster on loopback instead of one node:
+# ringlog via scripts/cluster.sh (etcd + N nodes, SUITE_CLUSTER_SHARDS shards each, default 1),
+# Apache Kafka via scripts/kafka-cluster.sh (N KRaft brokers, each a controller-quorum voter);
+# both at their default settings (broker.session.timeout.ms 9000, replica.lag.time.max.ms
+# 30000); results go to files named *-Nnodes-*, broker CPU summed over the N processes.
 set -euo pipefail
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
@@ -36,6 +41,7 @@ case "${SUITE_DURABILITY:-none}" in
   none) ;;
   fsync)
     RINGLOG_SET=(--set log.flush.interval.messages=1)
+    export RINGLOG_CLUSTER_SET="log.flush.interval.messages=1"
     export KAFKA_EXTRA_PROPS="log.flush.interval.messages=1"
     SUFFIX="-fsync" ;;
   *) echo "SUITE_DURABILITY must be none or fsync, got '${SUITE_DURABILITY}'" >&2; exit 2 ;;
@@ -44,6 +50,11 @@ OVERRIDES=()
 [[ -n "${SUITE_DURATION_MINUTES:-}" ]] && OVERRIDES+=(--duration-minutes "$SUITE_DURATION_MINUTES")
 [[ -n "${SUITE_WARMUP_MINUTES:-}" ]] && OVERRIDES+=(--warmup-minutes "$SUITE_WARMUP_MINUTES")
 RESULTS=()
+CLUSTER="${SUITE_CLUSTER:-}"
+if [[ -n "$CLUSTER" ]]; then
+  [[ "$CLUSTER" =~ ^[1-9]$ ]] || { echo "SUITE_CLUSTER must be 1..9, got '$CLUSTER'" >&2; exit 2; }
+  SUFFIX="$SUFFIX-${CLUSTER}nodes"
+fi
 
 run_workloads() { # TARGET BOOTSTRAP PID
   for w in "${WORKLOADS[@]}"; do
@@ -59,12 +70,35 @@ run_workloads() { # TARGET BOOTSTRAP PID
 CURRENT_PID=""
 cleanup() {
   [[ -n "$CURRENT_PID" ]] && kill -TERM "$CURRENT_PID" 2>/dev/null && wait "$CURRENT_PID" 2>/dev/null
+  [[ -n "${RINGLOG_CLUSTER_DIR:-}" ]] && "$SCRIPT_DIR/cluster.sh" down >/dev/null 2>&1
+  [[ -n "${KAFKA_CLUSTER_DIR:-}" ]] && "$SCRIPT_DIR/kafka-cluster.sh" down >/dev/null 2>&1
   [[ -n "${KAFKA_DATA_DIR:-}" && -f "${KAFKA_DATA_DIR}/kafka.pid" ]] && "$SCRIPT_DIR/kafka-stop.sh" >/dev/null 2>&1
   return 0
 }
 trap cleanup EXIT
 WORKLOADS=("$@")
 for target in ${SUITE_TARGETS:-ringlog kafka}; do
+  if [[ -n "$CLUSTER" ]]; then
+    case "$target" in
+      ringlog)
+        export RINGLOG_CLUSTER_DIR; RINGLOG_CLUSTER_DIR="$(mktemp -d -p "$REPO_ROOT/target" suite-cluster.XXXXXX)"
+        "${BROKER_PIN[@]}" "$SCRIPT_DIR/cluster.sh" up "$CLUSTER" "${SUITE_CLUSTER_SHARDS:-1}" >&2
+        PIDS="$(cat "$RINGLOG_CLUSTER_DIR"/node-*.pid | paste -sd,)"
+        BOOTSTRAP="$(for i in $(seq 1 "$CLUSTER"); do echo "127.0.0.1:$((19000 + 100 * i))"; done | paste -sd,)"
+        run_workloads ringlog "${BOOTSTRAP%%,*}" "$PIDS"   # ringlog-bench discovers the rest
+        "$SCRIPT_DIR/cluster.sh" down >/dev/null; RINGLOG_CLUSTER_DIR=""
+        ;;
+      kafka)
+        export KAFKA_CLUSTER_DIR; KAFKA_CLUSTER_DIR="$(mktemp -d -p "$REPO_ROOT/target" suite-kafka-cluster.XXXXXX)"
+        BOOTSTRAP="$("${BROKER_PIN[@]}" "$SCRIPT_DIR/kafka-cluster.sh" up "$CLUSTER" | tail -n1)"
+        PIDS="$(for i in $(seq 1 "$CLUSTER"); do "$SCRIPT_DIR/kafka-cluster.sh" pid "$i"; done | paste -sd,)"
+        run_workloads kafka "${BOOTSTRAP%%,*}" "$PIDS"
+        "$SCRIPT_DIR/kafka-cluster.sh" down; KAFKA_CLUSTER_DIR=""
+        ;;
+      *) echo "SUITE_CLUSTER runs ringlog and kafka, not '$target'" >&2; exit 2 ;;
+    esac
+    continue
+  fi
   case "$target" in
     ringlog|ringlog-baseline)
       BIN=target/release/ringlog

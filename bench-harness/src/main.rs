@@ -36,9 +36,10 @@ enum Commands {
         /// Name of the target in the result (ringlog, kafka, ...).
         #[arg(long, default_value = "ringlog")]
         target: String,
-        /// Broker process id, for its CPU seconds per GB.
-        #[arg(long)]
-        broker_pid: Option<u32>,
+        /// Broker process ids (comma separated: every node of a cluster), for their CPU
+        /// seconds per GB, summed.
+        #[arg(long, value_delimiter = ',')]
+        broker_pid: Vec<u32>,
         /// Override the workload's test duration (minutes), e.g. for a quick run.
         #[arg(long)]
         duration_minutes: Option<f64>,
@@ -88,7 +89,7 @@ fn main() -> ExitCode {
             let opts = bench_harness::run::RunOptions {
                 bootstrap,
                 target,
-                broker_pid,
+                broker_pids: broker_pid,
                 progress: true,
             };
             match bench_harness::run::run(w, &opts) {

@@ -20,7 +20,8 @@ use crate::workload::Workload;
 pub struct RunOptions {
     pub bootstrap: String,
     pub target: String,
-    pub broker_pid: Option<u32>,
+    /// The broker's processes (every node of a cluster); their CPU time is summed.
+    pub broker_pids: Vec<u32>,
     /// Print a progress line every second to stderr.
     pub progress: bool,
 }
@@ -32,6 +33,14 @@ fn proc_cpu_seconds(pid: u32) -> Option<f64> {
     // SAFETY: sysconf has no preconditions; it only reads a system constant.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
     Some(ticks / hz)
+}
+
+/// The CPU seconds of every process in `pids`, summed; `None` if there are none or one is gone.
+fn procs_cpu_seconds(pids: &[u32]) -> Option<f64> {
+    if pids.is_empty() {
+        return None;
+    }
+    pids.iter().map(|&p| proc_cpu_seconds(p)).sum()
 }
 
 /// OMB's catch-up read: before the test, the producers write `consumerBacklogSizeGB` as fast as
@@ -121,7 +130,7 @@ pub fn run(workload: Workload, opts: &RunOptions) -> Result<Value, ClientError> 
     let start = Instant::now();
     let measure_from = start + Duration::from_secs_f64(w.warmup_duration_minutes * 60.0);
     let end = measure_from + Duration::from_secs_f64(w.test_duration_minutes * 60.0);
-    let broker_cpu0 = opts.broker_pid.and_then(proc_cpu_seconds);
+    let broker_cpu0 = procs_cpu_seconds(&opts.broker_pids);
     let own_pid = std::process::id();
     let harness_cpu0 = proc_cpu_seconds(own_pid);
     let mut threads = Vec::new();
@@ -194,8 +203,7 @@ pub fn run(workload: Workload, opts: &RunOptions) -> Result<Value, ClientError> 
         t.join().expect("worker thread")?;
     }
     let secs = end.duration_since(measure_from).as_secs_f64();
-    let cpu = |pid: Option<u32>, before: Option<f64>| match (pid.and_then(proc_cpu_seconds), before)
-    {
+    let cpu = |pids: &[u32], before: Option<f64>| match (procs_cpu_seconds(pids), before) {
         (Some(a), Some(b)) => Some(a - b),
         _ => None,
     };
@@ -242,11 +250,11 @@ pub fn run(workload: Workload, opts: &RunOptions) -> Result<Value, ClientError> 
     );
     result.insert(
         "brokerCpuSecondsPerGB".into(),
-        json!(per_gb(cpu(opts.broker_pid, broker_cpu0))),
+        json!(per_gb(cpu(&opts.broker_pids, broker_cpu0))),
     );
     result.insert(
         "harnessCpuSecondsPerGB".into(),
-        json!(per_gb(cpu(Some(own_pid), harness_cpu0))),
+        json!(per_gb(cpu(&[own_pid], harness_cpu0))),
     );
     result.insert(
         "workloadDefinition".into(),
