@@ -61,7 +61,7 @@ class Cluster:
     def partitions(self, topic, via=None):
         """{partition: (leader node, [isr nodes])} as a live node reports it (node `via`: one
         that was not just paused or cut off, whose own view may be stale for a moment)."""
-        # Nodes learn a new topic within their 100 ms poll of etcd: ask again for a moment.
+        # Nodes learn a new topic within their poll of etcd (25 ms): ask again for a moment.
         deadline = time.time() + 5
         while True:
             bootstrap = self.nodes[via].bootstrap if via else self.bootstrap()

@@ -82,6 +82,9 @@ pub struct Controller {
     to_shards: Vec<fmpsc::UnboundedSender<SnapshotUpdate>>,
     /// The node is stopping (SIGTERM): leave, broadcast nothing more.
     stopping: Arc<AtomicBool>,
+    /// When the elected controller last looked for leaders to move (every
+    /// [`ELECTION_INTERVAL`], or at once when the metadata changed).
+    last_election: std::time::Instant,
 }
 
 impl Controller {
@@ -100,6 +103,7 @@ impl Controller {
             snapshot,
             to_shards,
             stopping,
+            last_election: std::time::Instant::now(),
         }
     }
 
@@ -139,16 +143,24 @@ impl Controller {
     /// Applies and broadcasts what other nodes changed; then, on the elected controller,
     /// moves leadership off nodes that are gone and back to replicas that return.
     fn catch_up(&mut self) {
-        match self.store.poll() {
+        let changed = match self.store.poll() {
             Ok(Some(mut snapshot)) => {
                 snapshot.version = self.snapshot.version + 1;
                 self.snapshot = snapshot;
                 self.broadcast();
+                true
             }
-            Ok(None) => {}
-            Err(e) => tracing::warn!(error = %e, "reading cluster metadata changes"),
-        }
-        if self.snapshot.controller == Some(self.settings.node) && !self.stopping() {
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading cluster metadata changes");
+                false
+            }
+        };
+        if self.snapshot.controller == Some(self.settings.node)
+            && !self.stopping()
+            && (changed || self.last_election.elapsed() >= ELECTION_INTERVAL)
+        {
+            self.last_election = std::time::Instant::now();
             self.elect_leaders();
         }
     }
@@ -537,8 +549,12 @@ fn delete_topic(snapshot: &mut Snapshot, name: &str) -> Result<bool, Refused> {
     Ok(true)
 }
 
-/// How often other nodes' changes are looked for.
-pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// How often other nodes' changes are looked for (and, in a cluster, the listeners of nodes
+/// that may be dead probed: `etcd::liveness`).
+pub const POLL_INTERVAL: Duration = Duration::from_millis(25);
+/// How often the elected controller looks for leaders to move when nothing changed (an ISR
+/// member back in sync, a preferred leader to restore): the pass reads every partition.
+const ELECTION_INTERVAL: Duration = Duration::from_millis(100);
 
 /// A command without its reply channel.
 enum Op {

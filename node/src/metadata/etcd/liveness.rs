@@ -7,7 +7,7 @@
 //! handshake; a cut-off node does not answer at all). The elected controller probes every other
 //! registered node's listener, and every other node probes the controller's (a dead controller
 //! is replaced by etcd's election only once its lease is gone); once a node that has accepted a
-//! connection under its current registration refuses three times in a row over at least
+//! connection under its current registration refuses twice in a row over at least
 //! [`REFUSED_FOR`], its lease is revoked — the same deletion etcd makes when the lease expires,
 //! so leadership (and the controllership) moves by the usual path, only sooner.
 //!
@@ -21,12 +21,12 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 /// How often each node is probed.
-const PROBE_EVERY: Duration = Duration::from_millis(150);
+const PROBE_EVERY: Duration = Duration::from_millis(100);
 /// How long a probe's connect may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(100);
-/// How long a node must refuse, at least three probes in a row, to count as gone.
-const REFUSED_FOR: Duration = Duration::from_millis(250);
-const REFUSALS: u32 = 3;
+/// How long a node must refuse, at least two probes in a row, to count as gone.
+const REFUSED_FOR: Duration = Duration::from_millis(100);
+const REFUSALS: u32 = 2;
 
 struct Probe {
     broker_epoch: i64,
