@@ -103,7 +103,6 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
                     snapshot: RefCell::default(),
                     partitions: RefCell::default(),
                     commands,
-                    data_arrived: Rc::default(),
                     producer_ids,
                     stop: StopSignal::new(stopping),
                     connections: Cell::new(0),

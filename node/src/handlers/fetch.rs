@@ -6,6 +6,7 @@
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use iouring_log::notify::AnyChanged;
 use iouring_log::{LeaderEpoch, Offset, ReadError, ReadOptions, ReadSlice};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest};
 use kafka_protocol::messages::fetch_response::{
@@ -89,7 +90,13 @@ pub async fn handle(
     let max_bytes = req.max_bytes.max(0) as usize;
     let names = topic_names(ctx, &wanted, by_topic_id);
     loop {
-        let seen = ctx.data_arrived.generation();
+        // What to wait on if nothing is there yet: the partitions read, as they are now.
+        let watched: Vec<_> = wanted
+            .iter()
+            .zip(&names)
+            .filter_map(|(w, name)| ctx.replica(name.as_deref()?, w.fetch.partition))
+            .map(|p| (p.progress().clone(), p.progress().generation()))
+            .collect();
         let (read, total, errors) =
             read_once(ctx, &wanted, &names, replica, max_bytes, version).await;
         let now = Instant::now();
@@ -101,9 +108,7 @@ pub async fn handle(
             let (resp, records) = respond(ctx, &context, by_topic_id, &wanted, read);
             return encode_response(&resp, records, version);
         }
-        let wait = async {
-            ctx.data_arrived.changed(seen).await;
-        };
+        let wait = AnyChanged::new(watched);
         let timeout = async {
             glommio::timer::sleep(deadline - now).await;
         };

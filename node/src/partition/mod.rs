@@ -38,8 +38,8 @@ pub struct Partition {
     hw_checkpoint_at: Cell<i64>,
     /// Leader, follower, only replica or offline (`replica.rs`).
     role: RefCell<Role>,
-    /// Notified when the high watermark or the role may have changed (the shard's
-    /// `data_arrived`, which the log notifies on every write).
+    /// Notified when the high watermark or the role may have changed: the partition's own
+    /// signal, which its log notifies on every write too.
     notify: Rc<Notify>,
 }
 
@@ -79,6 +79,12 @@ impl Partition {
             }),
             notify,
         }
+    }
+
+    /// The partition's "high watermark, role or log moved" signal (long-polling fetches wait
+    /// on it).
+    pub fn progress(&self) -> &Rc<Notify> {
+        &self.notify
     }
 
     /// Holds off appends to this partition while the permit lives.

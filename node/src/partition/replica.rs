@@ -5,7 +5,7 @@
 //!
 //! Contract: the high watermark consumers read below and `acks=all` waits for comes from here;
 //! every change that may move it (a follower's fetch, a committed ISR, a role change) notifies
-//! the shard's `data_arrived`, which produce waits and long-polling fetches watch.
+//! the partition's own signal, which produce waits and long-polling fetches watch.
 
 use iouring_log::{LeaderEpoch, Offset};
 use kafka_protocol::ResponseError;

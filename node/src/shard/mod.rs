@@ -13,7 +13,6 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{mpsc, Arc};
 
-use iouring_log::notify::Notify;
 use iouring_log::LeaderEpoch;
 use kafka_protocol::ResponseError;
 
@@ -36,9 +35,6 @@ pub struct ShardCtx {
     pub snapshot: RefCell<Arc<Snapshot>>,
     pub partitions: RefCell<HashMap<(String, i32), Rc<Partition>>>,
     pub commands: mpsc::Sender<Command>,
-    /// Notified whenever a log of this shard has more written (or flushed) records, i.e. its
-    /// high watermark may have moved: long-polling fetches re-check.
-    pub data_arrived: Rc<Notify>,
     pub producer_ids: Arc<AtomicI64>,
     /// The node stopping: idle connections close at once, waits give up.
     pub stop: StopSignal,

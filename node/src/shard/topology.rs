@@ -5,6 +5,7 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
+use iouring_log::notify::Notify;
 use iouring_log::{Log, LogOptions};
 
 use replication::ReplicaId;
@@ -39,8 +40,11 @@ impl ShardCtx {
                     continue;
                 }
             };
+            // The partition's own signal: its log's writes, its high watermark and role changes
+            // wake only what waits on this partition.
+            let notify = Rc::new(Notify::default());
             let options = LogOptions {
-                progress_listener: Some(self.data_arrived.clone()),
+                progress_listener: Some(notify.clone()),
                 ..LogOptions::default()
             };
             match Log::open_with(&dir, config.log, now_ms(), options).await {
@@ -49,7 +53,6 @@ impl ShardCtx {
                         max_message_bytes: config.max_message_bytes,
                         min_insync_replicas: config.min_insync_replicas,
                     };
-                    let notify = self.data_arrived.clone();
                     let part = Partition::new(topic.name.clone(), p, log, limits, notify);
                     if let Err(e) = part.restore_producers().await {
                         tracing::error!(shard = self.shard, dir = %dir.display(), error = %e, "cannot restore idempotent producer state; the partition stays offline");
