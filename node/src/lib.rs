@@ -3,7 +3,9 @@
 //! management, the group coordinator and committed offsets (`group`), the cluster metadata
 //! (embedded, or on etcd), replication (follower fetchers in `shard/fetcher.rs`, each replica's
 //! role in `partition/replica.rs` driving the `replication` crate's state machines, elections
-//! in `metadata/controller.rs`), configuration and the CLI.
+//! in `metadata/controller.rs`; a leader takes writes only under its etcd lease,
+//! `metadata/lease.rs`; a dead node's lease revoked early, `metadata/etcd/liveness.rs`),
+//! configuration and the CLI.
 //!
 //! It wires `iouring-log` and `replication` to the network and maps their errors to Kafka
 //! error codes in the handlers. It must not reach into a log's files, must not decide

@@ -149,8 +149,7 @@ impl BrokerSession {
     /// would): etcd expires it after the TTL.
     pub fn abandon(&self) {
         self.keeper.abort();
-        self.view.lock().expect("lease view lock").lost = true;
-        self.clock.lost();
+        mark_lost(&self.view, &self.clock);
     }
 
     /// Deregisters: revokes the lease, which deletes the registration (and anything else
@@ -178,6 +177,19 @@ impl Drop for BrokerSession {
     }
 }
 
+/// Marks the session lost and tells the shards, once: under the view's lock, so no clock
+/// change of this session can land after [`BrokerSession::abandon`] returned (the next
+/// session's registration publishes on the same clock). Whether it was not lost before.
+fn mark_lost(view: &Mutex<LeaseView>, clock: &LeaseClock) -> bool {
+    let mut v = view.lock().expect("lease view lock");
+    if v.lost {
+        return false;
+    }
+    v.lost = true;
+    clock.lost();
+    true
+}
+
 /// Keeps the lease alive until etcd says it is gone or the deadline passes without an answer.
 async fn keep_alive(etcd: Etcd, lease_id: i64, view: Arc<Mutex<LeaseView>>, clock: LeaseClock) {
     let ttl = etcd.config().session_timeout;
@@ -194,8 +206,9 @@ async fn keep_alive(etcd: Etcd, lease_id: i64, view: Arc<Mutex<LeaseView>>, cloc
             v.deadline
         };
         if Instant::now() >= deadline {
-            view.lock().expect("lease view lock").lost = true;
-            clock.lost();
+            if !mark_lost(&view, &clock) {
+                return;
+            }
             tracing::warn!(
                 lease_id,
                 "broker lease deadline passed without a keep-alive answer"
@@ -230,8 +243,9 @@ async fn keep_alive(etcd: Etcd, lease_id: i64, view: Arc<Mutex<LeaseView>>, cloc
             }
             Ok(Ok(Some(_))) => {
                 // TTL 0 or less: etcd no longer knows the lease.
-                view.lock().expect("lease view lock").lost = true;
-                clock.lost();
+                if !mark_lost(&view, &clock) {
+                    return;
+                }
                 tracing::warn!(lease_id, "etcd says the broker lease has expired");
                 return;
             }
