@@ -51,13 +51,15 @@ class Broker:
         self.log_path = os.path.join(self.data_dir, "broker.log")
         # Run the binary through this (e.g. `ip netns exec NS`, which execs it: same pid).
         self.command_prefix = []
+        # Options before `serve` (e.g. --log-format json).
+        self.global_args = []
 
     @property
     def bootstrap(self):
         return f"127.0.0.1:{self.port}"
 
     def start(self):
-        args = self.command_prefix + [BINARY, "serve", "--data-dir", self.data_dir, "--listen", self.bootstrap, "--shards", str(self.shards)]
+        args = self.command_prefix + [BINARY] + self.global_args + ["serve", "--data-dir", self.data_dir, "--listen", self.bootstrap, "--shards", str(self.shards)]
         for k, v in self.settings.items():
             args += ["--set", f"{k}={v}"]
         self.log = open(self.log_path, "ab")
