@@ -13,7 +13,8 @@
 //!
 //! Contract: a node is never judged before it was once seen listening under its current broker
 //! epoch (a starting node registers before it listens); only ECONNREFUSED counts (a timeout
-//! proves nothing); the probe is one connect with a short timeout, closed at once.
+//! proves nothing, and pauses that node's probes for a second so the control plane is not held
+//! up); the probe is one connect with a short timeout, closed at once.
 
 use std::collections::BTreeMap;
 use std::io::ErrorKind;
@@ -22,8 +23,11 @@ use std::time::{Duration, Instant};
 
 /// How often each node is probed.
 const PROBE_EVERY: Duration = Duration::from_millis(100);
-/// How long a probe's connect may take.
+/// How long a probe's connect may take (the control-plane thread waits for it).
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(100);
+/// How long a node whose connect timed out (cut off, or a far host) is left alone: probes must
+/// not hold up the control plane for a node that does not answer.
+const UNANSWERED_PAUSE: Duration = Duration::from_secs(1);
 /// How long a node must refuse, at least two probes in a row, to count as gone.
 const REFUSED_FOR: Duration = Duration::from_millis(100);
 const REFUSALS: u32 = 2;
@@ -102,7 +106,12 @@ impl Liveness {
                         gone.push((node, p.broker_epoch));
                     }
                 }
-                Err(_) => p.refused = None,
+                Err(e) => {
+                    p.refused = None;
+                    if e.kind() == ErrorKind::TimedOut {
+                        p.next_at = now + UNANSWERED_PAUSE;
+                    }
+                }
             }
         }
         gone
