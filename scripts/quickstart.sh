@@ -28,7 +28,8 @@ for _ in range(100):
 echo "== starting ringlog on 127.0.0.1:$PORT (data: $DATA)" >&2
 target/release/ringlog serve --data-dir "$DATA" --listen "127.0.0.1:$PORT" >"$DATA/broker.log" 2>&1 &
 PID=$!
-trap 'kill $PID 2>/dev/null || true; wait $PID 2>/dev/null || true' EXIT
+# The node's data (hundreds of MB after the run) goes with it; its log is printed on failure.
+trap 'kill $PID 2>/dev/null || true; wait $PID 2>/dev/null || true; rm -rf "$DATA"' EXIT
 for _ in $(seq 100); do
   (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
   kill -0 $PID 2>/dev/null || { cat "$DATA/broker.log" >&2; exit 1; }
@@ -39,6 +40,5 @@ OUT="perf/results/quickstart-$(date +%Y%m%dT%H%M%S).json"
 echo "== running $WORKLOAD" >&2
 target/release/ringlog-bench run --bootstrap "127.0.0.1:$PORT" --workload "$WORKLOAD" --out "$OUT" --broker-pid "$PID"
 kill -TERM $PID; wait $PID || true
-trap - EXIT
 echo "result JSON: $OUT"
 target/release/ringlog-perf report "$OUT" --html "${OUT%.json}.html" --title "ringlog quickstart"
