@@ -6,7 +6,7 @@
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use iouring_log::notify::AnyChanged;
+use iouring_log::notify::{AnyChanged, Notify};
 use iouring_log::{LeaderEpoch, Offset, ReadError, ReadOptions, ReadSlice};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest};
 use kafka_protocol::messages::fetch_response::{
@@ -90,13 +90,6 @@ pub async fn handle(
     let max_bytes = req.max_bytes.max(0) as usize;
     let names = topic_names(ctx, &wanted, by_topic_id);
     loop {
-        // What to wait on if nothing is there yet: the partitions read, as they are now.
-        let watched: Vec<_> = wanted
-            .iter()
-            .zip(&names)
-            .filter_map(|(w, name)| ctx.replica(name.as_deref()?, w.fetch.partition))
-            .map(|p| (p.progress().clone(), p.progress().generation()))
-            .collect();
         let (read, total, errors) =
             read_once(ctx, &wanted, &names, replica, max_bytes, version).await;
         let now = Instant::now();
@@ -108,7 +101,8 @@ pub async fn handle(
             let (resp, records) = respond(ctx, &context, by_topic_id, &wanted, read);
             return encode_response(&resp, records, version);
         }
-        let wait = AnyChanged::new(watched);
+        // Nothing to answer yet: wait for any partition read to move past what this pass saw.
+        let wait = AnyChanged::new(read.into_iter().filter_map(|r| r.progress).collect());
         let timeout = async {
             glommio::timer::sleep(deadline - now).await;
         };
@@ -131,6 +125,9 @@ fn encode_response(
 struct PartitionRead {
     data: PartitionData,
     slices: Vec<ReadSlice>,
+    /// The served partition's progress signal and its generation before it was read: what a
+    /// long poll waits on.
+    progress: Option<(Rc<Notify>, u64)>,
 }
 
 /// The response from what was read: every partition for a full or sessionless fetch (a full
@@ -228,25 +225,40 @@ async fn read_once(
     let mut total = 0usize;
     let mut errors = false;
     for (w, name) in wanted.iter().zip(names) {
-        let (data, slices) = match name {
-            Some(name) => {
+        let index = w.fetch.partition;
+        let served = name
+            .as_deref()
+            .map(|name| (name, ctx.partition(name, index)));
+        let (data, slices, progress) = match served {
+            Some((_, Some(part))) => {
+                let progress = (part.progress().clone(), part.progress().generation());
                 let budget = max_bytes.saturating_sub(total);
                 let fetcher = Fetcher {
                     replica,
                     first: total == 0,
                     version,
                 };
-                read_partition(ctx, name, &w.fetch, budget, fetcher).await
+                let (data, slices) = read_partition(ctx, &part, &w.fetch, budget, fetcher).await;
+                (data, slices, Some(progress))
+            }
+            Some((name, None)) => {
+                let mut data = empty_partition(index);
+                data.error_code = ctx.not_served(name, index).code();
+                (data, Vec::new(), None)
             }
             None => {
-                let mut data = empty_partition(w.fetch.partition);
+                let mut data = empty_partition(index);
                 data.error_code = ResponseError::UnknownTopicId.code();
-                (data, Vec::new())
+                (data, Vec::new(), None)
             }
         };
         errors |= data.error_code != 0;
         total += slices.iter().map(ReadSlice::len).sum::<usize>();
-        out.push(PartitionRead { data, slices });
+        out.push(PartitionRead {
+            data,
+            slices,
+            progress,
+        });
     }
     (out, total, errors)
 }
@@ -279,20 +291,16 @@ struct Fetcher {
     version: i16,
 }
 
+/// Reads `part`, which this shard leads, for one partition of a fetch.
 async fn read_partition(
     ctx: &ShardCtx,
-    topic: &str,
+    part: &Partition,
     fp: &FetchPartition,
     budget: usize,
     fetcher: Fetcher,
 ) -> (PartitionData, Vec<ReadSlice>) {
     let Fetcher { first, version, .. } = fetcher;
     let mut pd = empty_partition(fp.partition);
-    let Some(part) = ctx.partition(topic, fp.partition) else {
-        let e = ctx.not_served(topic, fp.partition);
-        pd.error_code = e.code();
-        return (pd, Vec::new());
-    };
     if fetcher.replica.id >= 0 {
         let follower = FollowerFetch {
             replica: ReplicaId(crate::ids::node_of(fetcher.replica.id)),
@@ -330,10 +338,10 @@ async fn read_partition(
         pd.log_start_offset = part.log.log_start_offset().0;
         // Followers read up to the written end, so none holds what this leader could lose.
         let upto = part.log.written_end_offset();
-        return read_records(&part, fp, budget, first, upto, pd).await;
+        return read_records(part, fp, budget, first, upto, pd).await;
     }
     if version >= 9 {
-        if let Err(e) = ctx.check_current_epoch(&part, fp.current_leader_epoch) {
+        if let Err(e) = ctx.check_current_epoch(part, fp.current_leader_epoch) {
             pd.error_code = e.code();
             return (pd, Vec::new());
         }
@@ -355,7 +363,7 @@ async fn read_partition(
             return (pd, Vec::new());
         }
     }
-    read_records(&part, fp, budget, first, hw, pd).await
+    read_records(part, fp, budget, first, hw, pd).await
 }
 
 /// Reads records from the fetch offset up to `upto` into `pd`.
