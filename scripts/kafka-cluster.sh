@@ -74,7 +74,6 @@ up() { # N
 
 down() {
   [[ -d "$DIR" ]] || return 0
-  local i
   for d in "$DIR"/broker-*; do
     [[ -d "$d" ]] || continue
     KAFKA_DATA_DIR="$d" "$SCRIPT_DIR/kafka-stop.sh" >/dev/null 2>&1 || true

@@ -21,7 +21,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 /// The lease deadline shared by the control plane (writer) and the shards (readers).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct LeaseClock {
     /// Nanoseconds since [`base`] until which the lease surely holds (0: not held);
     /// `None`: no lease needed (a single node).

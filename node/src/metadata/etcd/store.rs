@@ -292,15 +292,20 @@ impl EtcdStore {
         let controller = self.snapshot_controller();
         let elected = self.controller_lease().is_some();
         let which = |node: i32| node != me && (elected || Some(node) == controller);
-        for (node, epoch) in self.liveness.probe(which) {
-            let brokers = match live_brokers(&self.etcd) {
-                Ok(b) => b,
-                Err(e) => {
-                    tracing::warn!(error = %e, "listing brokers to revoke a dead node's lease");
-                    self.failed();
-                    return;
-                }
-            };
+        let gone = self.liveness.probe(which);
+        if gone.is_empty() {
+            return;
+        }
+        let brokers = match live_brokers(&self.etcd) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(error = %e, "listing brokers to revoke a dead node's lease");
+                self.failed();
+                return;
+            }
+        };
+        let mut client = self.etcd.client();
+        for (node, epoch) in gone {
             let Some(b) = brokers
                 .iter()
                 .find(|b| b.node == node && b.broker_epoch == epoch)
@@ -312,7 +317,6 @@ impl EtcdStore {
                 broker_epoch = epoch,
                 "node {node} refuses connections: its process is gone; revoking its lease"
             );
-            let mut client = self.etcd.client();
             if let Err(e) = self.etcd.call(
                 "revoking a dead node's lease",
                 client.lease_revoke(b.lease_id),
