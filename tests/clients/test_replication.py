@@ -260,6 +260,21 @@ def stored(data_dir, topic, partition):
     return out
 
 
+def judge(c, w, topic, partitions):
+    """After the faults healed: a fresh consumer reads everything back for the checker, then
+    every node stops and the replicas are compared."""
+    read = read_all(c, topic, partitions)
+    check(w, read)
+    check_replicas_identical(c, topic, read)
+
+
+def wait_rejoined(c, topic, old, what):
+    """Until `old` (paused or cut off, whose own view may be stale) is in partition 0's ISR
+    again, as another node reports it."""
+    other = next(n for n in (1, 2, 3) if n != old)
+    wait_for(what, lambda: len(c.partitions(topic, via=other).get(0, (-1, []))[1]) == 3, timeout=60)
+
+
 def check_replicas_identical(c, topic, read):
     for b in c.nodes.values():
         b.stop()
@@ -349,16 +364,12 @@ def test_a_leader_paused_past_its_lease_is_fenced_and_follows(cluster):
         assert answer is not None, "the resumed leader closed the connection"
         assert kafka_wire.produce_v3_result(answer)[0] == 6, \
             f"NOT_LEADER_OR_FOLLOWER expected, got {answer.hex()}\n" + c.nodes[old].read_log()[-3000:]
-        other = next(n for n in (1, 2, 3) if n != old)
-        wait_for("the old leader back in the ISR as a follower",
-                 lambda: len(c.partitions("zombie", via=other).get(0, (-1, []))[1]) == 3, timeout=60)
+        wait_rejoined(c, "zombie", old, "the old leader back in the ISR as a follower")
         # The old leader is the preferred replica: once in sync it leads again, in a new epoch.
         time.sleep(1)
     finally:
         w.finish()
-    read = read_all(c, "zombie", 1)
-    check(w, read)
-    check_replicas_identical(c, "zombie", read)
+    judge(c, w, "zombie", 1)
 
 
 def test_acks_all_needs_min_insync_replicas(cluster):
@@ -415,9 +426,7 @@ def test_sigterm_moves_leadership_before_the_node_leaves(cluster):
         wait_for("back in the ISR", lambda: len(c.partitions("graceful").get(0, (-1, []))[1]) == 3, timeout=60)
     finally:
         w.finish()
-    read = read_all(c, "graceful", 1)
-    check(w, read)
-    check_replicas_identical(c, "graceful", read)
+    judge(c, w, "graceful", 1)
 
 
 def test_etcd_and_then_the_controller_killed_during_acks_all_traffic(cluster):
@@ -448,9 +457,7 @@ def test_etcd_and_then_the_controller_killed_during_acks_all_traffic(cluster):
         wait_for("back in every ISR", lambda: in_sync(c.partitions("etcdloss"), 2), timeout=60)
     finally:
         w.finish()
-    read = read_all(c, "etcdloss", 2)
-    check(w, read)
-    check_replicas_identical(c, "etcdloss", read)
+    judge(c, w, "etcdloss", 2)
 
 
 class NetNodes:
@@ -545,15 +552,11 @@ def test_a_leader_cut_off_from_its_peers_and_etcd_is_fenced_and_follows(net_clus
         took = w.first_ack_after(cut_at + 0.05, 0) - cut_at
         time.sleep(SESSION_MS / 1000)
         c.net.cut(old, up=True)
-        other = next(n for n in (1, 2, 3) if n != old)
-        wait_for("the cut-off node back in the ISR",
-                 lambda: len(c.partitions("cut", via=other).get(0, (-1, []))[1]) == 3, timeout=60)
+        wait_rejoined(c, "cut", old, "the cut-off node back in the ISR")
         print(f"leader cut off: acks=all resumed on the new leader after {took:.2f} s")
     finally:
         w.finish()
-    read = read_all(c, "cut", 1)
-    check(w, read)
-    check_replicas_identical(c, "cut", read)
+    judge(c, w, "cut", 1)
 
 
 def test_a_restarted_replica_serves_what_was_committed_from_its_checkpoint(cluster):
