@@ -7,7 +7,7 @@
 #
 #   scripts/bench-broker.sh [RECORDS]     (default 1000000)
 #
-# Env: BENCH_ZERO_COPY=false measures the copying fetch path instead of sendfile.
+# Env: BENCH_READ_CACHE_BYTES=0 measures fetches with the read cache off (every read from the device).
 set -euo pipefail
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
@@ -21,7 +21,7 @@ cargo build --release -q -p node --bin ringlog
 DATA="$(mktemp -d -p "$REPO_ROOT/target" bench-broker.XXXXXX)"
 PORT="${BENCH_PORT:-29092}"
 target/release/ringlog serve --data-dir "$DATA" --listen "127.0.0.1:$PORT" --shards 2 \
-  --set "fetch.zero.copy=${BENCH_ZERO_COPY:-true}" >"$DATA/broker.log" 2>&1 &
+  --set "log.read.cache.bytes=${BENCH_READ_CACHE_BYTES:--1}" >"$DATA/broker.log" 2>&1 &
 PID=$!
 trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$DATA"' EXIT
 for _ in $(seq 100); do

@@ -39,6 +39,12 @@ RINGLOG_APT_DEPS=(
   "etcdctl:etcd-client"  # inspecting a cluster's metadata by hand
 )
 
+# Packages without a command of their own, checked with dpkg.
+RINGLOG_APT_PKGS=(
+  libprotobuf-dev # google/protobuf/*.proto that etcd's .proto files import (protobuf-compiler
+                  # only recommends it, and recommends are not installed here)
+)
+
 # Python packages for tests/clients (pytest, the Kafka clients, kafka-python's optional codecs),
 # as "module:requirement": the requirement is pip-installed when the module cannot be imported.
 RINGLOG_PIP_DEPS=(
@@ -74,7 +80,7 @@ ringlog_install_deps() {
     cmd="${entry%%:*}" pkg="${entry#*:}"
     command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
   done
-  for pkg in ${RINGLOG_EXTRA_APT_PKGS:-}; do
+  for pkg in "${RINGLOG_APT_PKGS[@]}" ${RINGLOG_EXTRA_APT_PKGS:-}; do
     _rl_pkg_installed "$pkg" || missing+=("$pkg")
   done
 

@@ -25,6 +25,7 @@ use std::rc::Rc;
 
 use crate::limits::{PREALLOCATE_BYTES, ZERO_FILL_BYTES};
 use crate::notify::{Notify, Progress};
+use crate::read_cache::{self, CachedSegment};
 use crate::segment_io::{SegmentFile, WriteBuffer};
 use crate::tail::Tail;
 use crate::types::Offset;
@@ -88,6 +89,8 @@ pub struct Appender {
     pub events: Rc<Notify>,
     /// The log's signal that watermarks moved or the log failed.
     pub progress: Rc<Progress>,
+    /// The segment as the shard's read cache knows it: written chunks move there.
+    pub cached: Rc<CachedSegment>,
 }
 
 /// Where a (re)opened segment stands: its logical size, the offset after its last batch, and
@@ -99,7 +102,12 @@ pub struct SegmentEnd<'a> {
 }
 
 impl Appender {
-    pub fn new(file: Rc<dyn SegmentFile>, end: SegmentEnd<'_>, progress: Rc<Progress>) -> Appender {
+    pub fn new(
+        file: Rc<dyn SegmentFile>,
+        end: SegmentEnd<'_>,
+        progress: Rc<Progress>,
+        cached: Rc<CachedSegment>,
+    ) -> Appender {
         let path = Rc::new(file.path().to_path_buf());
         Appender {
             file,
@@ -114,6 +122,7 @@ impl Appender {
             })),
             events: Rc::new(Notify::default()),
             progress,
+            cached,
         }
     }
 
@@ -224,7 +233,9 @@ impl Appender {
                 io.planner.complete(job.id);
                 let written = io.planner.written();
                 io.watermarks.on_written(written);
-                io.tail.release_before(align_down(written));
+                for (start, buf) in io.tail.release_before(align_down(written)) {
+                    read_cache::insert_written(&self.cached, start, buf);
+                }
             }
             Ok(n) => {
                 io.failed = Some(format!(

@@ -28,6 +28,7 @@ mod log_read;
 mod log_roll;
 pub mod notify;
 pub mod offset_index;
+pub mod read_cache;
 pub mod reader;
 pub mod recovery;
 pub mod retention;

@@ -64,6 +64,13 @@ pub const SCAN_READ_BYTES: usize = 1 << 20;
 /// Bytes read at once when scanning batch headers for a fetch (index interval + slack).
 pub const HEADER_SCAN_READ_BYTES: usize = 16 << 10;
 
+/// Chunks a read of a sealed segment reads ahead of the consumer (the next 4 MiB).
+pub const READ_AHEAD_CHUNKS: usize = 4;
+
+/// Read-ahead chunk reads in flight per shard (the device needs 2–4 in flight; several
+/// consumers catch up at once).
+pub const READ_AHEAD_IN_FLIGHT_MAX: usize = 8;
+
 /// Size of one offset index entry: relative offset u32 + position u32.
 pub const OFFSET_INDEX_ENTRY_BYTES: usize = 8;
 

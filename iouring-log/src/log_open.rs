@@ -18,6 +18,7 @@ use crate::leader_epoch_cache::LeaderEpochCache;
 use crate::log::{Log, LogInner, LogState};
 use crate::notify::{Notify, Progress};
 use crate::offset_index::OffsetIndex;
+use crate::read_cache::CachedSegment;
 use crate::recovery::{next_offset_from_index, scan_segment};
 use crate::segment::{
     delete_segment_files, open_read_file, open_trimmed, read_partial_block, segment_file,
@@ -134,9 +135,11 @@ async fn load_trusted(dir: &Path, base: Offset) -> Result<Option<Segment>, IoErr
     let max_ts = time_index
         .last()
         .map(|e| (e.timestamp, e.relative_offset.absolute(base)));
+    let log_path = Rc::new(path);
     Ok(Some(Segment {
         base_offset: base,
-        log_path: Rc::new(path),
+        cached: CachedSegment::new(log_path.clone()),
+        log_path,
         read_file: read_file_handle,
         indexes: SegmentIndexes {
             offset_index,
@@ -179,9 +182,11 @@ async fn load_scanned(
         // Zero padding after the logical end is the normal state of an unclean shutdown.
         tracing::warn!(segment = %path.display(), position, ?reason, file_size, "truncating log at invalid data");
     }
+    let log_path = Rc::new(path);
     let segment = Segment {
         base_offset: base,
-        log_path: Rc::new(path),
+        cached: CachedSegment::new(log_path.clone()),
+        log_path,
         read_file: read_file_handle,
         indexes: scan.indexes,
         size: scan.valid_bytes,
@@ -208,7 +213,7 @@ async fn activate(
         next_offset: segment.next_offset,
         partial_block: &partial,
     };
-    let appender = Appender::new(file, end, progress);
+    let appender = Appender::new(file, end, progress, segment.cached.clone());
     if segment.size == 0 {
         segment.rolling_timestamp_ms = now_ms;
     }

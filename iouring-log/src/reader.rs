@@ -1,37 +1,68 @@
 //! Reading a segment without copying what is sent: a read yields [`ReadSlice`]s, each either a
-//! range of the in-memory tail or a `(file, position, length)` range of the segment file opened
-//! a second time without O_DIRECT, ready for `sendfile`/`splice`.
+//! range of the in-memory tail or a range of the segment file, read through the shard's read
+//! cache (whole chunks, O_DIRECT, on io_uring: never on a helper thread).
 //!
 //! A [`SegmentView`] is a handle on one segment that can be held across `.await`s while the log
 //! goes on appending: it re-checks how far the file is readable and where the tail ends at every
 //! call, and never returns bytes past the logical end it sees.
 
 use std::cell::RefCell;
-use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
 use std::rc::Rc;
-
-use glommio::io::BufferedFile;
 
 use crate::appender::{align_down, AppenderIo};
 use crate::batch::{peek_size, BatchError};
 use crate::error::{IoError, ReadError};
 use crate::limits::{BATCH_LOG_OVERHEAD, HEADER_SCAN_READ_BYTES};
+use crate::read_cache::{self, CachedChunk, CachedSegment, CHUNK};
 use crate::tail::MemSlice;
 use crate::types::Offset;
 
 /// Bytes to send, described rather than copied.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub enum ReadSlice {
     /// Recent bytes still in the write buffers.
     Memory(MemSlice),
-    /// A range of a segment file, for zero-copy sending.
+    /// A range of a segment file, read through the read cache.
     File {
-        file: Rc<BufferedFile>,
-        path: Rc<PathBuf>,
+        segment: Rc<CachedSegment>,
         position: u64,
         len: usize,
+        /// File bytes before this position were final when the slice was made (the segment's
+        /// size once sealed; the written, released part of the active one).
+        final_end: u64,
     },
+}
+
+impl std::fmt::Debug for ReadSlice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadSlice::Memory(m) => m.fmt(f),
+            ReadSlice::File {
+                segment,
+                position,
+                len,
+                ..
+            } => write!(
+                f,
+                "File({}, position {position}, {len} bytes)",
+                segment.path().display()
+            ),
+        }
+    }
+}
+
+/// A part of a cached chunk: the bytes of a file slice that lie in one chunk.
+pub struct ChunkPiece {
+    chunk: Rc<CachedChunk>,
+    from: usize,
+    to: usize,
+}
+
+impl ChunkPiece {
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.chunk.as_bytes()[self.from..self.to]
+    }
 }
 
 impl ReadSlice {
@@ -46,42 +77,81 @@ impl ReadSlice {
         self.len() == 0
     }
 
-    /// The file descriptor and position of a file slice (for `sendfile`/`splice`).
-    pub fn file_range(&self) -> Option<(RawFd, u64, usize)> {
-        match self {
-            ReadSlice::File {
-                file,
-                position,
-                len,
-                ..
-            } => Some((file.as_raw_fd(), *position, *len)),
-            ReadSlice::Memory(_) => None,
-        }
+    /// Whether the bytes come from the segment file (not the in-memory tail).
+    pub fn is_file(&self) -> bool {
+        matches!(self, ReadSlice::File { .. })
     }
 
-    /// Copies the bytes out (for tests and for the copying fetch path).
+    /// Starts reading every chunk a file slice covers, all at once (each a task of the shard,
+    /// so they are in flight together), and reads ahead past its end in a sealed segment.
+    /// Await the tasks in order for the bytes. Empty for a memory slice.
+    pub fn start_reads(&self) -> Vec<glommio::task::JoinHandle<Result<ChunkPiece, IoError>>> {
+        let ReadSlice::File {
+            segment,
+            position,
+            len,
+            final_end,
+        } = self
+        else {
+            return Vec::new();
+        };
+        let (from, to) = (*position, *position + *len as u64);
+        let mut reads = Vec::new();
+        let mut at = from;
+        while at < to {
+            let index = at / CHUNK as u64;
+            let chunk_start = index * CHUNK as u64;
+            let chunk_end = (chunk_start + CHUNK as u64).min(to);
+            let piece = (
+                (at - chunk_start) as usize,
+                (chunk_end - chunk_start) as usize,
+            );
+            let final_len = (final_end.saturating_sub(chunk_start)).min(CHUNK as u64) as usize;
+            let segment = segment.clone();
+            let task = glommio::spawn_local(async move {
+                let chunk =
+                    read_cache::chunk(&segment, index, piece.1, final_len.max(piece.1)).await?;
+                Ok(ChunkPiece {
+                    chunk,
+                    from: piece.0,
+                    to: piece.1,
+                })
+            });
+            reads.push(task.detach());
+            at = chunk_end;
+        }
+        if *final_end > to {
+            read_cache::read_ahead(segment, (to - 1) / CHUNK as u64, *final_end);
+        }
+        reads
+    }
+
+    /// Copies the bytes out (for tests, header scans and the copying paths).
     pub async fn to_vec(&self) -> Result<Vec<u8>, IoError> {
         match self {
             ReadSlice::Memory(m) => Ok(m.as_bytes().to_vec()),
-            ReadSlice::File {
-                file,
-                path,
-                position,
-                len,
-            } => {
-                let r = file
-                    .read_at(*position, *len)
-                    .await
-                    .map_err(|e| IoError::new("reading", path.as_path(), e))?;
-                if r.len() != *len {
-                    let e =
-                        std::io::Error::other(format!("short read: {} of {len} bytes", r.len()));
-                    return Err(IoError::new("reading", path.as_path(), e));
+            ReadSlice::File { .. } => {
+                let mut out = Vec::with_capacity(self.len());
+                for read in self.start_reads() {
+                    out.extend_from_slice(await_piece(read).await?.as_bytes());
                 }
-                Ok(r.to_vec())
+                Ok(out)
             }
         }
     }
+}
+
+/// The result of one of [`ReadSlice::start_reads`]'s tasks.
+pub async fn await_piece(
+    read: glommio::task::JoinHandle<Result<ChunkPiece, IoError>>,
+) -> Result<ChunkPiece, IoError> {
+    read.await.unwrap_or_else(|| {
+        Err(IoError::new(
+            "reading",
+            std::path::Path::new("(segment)"),
+            std::io::Error::other("read task cancelled"),
+        ))
+    })
 }
 
 /// Copies all slices into one buffer.
@@ -98,7 +168,7 @@ pub async fn read_slices_to_vec(slices: &[ReadSlice]) -> Result<Vec<u8>, IoError
 pub struct SegmentView {
     pub base_offset: Offset,
     pub path: Rc<PathBuf>,
-    pub file: Rc<BufferedFile>,
+    pub cached: Rc<CachedSegment>,
     /// Logical size when the view was taken (sealed segments never change).
     pub size: u64,
     /// The active segment's appender state; `None` once sealed.
@@ -142,10 +212,10 @@ impl SegmentView {
         let file_to = to.min(file_end);
         if from < file_to {
             out.push(ReadSlice::File {
-                file: self.file.clone(),
-                path: self.path.clone(),
+                segment: self.cached.clone(),
                 position: from,
                 len: (file_to - from) as usize,
+                final_end: file_end,
             });
         }
         let mem_from = from.max(file_end);

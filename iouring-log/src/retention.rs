@@ -5,6 +5,7 @@ use crate::appender::{Appender, SegmentEnd};
 use crate::error::{FlushError, IoError};
 use crate::leader_epoch_cache::LeaderEpochCache;
 use crate::log::Log;
+use crate::read_cache;
 use crate::reader::SegmentView;
 use crate::recovery::scan_segment;
 use crate::segment::{
@@ -194,11 +195,19 @@ impl Log {
         &self,
         (position, next_offset): (u64, Offset),
     ) -> Result<(), FlushError> {
-        let (path, base, read_file) = {
+        let (path, base, read_file, cached) = {
             let st = self.inner.state.borrow();
             let a = st.active();
-            (a.log_path.clone(), a.base_offset, a.read_file.clone())
+            let cached = a.cached.clone();
+            (
+                a.log_path.clone(),
+                a.base_offset,
+                a.read_file.clone(),
+                cached,
+            )
         };
+        // Bytes from the cut on will be written anew: cached chunks of them are stale.
+        read_cache::invalidate_from(&cached, position);
         let p = path.as_path();
         let file = open_trimmed(self.inner.io.as_ref(), p, position).await?;
         let interval = self.inner.config.index_interval_bytes;
@@ -220,7 +229,7 @@ impl Log {
             next_offset,
             partial_block: &partial,
         };
-        let appender = Appender::new(file, end, self.inner.progress.clone());
+        let appender = Appender::new(file, end, self.inner.progress.clone(), cached);
         {
             let mut st = self.inner.state.borrow_mut();
             let seg = st.active_mut();

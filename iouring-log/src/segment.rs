@@ -15,6 +15,7 @@ use crate::checkpoint::write_file_durably;
 use crate::error::IoError;
 use crate::notify::Progress;
 use crate::offset_index::OffsetIndex;
+use crate::read_cache::CachedSegment;
 use crate::reader::SegmentView;
 use crate::segment_io::{SegmentFile, SegmentIo};
 use crate::time_index::TimeIndex;
@@ -94,7 +95,10 @@ pub enum SegmentState {
 pub struct Segment {
     pub base_offset: Offset,
     pub log_path: Rc<PathBuf>,
+    /// Buffered reads for recovery and scans.
     pub read_file: Rc<BufferedFile>,
+    /// The segment in the shard's read cache: fetches read through it (O_DIRECT, cached).
+    pub cached: Rc<CachedSegment>,
     pub indexes: SegmentIndexes,
     /// Logical size: bytes of valid batches.
     pub size: u64,
@@ -127,11 +131,14 @@ impl Segment {
             next_offset: base_offset,
             partial_block: &[],
         };
-        let appender = Appender::new(file, end, progress);
+        let log_path = Rc::new(path);
+        let cached = CachedSegment::new(log_path.clone());
+        let appender = Appender::new(file, end, progress, cached.clone());
         Ok(Segment {
             base_offset,
-            log_path: Rc::new(path),
+            log_path,
             read_file,
+            cached,
             indexes: SegmentIndexes::default(),
             size: 0,
             next_offset: base_offset,
@@ -173,7 +180,7 @@ impl Segment {
         SegmentView {
             base_offset: self.base_offset,
             path: self.log_path.clone(),
-            file: self.read_file.clone(),
+            cached: self.cached.clone(),
             size: self.size,
             io: self.appender().map(|a| a.io.clone()),
         }

@@ -97,16 +97,25 @@ impl Chunk {
 impl Drop for Chunk {
     fn drop(&mut self) {
         let Some(buf) = self.buf.take() else { return };
-        // A write still in flight holds the other reference; then the buffer is simply freed.
+        // A write still in flight or the read cache holds another reference; then whoever
+        // drops it last frees or recycles it.
         if let Ok(buf) = Rc::try_unwrap(buf) {
-            CHUNK_POOL.with(|p| {
-                let mut pool = p.borrow_mut();
-                if pool.len() < TAIL_CHUNK_POOL_MAX {
-                    pool.push(buf);
-                }
-            });
+            recycle_chunk_buffer(buf);
         }
     }
+}
+
+/// Gives a chunk-sized buffer no one else holds to this thread's pool (or frees it).
+pub fn recycle_chunk_buffer(buf: DmaBuffer) {
+    if buf.len() != TAIL_CHUNK_BYTES {
+        return;
+    }
+    CHUNK_POOL.with(|p| {
+        let mut pool = p.borrow_mut();
+        if pool.len() < TAIL_CHUNK_POOL_MAX {
+            pool.push(buf);
+        }
+    });
 }
 
 /// A read-only view of appended tail bytes; keeps its chunk alive.
@@ -252,17 +261,23 @@ impl Tail {
     }
 
     /// Drops chunks that end at or before `position` (their bytes are readable from the file),
-    /// keeping at least the last chunk.
-    pub fn release_before(&mut self, position: u64) {
+    /// keeping at least the last chunk. Returns `(start, buffer)` of each full chunk dropped,
+    /// for the read cache.
+    pub fn release_before(&mut self, position: u64) -> Vec<(u64, Rc<DmaBuffer>)> {
+        let mut released = Vec::new();
         while self.chunks.len() > 1 {
             let first = &self.chunks[0];
             if first.start + TAIL_CHUNK_BYTES as u64 <= position {
-                self.chunks.pop_front();
+                let chunk = self.chunks.pop_front().expect("a first chunk");
+                if chunk.filled.get() == TAIL_CHUNK_BYTES && chunk.start >= self.valid_from {
+                    released.push((chunk.start, chunk.buf().clone()));
+                }
                 self.valid_from = self.valid_from.max(self.chunks[0].start);
             } else {
                 break;
             }
         }
+        released
     }
 
     /// Cuts the tail back to logical end `end`, copying the surviving part of the last chunk

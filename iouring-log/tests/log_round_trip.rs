@@ -405,18 +405,18 @@ fn head_reads_come_from_memory_until_the_tail_releases_them() {
         let r = log.read(Offset(10), opts).await.unwrap();
         assert!(!r.is_empty());
         assert!(
-            r.slices.iter().all(|s| s.file_range().is_none()),
+            r.slices.iter().all(|s| !s.is_file()),
             "head of the log read from the file: {:?}",
-            r.slices.iter().map(|s| s.file_range()).collect::<Vec<_>>()
+            r.slices
         );
         let head = decode(&iouring_log::read_slices_to_vec(&r.slices).await.unwrap());
         assert_eq!(head.first().map(|r| r.offset), Some(10));
         assert_eq!(head.last().map(|r| r.offset), Some(49));
-        // Once the segment is sealed its bytes come from the file (sendfile-able).
+        // Once the segment is sealed its bytes come from the file (through the read cache).
         log.roll(0).await.unwrap();
         log.wait_for_seals().await.unwrap();
         let r = log.read(Offset(10), opts).await.unwrap();
-        assert!(r.slices.iter().all(|s| s.file_range().is_some()));
+        assert!(r.slices.iter().all(|s| s.is_file()));
         let sealed = decode(&iouring_log::read_slices_to_vec(&r.slices).await.unwrap());
         assert_eq!(sealed.len(), head.len());
     });

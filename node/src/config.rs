@@ -15,6 +15,8 @@ use iouring_log::LogConfig;
 pub enum ConfigError {
     #[error("unknown config property '{0}' (see README: Configuration)")]
     Unknown(String),
+    #[error("config property '{key}' was removed: {why}")]
+    Removed { key: String, why: &'static str },
     #[error("config property '{key}' = '{value}': {reason}")]
     Invalid {
         key: String,
@@ -54,7 +56,7 @@ pub const PROPERTIES: &[(&str, &str)] = &[
     ("replica.fetch.wait.max.ms", "500"),
     ("replica.fetch.max.bytes", "1048576"),
     ("socket.request.max.bytes", "104857600"),
-    ("fetch.zero.copy", "true"),
+    ("log.read.cache.bytes", "-1"),
     ("offsets.topic.num.partitions", "50"),
     ("offsets.topic.replication.factor", "3"),
     ("offsets.topic.segment.bytes", "104857600"),
@@ -66,6 +68,16 @@ pub const PROPERTIES: &[(&str, &str)] = &[
     ("group.max.session.timeout.ms", "1800000"),
     ("group.max.size", "2147483647"),
 ];
+
+/// Properties earlier versions took, with what replaced them.
+const REMOVED: &[(&str, &str)] = &[(
+    "fetch.zero.copy",
+    "fetches read segment files with O_DIRECT through the read cache \
+     (log.read.cache.bytes), never with sendfile on a helper thread",
+)];
+
+/// Share of the machine's memory the read cache takes when `log.read.cache.bytes` is -1.
+const READ_CACHE_AUTO_DIVISOR: u64 = 4;
 
 /// The group coordinator's settings (Kafka's names and defaults).
 #[derive(Debug, Clone)]
@@ -105,7 +117,8 @@ pub struct BrokerConfig {
     pub min_insync_replicas: usize,
     pub replica: ReplicaConfig,
     pub socket_request_max_bytes: usize,
-    pub fetch_zero_copy: bool,
+    /// `log.read.cache.bytes`: the node's read cache (split evenly over its shards).
+    pub read_cache_bytes: u64,
     pub group: GroupConfig,
     /// Where cluster metadata lives.
     pub metadata: MetadataConfig,
@@ -153,6 +166,12 @@ impl Default for Properties {
 
 impl Properties {
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        if let Some((_, why)) = REMOVED.iter().find(|(k, _)| *k == key) {
+            return Err(ConfigError::Removed {
+                key: key.to_owned(),
+                why,
+            });
+        }
         if !self.0.contains_key(key) {
             return Err(ConfigError::Unknown(key.to_owned()));
         }
@@ -318,10 +337,23 @@ impl Properties {
             },
             replica: self.replica()?,
             socket_request_max_bytes: self.int("socket.request.max.bytes")?,
-            fetch_zero_copy: self.bool("fetch.zero.copy")?,
+            read_cache_bytes: self.read_cache_bytes()?,
             group: self.group()?,
             metadata: self.metadata()?,
         })
+    }
+
+    /// `log.read.cache.bytes`; -1 means a quarter of the machine's memory.
+    fn read_cache_bytes(&self) -> Result<u64, ConfigError> {
+        let v: i64 = self.int("log.read.cache.bytes")?;
+        match v {
+            -1 => Ok(physical_memory_bytes() / READ_CACHE_AUTO_DIVISOR),
+            0.. => Ok(v as u64),
+            _ => Err(self.invalid(
+                "log.read.cache.bytes",
+                "must be -1 (a quarter of memory) or a byte count >= 0",
+            )),
+        }
     }
 
     fn metadata(&self) -> Result<MetadataConfig, ConfigError> {
@@ -452,6 +484,22 @@ impl BrokerConfig {
     }
 }
 
+/// Total physical memory (`sysconf`); 1 GiB if the system does not say.
+fn physical_memory_bytes() -> u64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages > 0 && page > 0 {
+        pages as u64 * page as u64
+    } else {
+        1 << 30
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -473,5 +521,25 @@ mod tests {
             "{err}"
         );
         assert!(p.set_pair("novalue").is_err());
+    }
+
+    #[test]
+    fn read_cache_budget_defaults_to_a_quarter_of_memory() {
+        let mut p = Properties::default();
+        let auto = p.build().unwrap().read_cache_bytes;
+        assert_eq!(auto, physical_memory_bytes() / 4);
+        p.set("log.read.cache.bytes", "0").unwrap();
+        assert_eq!(p.build().unwrap().read_cache_bytes, 0);
+        p.set("log.read.cache.bytes", "-2").unwrap();
+        let err = p.build().unwrap_err().to_string();
+        assert!(
+            err.contains("log.read.cache.bytes") && err.contains("-2"),
+            "{err}"
+        );
+        let err = p.set("fetch.zero.copy", "true").unwrap_err().to_string();
+        assert!(
+            err.contains("fetch.zero.copy") && err.contains("removed"),
+            "{err}"
+        );
     }
 }

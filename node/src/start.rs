@@ -97,6 +97,8 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
             .name(&format!("shard-{shard}"))
             .io_memory(SHARD_IO_MEMORY_BYTES)
             .spawn(move || async move {
+                let budget = config.read_cache_bytes / config.shards.max(1) as u64;
+                iouring_log::read_cache::set_budget(usize::try_from(budget).unwrap_or(usize::MAX));
                 let ctx = Rc::new(ShardCtx {
                     shard,
                     config,

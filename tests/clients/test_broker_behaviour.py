@@ -89,9 +89,9 @@ def test_acks_zero_gets_no_response_but_stores(broker):
     assert [m.value() for m in consume_all(broker.bootstrap, "acks0", 1, 2)] == [b"fire-and-forget", b"acked"]
 
 
-@pytest.mark.parametrize("zero_copy", ["true", "false"])
-def test_sigterm_flushes_and_restart_serves_everything(make_broker, zero_copy):
-    b = make_broker(settings={"fetch.zero.copy": zero_copy}).start()
+@pytest.mark.parametrize("read_cache", ["-1", "0"])
+def test_sigterm_flushes_and_restart_serves_everything(make_broker, read_cache):
+    b = make_broker(settings={"log.read.cache.bytes": read_cache}).start()
     p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 2})
     values = [f"rec-{i}".encode() * 20 for i in range(20_000)]
     for i, v in enumerate(values):

@@ -11,7 +11,6 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
-use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::rc::Rc;
 
@@ -20,16 +19,16 @@ use futures_lite::io::{ReadHalf, WriteHalf};
 use futures_lite::AsyncWriteExt;
 use glommio::net::TcpStream;
 use iouring_log::notify::Notify;
+use iouring_log::reader::await_piece;
 use iouring_log::ReadSlice;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseHeader};
 use kafka_protocol::protocol::Encodable;
 
 use crate::handlers;
 use crate::handlers::groups::Client;
-use crate::limits::PIPELINE_REQUESTS_MAX;
+use crate::limits::{DIRECT_WRITE_MIN_BYTES, PIPELINE_REQUESTS_MAX};
 use crate::server::frame::{decode_request, ConnectionError, Decoded, FrameReader};
 use crate::server::response::{Outgoing, Part};
-use crate::server::zero_copy::sendfile_all;
 use crate::shard::ShardCtx;
 
 /// An answer being prepared: `None` when no response is due.
@@ -80,12 +79,11 @@ pub async fn serve_connection(ctx: &Rc<ShardCtx>, stream: TcpStream) {
         .peer_addr()
         .map(|a| format!("/{}", a.ip()))
         .unwrap_or_default();
-    let fd = stream.as_raw_fd();
     let (read_half, write_half) = futures_lite::io::split(stream);
     let pipeline = Rc::new(Pipeline::default());
     let writer = glommio::spawn_local({
-        let (ctx, pipeline) = (ctx.clone(), pipeline.clone());
-        async move { write_answers(&ctx, &pipeline, write_half, fd).await }
+        let pipeline = pipeline.clone();
+        async move { write_answers(&pipeline, write_half).await }
     });
     let result = serve_requests(ctx, &pipeline, read_half, host).await;
     if ctx.stop.is_stopping() && pipeline.unanswered.get() > 0 {
@@ -212,10 +210,8 @@ fn with_header(
 /// The writer task: awaits each answer in request order and writes it; stops when the reader
 /// is done and every answer is written, or on the first failure (which stops the reader).
 async fn write_answers(
-    ctx: &ShardCtx,
     pipeline: &Pipeline,
     mut stream: WriteHalf<TcpStream>,
-    fd: RawFd,
 ) -> Result<(), ConnectionError> {
     loop {
         let seen = pipeline.changed.generation();
@@ -228,7 +224,7 @@ async fn write_answers(
             continue;
         };
         let written = match answer.await {
-            Ok(Some(out)) => write_outgoing(ctx, &mut stream, fd, out).await,
+            Ok(Some(out)) => write_outgoing(&mut stream, out).await,
             Ok(None) => Ok(()),
             Err(e) => Err(e),
         };
@@ -273,35 +269,40 @@ async fn read_frame_or_stop(
         .unwrap_or(Err(ConnectionError::Stopping))
 }
 
-/// Writes the size prefix and every part; record parts go out by `sendfile` from the segment
-/// file (zero-copy) or from memory.
+/// Writes the size prefix and every part. The file reads of every record part start at once
+/// (across the response's partitions; they complete in the read cache), then the parts go out
+/// in order: small pieces gathered into one write, large ones written from their own buffers
+/// (tail chunks, cached file chunks) without a copy.
 async fn write_outgoing(
-    ctx: &ShardCtx,
     stream: &mut WriteHalf<TcpStream>,
-    fd: RawFd,
     out: Outgoing,
 ) -> Result<(), ConnectionError> {
-    // Everything up to a zero-copy file range goes out in one write.
-    let mut pending = Vec::with_capacity(out.len().min(1 << 20) + 4);
+    let mut reads: VecDeque<_> = out
+        .parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::Records(slices) => Some(slices.iter().map(ReadSlice::start_reads)),
+            Part::Bytes(_) => None,
+        })
+        .flatten()
+        .collect();
+    let mut pending = Vec::with_capacity(out.len().min(DIRECT_WRITE_MIN_BYTES) + 4);
     pending.extend_from_slice(&(out.len() as u32).to_be_bytes());
     for part in out.parts {
         match part {
-            Part::Bytes(b) => pending.extend_from_slice(&b),
+            Part::Bytes(b) => put(stream, &mut pending, &b).await?,
             Part::Records(slices) => {
                 for s in slices {
+                    let slice_reads = reads.pop_front().expect("reads started for every slice");
                     match &s {
-                        ReadSlice::Memory(m) => pending.extend_from_slice(m.as_bytes()),
-                        ReadSlice::File { .. } if ctx.config.fetch_zero_copy => {
-                            stream.write_all(&pending).await?;
-                            pending.clear();
-                            write_slice(stream, fd, &s).await?;
-                        }
+                        ReadSlice::Memory(m) => put(stream, &mut pending, m.as_bytes()).await?,
                         ReadSlice::File { .. } => {
-                            let bytes = s
-                                .to_vec()
-                                .await
-                                .map_err(|e| std::io::Error::other(e.to_string()))?;
-                            pending.extend_from_slice(&bytes);
+                            for read in slice_reads {
+                                let piece = await_piece(read)
+                                    .await
+                                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+                                put(stream, &mut pending, piece.as_bytes()).await?;
+                            }
                         }
                     }
                 }
@@ -313,14 +314,21 @@ async fn write_outgoing(
     Ok(())
 }
 
-/// Sends a file range with `sendfile` (zero-copy) to the socket `socket`.
-async fn write_slice(
+/// Queues `bytes` behind `pending`, or, when they are large, writes `pending` and then `bytes`
+/// straight from their buffer.
+async fn put(
     stream: &mut WriteHalf<TcpStream>,
-    socket: RawFd,
-    slice: &ReadSlice,
+    pending: &mut Vec<u8>,
+    bytes: &[u8],
 ) -> Result<(), ConnectionError> {
-    let (file, position, len) = slice.file_range().expect("a file slice");
-    stream.flush().await?;
-    sendfile_all(socket, file, position, len).await?;
+    if bytes.len() < DIRECT_WRITE_MIN_BYTES {
+        pending.extend_from_slice(bytes);
+        return Ok(());
+    }
+    if !pending.is_empty() {
+        stream.write_all(pending).await?;
+        pending.clear();
+    }
+    stream.write_all(bytes).await?;
     Ok(())
 }

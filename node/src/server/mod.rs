@@ -4,4 +4,3 @@
 pub mod connection;
 pub mod frame;
 pub mod response;
-pub mod zero_copy;

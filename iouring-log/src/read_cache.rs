@@ -1,0 +1,498 @@
+//! The shard's read cache: 1 MiB chunks of segment files in memory, so that a fetch never waits
+//! on a thread and a consumer a little behind the head reads memory, not the device.
+//!
+//! What it holds, under one memory budget per shard (least recently used chunk out first):
+//! - **chunks just written**: when the appender's tail releases a full chunk (its bytes are on
+//!   disk), the chunk's buffer moves here instead of being freed (Redpanda's batch cache has
+//!   the same role): the appends bypassed the page cache, and this is what stands in for it;
+//! - **chunks read**: a miss reads the whole chunk with O_DIRECT through io_uring into an
+//!   aligned buffer (glommio's main ring: no helper thread, no page cache), and a read
+//!   of a sealed segment starts reads of the next [`READ_AHEAD_CHUNKS`] chunks (read ahead per
+//!   consumer position, several in flight).
+//!
+//! Chunk `k` of a segment is file positions `[k * CHUNK, (k + 1) * CHUNK)`, the same cut as
+//! the tail's. A cached chunk holds the bytes that were final when it was filled (`valid`); a
+//! read that needs more than that reads again. Truncation of a segment ([`invalidate_from`])
+//! drops its chunks from the cut on and keeps loads already running from inserting; a segment
+//! whose last handle is dropped takes its chunks with it.
+//!
+//! Thread-local (one cache per shard); it must not be touched from another thread.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use glommio::io::{BufferedFile, DmaBuffer, OpenOptions, ReadResult};
+
+use crate::error::IoError;
+use crate::limits::{READ_AHEAD_CHUNKS, READ_AHEAD_IN_FLIGHT_MAX, TAIL_CHUNK_BYTES};
+use crate::notify::Notify;
+
+/// Bytes of one cache chunk (the tail's chunk size).
+pub const CHUNK: usize = TAIL_CHUNK_BYTES;
+
+/// `(segment id, chunk index)`.
+type Key = (u64, u64);
+
+thread_local! {
+    static CACHE: RefCell<Cache> = RefCell::new(Cache::default());
+    static NEXT_SEGMENT_ID: Cell<u64> = const { Cell::new(1) };
+}
+
+/// A segment file as the read cache knows it: an id that is never reused, and the file opened
+/// with O_DIRECT for reads (on first use).
+pub struct CachedSegment {
+    id: u64,
+    path: Rc<PathBuf>,
+    direct: RefCell<Option<Rc<BufferedFile>>>,
+}
+
+impl CachedSegment {
+    pub fn new(path: Rc<PathBuf>) -> Rc<CachedSegment> {
+        let id = NEXT_SEGMENT_ID.with(|n| {
+            let id = n.get();
+            n.set(id + 1);
+            id
+        });
+        Rc::new(CachedSegment {
+            id,
+            path,
+            direct: RefCell::new(None),
+        })
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    async fn direct(&self) -> Result<Rc<BufferedFile>, IoError> {
+        if let Some(f) = self.direct.borrow().as_ref() {
+            return Ok(f.clone());
+        }
+        // A "buffered" glommio file opened with O_DIRECT: its reads go to the main ring. As a
+        // `DmaFile` they would go to glommio's poll ring (IOPOLL), which glommio enables when
+        // its probe read hits an empty file, and where every read of these machines' virtio
+        // disks (no poll queues) fails with EOPNOTSUPP.
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .buffered_open(self.path.as_path())
+            .await
+            .map(Rc::new)
+            .map_err(|e| IoError::new("opening for direct reads", self.path.as_path(), e))?;
+        // Two first reads may both open it; the first one stored wins, the other is dropped.
+        Ok(self.direct.borrow_mut().get_or_insert(file).clone())
+    }
+}
+
+impl Drop for CachedSegment {
+    fn drop(&mut self) {
+        let id = self.id;
+        // `try_with`: the thread's cache may already be gone when the thread exits.
+        let _ = CACHE.try_with(|c| c.borrow_mut().remove_from((id, 0)));
+    }
+}
+
+enum ChunkBytes {
+    /// A released tail chunk (all of it appended and written).
+    Written(Rc<DmaBuffer>),
+    /// A chunk read from the file.
+    Read(ReadResult),
+}
+
+/// One cached chunk: its first `valid` bytes are the file's bytes at the chunk's positions.
+pub struct CachedChunk {
+    bytes: ChunkBytes,
+    valid: usize,
+}
+
+impl CachedChunk {
+    pub fn as_bytes(&self) -> &[u8] {
+        match &self.bytes {
+            ChunkBytes::Written(b) => &b.as_bytes()[..self.valid],
+            ChunkBytes::Read(r) => &r[..self.valid],
+        }
+    }
+
+    pub fn valid(&self) -> usize {
+        self.valid
+    }
+}
+
+struct Entry {
+    chunk: Rc<CachedChunk>,
+    tick: u64,
+}
+
+/// A chunk being read: later readers of the same chunk wait for it.
+struct Loading {
+    done: Notify,
+    valid: usize,
+    result: RefCell<Option<Result<Rc<CachedChunk>, String>>>,
+}
+
+/// Counters of the shard's cache (for tests, logs and benchmarks).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CacheStats {
+    pub budget_bytes: usize,
+    pub used_bytes: usize,
+    pub chunks: usize,
+    pub hits: u64,
+    pub misses: u64,
+    pub read_ahead: u64,
+    pub inserted_written: u64,
+    pub evicted: u64,
+}
+
+#[derive(Default)]
+struct Cache {
+    budget: usize,
+    used: usize,
+    tick: u64,
+    entries: BTreeMap<Key, Entry>,
+    lru: BTreeMap<u64, Key>,
+    loading: HashMap<Key, Rc<Loading>>,
+    /// Bumped by every invalidation: a load that started before one does not insert.
+    invalidations: u64,
+    read_ahead_in_flight: usize,
+    stats: CacheStats,
+}
+
+impl Cache {
+    fn get(&mut self, key: Key, need: usize) -> Option<Rc<CachedChunk>> {
+        let tick = self.tick + 1;
+        let entry = self.entries.get_mut(&key)?;
+        if entry.chunk.valid < need {
+            return None;
+        }
+        self.tick = tick;
+        self.lru.remove(&entry.tick);
+        entry.tick = tick;
+        self.lru.insert(tick, key);
+        Some(entry.chunk.clone())
+    }
+
+    fn insert(&mut self, key: Key, chunk: Rc<CachedChunk>) {
+        if self.budget < CHUNK {
+            return;
+        }
+        self.remove(key);
+        while self.used + CHUNK > self.budget {
+            let Some((_, oldest)) = self.lru.pop_first() else {
+                break;
+            };
+            self.remove(oldest);
+            self.stats.evicted += 1;
+        }
+        self.tick += 1;
+        self.lru.insert(self.tick, key);
+        self.entries.insert(
+            key,
+            Entry {
+                chunk,
+                tick: self.tick,
+            },
+        );
+        self.used += CHUNK;
+    }
+
+    fn remove(&mut self, key: Key) {
+        if let Some(e) = self.entries.remove(&key) {
+            self.lru.remove(&e.tick);
+            self.used -= CHUNK;
+            recycle(e.chunk);
+        }
+    }
+
+    /// Drops the chunks of `from.0` from chunk index `from.1` on.
+    fn remove_from(&mut self, from: Key) {
+        let keys: Vec<Key> = self
+            .entries
+            .range(from..=(from.0, u64::MAX))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in keys {
+            self.remove(k);
+        }
+        self.invalidations += 1;
+    }
+}
+
+/// Gives a written chunk's buffer back to the tail's pool when nothing else holds it.
+fn recycle(chunk: Rc<CachedChunk>) {
+    if let Ok(chunk) = Rc::try_unwrap(chunk) {
+        if let ChunkBytes::Written(buf) = chunk.bytes {
+            if let Ok(buf) = Rc::try_unwrap(buf) {
+                crate::tail::recycle_chunk_buffer(buf);
+            }
+        }
+    }
+}
+
+/// Sets this shard's budget (bytes; below one chunk turns the cache off) and drops what is
+/// over it.
+pub fn set_budget(bytes: usize) {
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        c.budget = bytes;
+        c.stats.budget_bytes = bytes;
+        while c.used > bytes {
+            let Some((_, oldest)) = c.lru.pop_first() else {
+                break;
+            };
+            c.remove(oldest);
+        }
+    });
+}
+
+pub fn stats() -> CacheStats {
+    CACHE.with(|c| {
+        let c = c.borrow();
+        CacheStats {
+            used_bytes: c.used,
+            chunks: c.entries.len(),
+            ..c.stats
+        }
+    })
+}
+
+/// Keeps a full tail chunk whose bytes are written (file positions `[start, start + CHUNK)`).
+pub fn insert_written(segment: &CachedSegment, start: u64, buf: Rc<DmaBuffer>) {
+    debug_assert_eq!(start % CHUNK as u64, 0);
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        c.stats.inserted_written += 1;
+        let chunk = Rc::new(CachedChunk {
+            bytes: ChunkBytes::Written(buf),
+            valid: CHUNK,
+        });
+        c.insert((segment.id, start / CHUNK as u64), chunk);
+    });
+}
+
+/// Drops the cached chunks of `segment` from file position `position` on (truncation).
+pub fn invalidate_from(segment: &CachedSegment, position: u64) {
+    CACHE.with(|c| {
+        c.borrow_mut()
+            .remove_from((segment.id, position / CHUNK as u64))
+    });
+}
+
+/// Chunk `index` of `segment` with at least `need` valid bytes. `final_len` is how many bytes
+/// of the chunk are final in the file (at least `need`): a read keeps no more than that.
+pub async fn chunk(
+    segment: &Rc<CachedSegment>,
+    index: u64,
+    need: usize,
+    final_len: usize,
+) -> Result<Rc<CachedChunk>, IoError> {
+    debug_assert!(need <= final_len && final_len <= CHUNK);
+    let key = (segment.id, index);
+    loop {
+        let waiting = CACHE.with(|c| {
+            let mut c = c.borrow_mut();
+            if let Some(hit) = c.get(key, need) {
+                c.stats.hits += 1;
+                return Ok(hit);
+            }
+            match c.loading.get(&key) {
+                Some(l) if l.valid >= need => Err(Some(l.clone())),
+                _ => {
+                    c.stats.misses += 1;
+                    Err(None)
+                }
+            }
+        });
+        match waiting {
+            Ok(hit) => return Ok(hit),
+            Err(None) => return load(segment, index, final_len).await,
+            Err(Some(loading)) => {
+                let seen = loading.done.generation();
+                if loading.result.borrow().is_none() {
+                    loading.done.changed(seen).await;
+                }
+                match loading.result.borrow().as_ref() {
+                    Some(Ok(chunk)) => return Ok(chunk.clone()),
+                    // The other reader's failure is retried by this one (and reported if it
+                    // fails again).
+                    Some(Err(_)) | None => continue,
+                }
+            }
+        }
+    }
+}
+
+/// Reads chunk `index` of `segment` (its first `final_len` bytes are kept) and caches it.
+async fn load(
+    segment: &Rc<CachedSegment>,
+    index: u64,
+    final_len: usize,
+) -> Result<Rc<CachedChunk>, IoError> {
+    let key = (segment.id, index);
+    let loading = Rc::new(Loading {
+        done: Notify::default(),
+        valid: final_len,
+        result: RefCell::new(None),
+    });
+    let invalidations = CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        c.loading.insert(key, loading.clone());
+        c.invalidations
+    });
+    let result = read_chunk(segment, index, final_len).await;
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.loading.get(&key).is_some_and(|l| Rc::ptr_eq(l, &loading)) {
+            c.loading.remove(&key);
+        }
+        if let Ok(chunk) = &result {
+            if c.invalidations == invalidations {
+                c.insert(key, chunk.clone());
+            }
+        }
+    });
+    *loading.result.borrow_mut() = Some(result.as_ref().map(Rc::clone).map_err(|e| e.to_string()));
+    loading.done.notify_all();
+    result
+}
+
+async fn read_chunk(
+    segment: &CachedSegment,
+    index: u64,
+    final_len: usize,
+) -> Result<Rc<CachedChunk>, IoError> {
+    let file = segment.direct().await?;
+    let position = index * CHUNK as u64;
+    let read = file
+        .read_at(position, CHUNK)
+        .await
+        .map_err(|e| IoError::new("reading", segment.path(), std::io::Error::from(e)))?;
+    if read.len() < final_len {
+        let e = std::io::Error::other(format!(
+            "short read at {position}: {} of {final_len} bytes",
+            read.len()
+        ));
+        return Err(IoError::new("reading", segment.path(), e));
+    }
+    Ok(Rc::new(CachedChunk {
+        bytes: ChunkBytes::Read(read),
+        valid: final_len,
+    }))
+}
+
+/// Starts background reads of the chunks after `after_index`, up to [`READ_AHEAD_CHUNKS`] of
+/// them and not past file position `final_end` (bytes beyond it are not final), skipping
+/// chunks cached or being read; at most [`READ_AHEAD_IN_FLIGHT_MAX`] run per shard.
+pub fn read_ahead(segment: &Rc<CachedSegment>, after_index: u64, final_end: u64) {
+    for index in after_index + 1..=after_index + READ_AHEAD_CHUNKS as u64 {
+        let start = index * CHUNK as u64;
+        if start >= final_end {
+            return;
+        }
+        let final_len = (final_end - start).min(CHUNK as u64) as usize;
+        let key = (segment.id, index);
+        let start_read = CACHE.with(|c| {
+            let mut c = c.borrow_mut();
+            let cached = c
+                .entries
+                .get(&key)
+                .is_some_and(|e| e.chunk.valid >= final_len);
+            if cached || c.loading.contains_key(&key) {
+                return false;
+            }
+            if c.read_ahead_in_flight >= READ_AHEAD_IN_FLIGHT_MAX || c.budget < CHUNK {
+                return false;
+            }
+            c.read_ahead_in_flight += 1;
+            c.stats.read_ahead += 1;
+            true
+        });
+        if !start_read {
+            continue;
+        }
+        let segment = segment.clone();
+        glommio::spawn_local(async move {
+            if let Err(e) = load(&segment, index, final_len).await {
+                tracing::debug!(error = %e, "read ahead failed");
+            }
+            CACHE.with(|c| c.borrow_mut().read_ahead_in_flight -= 1);
+        })
+        .detach();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk() -> Rc<CachedChunk> {
+        Rc::new(CachedChunk {
+            bytes: ChunkBytes::Read(ReadResult::default()),
+            valid: 0,
+        })
+    }
+
+    #[test]
+    fn least_recently_used_goes_first_and_the_budget_holds() {
+        let mut c = Cache {
+            budget: 2 * CHUNK,
+            ..Cache::default()
+        };
+        c.insert((1, 0), chunk());
+        c.insert((1, 1), chunk());
+        assert!(c.get((1, 0), 0).is_some(), "touch chunk 0");
+        c.insert((1, 2), chunk());
+        assert_eq!(c.used, 2 * CHUNK);
+        assert!(
+            c.get((1, 1), 0).is_none(),
+            "chunk 1 was least recently used"
+        );
+        assert!(c.get((1, 0), 0).is_some());
+        assert!(c.get((1, 2), 0).is_some());
+    }
+
+    #[test]
+    fn invalidation_drops_a_segment_from_a_chunk_on() {
+        let mut c = Cache {
+            budget: 8 * CHUNK,
+            ..Cache::default()
+        };
+        for k in 0..3 {
+            c.insert((1, k), chunk());
+            c.insert((2, k), chunk());
+        }
+        c.remove_from((1, 1));
+        assert!(c.get((1, 0), 0).is_some());
+        assert!(c.get((1, 1), 0).is_none());
+        assert!(c.get((1, 2), 0).is_none());
+        assert!(
+            (0..3).all(|k| c.get((2, k), 0).is_some()),
+            "other segment kept"
+        );
+        assert_eq!(c.used, 4 * CHUNK);
+        assert_eq!(c.lru.len(), 4);
+    }
+
+    #[test]
+    fn a_chunk_with_too_few_valid_bytes_is_a_miss() {
+        let mut c = Cache {
+            budget: 8 * CHUNK,
+            ..Cache::default()
+        };
+        c.insert((1, 0), chunk());
+        assert!(c.get((1, 0), 1).is_none());
+    }
+
+    #[test]
+    fn no_budget_caches_nothing() {
+        let mut c = Cache::default();
+        c.insert((1, 0), chunk());
+        assert_eq!(c.used, 0);
+        assert!(c.get((1, 0), 0).is_none());
+    }
+}
