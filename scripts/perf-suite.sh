@@ -15,6 +15,12 @@
 # to files named *-fsync-*. Durability is the same for both: neither fsyncs per
 # message (Kafka's default flush policy; ringlog's log.flush.interval.messages=-1), acks=1 as the
 # workloads say. Both brokers use all cores; ringlog-bench runs beside them.
+# SUITE_COLD=1 (catch-up reads): the harness syncs and drops the page cache after writing the
+# backlog (--drop-caches), and ringlog runs with a read cache of 64 MiB (log.read.cache.bytes:
+# room for read-ahead, none for a 4 GB backlog), so neither broker has the backlog in memory
+# when the consumers start; results go to files named
+# *-cold-*, and the device's own O_DIRECT sequential read rate (fio, 1 MiB reads, 4 in flight)
+# is measured first, into OUT_DIR/raw-device-read.txt.
 # SUITE_CLUSTER=N runs each target as an N-node cluster on loopback instead of one node:
 # ringlog via scripts/cluster.sh (etcd + N nodes, SUITE_CLUSTER_SHARDS shards each, default 1),
 # Apache Kafka via scripts/kafka-cluster.sh (N KRaft brokers, each a controller-quorum voter);
@@ -47,6 +53,16 @@ case "${SUITE_DURABILITY:-none}" in
   *) echo "SUITE_DURABILITY must be none or fsync, got '${SUITE_DURABILITY}'" >&2; exit 2 ;;
 esac
 OVERRIDES=()
+if [[ "${SUITE_COLD:-0}" == 1 ]]; then
+  RINGLOG_SET+=(--set log.read.cache.bytes=67108864)
+  OVERRIDES+=(--drop-caches)
+  SUFFIX="$SUFFIX-cold"
+  RAW="$(mktemp -d -p "$REPO_ROOT/target" raw-read.XXXXXX)"
+  fio --name=seqread --filename="$RAW/read.dat" --size=4G --rw=read --bs=1M --iodepth=4 \
+    --ioengine=io_uring --direct=1 --output-format=json >"$RAW/fio.json" 2>/dev/null
+  python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["jobs"][0]["read"]; print("raw_read bs=1048576 qd=4 MBps=%.0f" % (j["bw_bytes"] / 1e6))' "$RAW/fio.json" | tee "$OUT_DIR/raw-device-read.txt" >&2
+  rm -rf "$RAW"
+fi
 [[ -n "${SUITE_DURATION_MINUTES:-}" ]] && OVERRIDES+=(--duration-minutes "$SUITE_DURATION_MINUTES")
 [[ -n "${SUITE_WARMUP_MINUTES:-}" ]] && OVERRIDES+=(--warmup-minutes "$SUITE_WARMUP_MINUTES")
 RESULTS=()

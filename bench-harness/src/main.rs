@@ -45,6 +45,10 @@ enum Commands {
         duration_minutes: Option<f64>,
         #[arg(long)]
         warmup_minutes: Option<f64>,
+        /// Catch-up reads: sync and drop the kernel's page cache after writing the backlog
+        /// (needs root), so the read phase starts cold.
+        #[arg(long)]
+        drop_caches: bool,
     },
 }
 
@@ -68,6 +72,7 @@ fn main() -> ExitCode {
             broker_pid,
             duration_minutes,
             warmup_minutes,
+            drop_caches,
         } => {
             let mut w = match bench_harness::workload::Workload::load(&workload) {
                 Ok(w) => w,
@@ -91,6 +96,7 @@ fn main() -> ExitCode {
                 target,
                 broker_pids: broker_pid,
                 progress: true,
+                drop_caches,
             };
             match bench_harness::run::run(w, &opts) {
                 Ok(result) => {

@@ -24,6 +24,44 @@ pub struct RunOptions {
     pub broker_pids: Vec<u32>,
     /// Print a progress line every second to stderr.
     pub progress: bool,
+    /// After writing a catch-up read's backlog, sync and drop the kernel's page cache (root):
+    /// the consumers then read what the broker has not kept in its own memory from the device.
+    pub drop_caches: bool,
+}
+
+/// `sync`, then `echo 3 > /proc/sys/vm/drop_caches`.
+fn drop_page_cache() -> Result<(), ClientError> {
+    // SAFETY: sync(2) has no preconditions.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3").map_err(|e| {
+        ClientError::Broker(format!(
+            "--drop-caches: writing /proc/sys/vm/drop_caches (needs root): {e}"
+        ))
+    })
+}
+
+/// Watches a catch-up read: the seconds from `start` until the consumers are within one second
+/// of production of the head (backlog at most `slack` messages), polled every 10 ms.
+fn watch_drain(
+    counters: Arc<Counters>,
+    backlog: Backlog,
+    slack: u64,
+    start: Instant,
+    end: Instant,
+) -> std::thread::JoinHandle<Option<f64>> {
+    std::thread::spawn(move || {
+        while Instant::now() < end {
+            let (p, c) = (
+                Counters::get(&counters.acked_messages),
+                Counters::get(&counters.consumed_messages),
+            );
+            if backlog.at(p, c) <= slack as i64 {
+                return Some(start.elapsed().as_secs_f64());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    })
 }
 
 fn proc_cpu_seconds(pid: u32) -> Option<f64> {
@@ -125,6 +163,9 @@ pub fn run(workload: Workload, opts: &RunOptions) -> Result<Value, ClientError> 
     } else {
         0
     };
+    if backlog_messages > 0 && opts.drop_caches {
+        drop_page_cache()?;
+    }
     let counters = Arc::new(Counters::default());
     let histograms = Arc::new(Histograms::default());
     let start = Instant::now();
@@ -198,10 +239,15 @@ pub fn run(workload: Workload, opts: &RunOptions) -> Result<Value, ClientError> 
         initial: backlog_messages,
         subscriptions: u64::from(w.subscriptions_per_topic),
     };
+    let drain = (backlog_messages > 0).then(|| {
+        let slack = (w.producer_rate as u64).max(1) * backlog.subscriptions;
+        watch_drain(counters.clone(), backlog, slack, start, end)
+    });
     let series = sample_until(&counters, backlog, start, measure_from, end, opts.progress);
     for t in threads {
         t.join().expect("worker thread")?;
     }
+    let drain_seconds = drain.and_then(|t| t.join().expect("drain watcher"));
     let secs = end.duration_since(measure_from).as_secs_f64();
     let cpu = |pids: &[u32], before: Option<f64>| match (procs_cpu_seconds(pids), before) {
         (Some(a), Some(b)) => Some(a - b),
@@ -224,6 +270,18 @@ pub fn run(workload: Workload, opts: &RunOptions) -> Result<Value, ClientError> 
     result.insert("consumeRate".into(), json!(series.consume_rate));
     result.insert("backlog".into(), json!(series.backlog));
     result.insert("sampleRateSeconds".into(), json!(1));
+    if backlog_messages > 0 {
+        // The backlog read once per subscription, over the seconds it took to catch up.
+        let backlog_bytes = backlog_messages as f64
+            * w.message_size as f64
+            * f64::from(w.subscriptions_per_topic);
+        result.insert("catchUpDrainSeconds".into(), json!(drain_seconds));
+        result.insert(
+            "catchUpReadMBps".into(),
+            json!(drain_seconds.map(|s| backlog_bytes / 1e6 / s)),
+        );
+        result.insert("pageCacheDropped".into(), json!(opts.drop_caches));
+    }
     insert_latency(
         &mut result,
         "aggregatedPublishLatency",
