@@ -240,7 +240,7 @@ pub fn run(workload: Workload, opts: &RunOptions) -> Result<Value, ClientError> 
         subscriptions: u64::from(w.subscriptions_per_topic),
     };
     let drain = (backlog_messages > 0).then(|| {
-        let slack = (w.producer_rate as u64).max(1) * backlog.subscriptions;
+        let slack = w.producer_rate.max(1) * backlog.subscriptions;
         watch_drain(counters.clone(), backlog, slack, start, end)
     });
     let series = sample_until(&counters, backlog, start, measure_from, end, opts.progress);
@@ -272,9 +272,8 @@ pub fn run(workload: Workload, opts: &RunOptions) -> Result<Value, ClientError> 
     result.insert("sampleRateSeconds".into(), json!(1));
     if backlog_messages > 0 {
         // The backlog read once per subscription, over the seconds it took to catch up.
-        let backlog_bytes = backlog_messages as f64
-            * w.message_size as f64
-            * f64::from(w.subscriptions_per_topic);
+        let backlog_bytes =
+            backlog_messages as f64 * w.message_size as f64 * f64::from(w.subscriptions_per_topic);
         result.insert("catchUpDrainSeconds".into(), json!(drain_seconds));
         result.insert(
             "catchUpReadMBps".into(),

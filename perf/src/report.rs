@@ -128,8 +128,16 @@ pub const TABLE: &[(&str, &str, bool)] = &[
         "aggregatedEndToEndLatency999pct",
         true,
     ),
-    ("catch-up: seconds to drain the backlog", "catchUpDrainSeconds", true),
-    ("catch-up: read rate while draining (MB/s)", "catchUpReadMBps", false),
+    (
+        "catch-up: seconds to drain the backlog",
+        "catchUpDrainSeconds",
+        true,
+    ),
+    (
+        "catch-up: read rate while draining (MB/s)",
+        "catchUpReadMBps",
+        false,
+    ),
     ("broker CPU s/GB", "brokerCpuSecondsPerGB", true),
     ("harness CPU s/GB", "harnessCpuSecondsPerGB", true),
 ];
