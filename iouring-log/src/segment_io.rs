@@ -146,3 +146,35 @@ impl SegmentFile for DirectFile {
         })
     }
 }
+
+/// Name of the file [`probe_direct_io`] writes and removes in a data directory.
+pub const PROBE_FILE: &str = ".ringlog-direct-io-probe";
+
+/// Makes glommio decide, for this thread, whether the device under `dir` takes polled I/O
+/// (IOPOLL) by a read of real data.
+///
+/// glommio probes a device once per thread with a read at position 0 of the first `DmaFile`
+/// opened on it, and caches the answer. When that file is a freshly created, empty segment the
+/// read returns nothing without reaching the device, so the probe answers "yes" on devices
+/// without poll queues (these machines' virtio disks report `io_poll` 0): every O_DIRECT write
+/// then goes to glommio's poll ring, and every O_DIRECT read there fails with EOPNOTSUPP. Opening
+/// a file holding one block first makes the probe read the device. Call it on every shard
+/// before it opens a log.
+pub async fn probe_direct_io(dir: &Path) -> std::io::Result<()> {
+    let path = dir.join(PROBE_FILE);
+    // Written through a buffered file (which glommio does not probe), then synced so an
+    // O_DIRECT read finds it on the device.
+    let file = glommio::io::BufferedFile::create(&path).await?;
+    let written = file
+        .write_at(vec![0u8; crate::limits::DIRECT_IO_ALIGNMENT], 0)
+        .await;
+    let synced = file.fdatasync().await;
+    file.close().await?;
+    written?;
+    synced?;
+    // The probe: glommio reads the first block of the first DmaFile of the thread.
+    let probe = DmaFile::open(&path).await;
+    let removed = crate::helper_thread::on_helper_thread(glommio::io::remove(&path)).await;
+    probe?.close().await?;
+    removed.map_err(std::io::Error::from)
+}
