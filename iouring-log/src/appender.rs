@@ -23,7 +23,7 @@ use std::cell::RefCell;
 use std::path::PathBuf;
 use std::rc::Rc;
 
-use crate::limits::{PREALLOCATE_BYTES, ZERO_FILL_BYTES};
+use crate::limits::{PREALLOCATE_BYTES, PREALLOCATE_MIN_BYTES, ZERO_FILL_BYTES};
 use crate::notify::{Notify, Progress};
 use crate::read_cache::{self, CachedSegment};
 use crate::segment_io::{SegmentFile, WriteBuffer};
@@ -176,7 +176,7 @@ impl Appender {
         if needed <= current {
             return;
         }
-        let target = align_up(needed).div_ceil(PREALLOCATE_BYTES) * PREALLOCATE_BYTES;
+        let target = preallocation_target(current, needed);
         match self.file.pre_allocate(target).await {
             Ok(()) => self.io.borrow_mut().preallocated = target,
             // Preallocation is an optimisation: a filesystem without fallocate still takes the
@@ -257,5 +257,37 @@ impl Appender {
         drop(io);
         self.events.notify_all();
         self.progress.notify_all();
+    }
+}
+
+/// How far to preallocate a segment file that is preallocated to `current` bytes and must hold
+/// `needed`: steps that grow with the file — its size so far, at least
+/// [`PREALLOCATE_MIN_BYTES`], at most [`PREALLOCATE_BYTES`] — so an idle partition reserves a
+/// few megabytes, not 64 (ten thousand partitions, or ten on a small disk), and a busy one
+/// reaches 64 MiB steps after a few rolls of its own size.
+pub fn preallocation_target(current: u64, needed: u64) -> u64 {
+    let step = current.clamp(PREALLOCATE_MIN_BYTES, PREALLOCATE_BYTES);
+    let target = align_up(needed).max(current + step);
+    target.div_ceil(PREALLOCATE_MIN_BYTES) * PREALLOCATE_MIN_BYTES
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preallocation_steps_grow_with_the_file() {
+        const MIB: u64 = 1 << 20;
+        let mut current = 0;
+        let mut steps = Vec::new();
+        while current < 300 * MIB {
+            let next = preallocation_target(current, current + 1);
+            steps.push((next - current) / MIB);
+            current = next;
+        }
+        assert_eq!(steps[..6], [4, 4, 8, 16, 32, 64]);
+        assert!(steps[6..].iter().all(|s| *s == 64), "{steps:?}");
+        // A write far past the preallocated end is covered at once.
+        assert_eq!(preallocation_target(0, 10 * MIB + 1), 12 * MIB);
     }
 }

@@ -55,8 +55,12 @@ pub const RECOVERY_POINT_CHECKPOINT_INTERVAL_MS: i64 = 60_000;
 /// that later data writes land on converted blocks (see `write_planner.rs`).
 pub const ZERO_FILL_BYTES: usize = 1 << 20;
 
-/// Preallocation step of active segment files.
+/// Largest preallocation step of active segment files.
 pub const PREALLOCATE_BYTES: u64 = 64 << 20;
+
+/// First (and smallest) preallocation step: steps double with the file up to
+/// [`PREALLOCATE_BYTES`] (see `appender::preallocation_target`).
+pub const PREALLOCATE_MIN_BYTES: u64 = 4 << 20;
 
 /// Size of one read while recovering or scanning a segment file.
 pub const SCAN_READ_BYTES: usize = 1 << 20;
@@ -87,7 +91,8 @@ const _: () = assert!(SEGMENT_BYTES_MAX.is_multiple_of(DIRECT_IO_ALIGNMENT as u6
 const _: () = assert!(SEGMENT_BYTES_MAX <= u32::MAX as u64);
 const _: () = assert!(PREALLOCATE_BYTES.is_multiple_of(DIRECT_IO_ALIGNMENT as u64));
 const _: () = assert!(ZERO_FILL_BYTES.is_multiple_of(DIRECT_IO_ALIGNMENT));
-const _: () = assert!(ZERO_FILL_BYTES <= PREALLOCATE_BYTES as usize);
+const _: () = assert!(ZERO_FILL_BYTES <= PREALLOCATE_MIN_BYTES as usize);
+const _: () = assert!(PREALLOCATE_BYTES.is_multiple_of(PREALLOCATE_MIN_BYTES));
 const _: () = assert!(BATCH_BYTES_MAX < SEGMENT_BYTES_MAX as usize);
 const _: () = assert!(WRITES_IN_FLIGHT_MAX >= 2 && WRITES_IN_FLIGHT_MAX <= 4);
 const _: () = assert!(HEADER_SCAN_READ_BYTES >= BATCH_HEADER_BYTES);

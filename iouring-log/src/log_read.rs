@@ -47,9 +47,6 @@ pub struct ReadOptions {
 impl Log {
     /// Segment views from the one that may contain `offset` onwards, plus the index hint.
     fn views_from(&self, offset: Offset) -> Result<(Vec<SegmentView>, u64), ReadError> {
-        if let Some(f) = self.failure() {
-            return Err(ReadError::Failed(f));
-        }
         let st = self.inner.state.borrow();
         let (start, end) = (st.log_start_offset(), st.log_end_offset());
         if offset < start || offset > end {
@@ -73,7 +70,15 @@ impl Log {
     }
 
     /// Reads from `offset`: the batches of one segment that contain `offset` and follow it.
+    ///
+    /// A failed log (a write or sync failed: a full disk, say) still serves what was written
+    /// before the failure, and nothing after it: reads stop at the written end.
     pub async fn read(&self, offset: Offset, opts: ReadOptions) -> Result<ReadResult, ReadError> {
+        let mut opts = opts;
+        if self.failure().is_some() {
+            let written = self.written_end_offset();
+            opts.max_offset = Some(opts.max_offset.map_or(written, |m| m.min(written)));
+        }
         let (views, mut hint) = self.views_from(offset)?;
         let (log_start_offset, log_end_offset) = (self.log_start_offset(), self.log_end_offset());
         let mut result = ReadResult {

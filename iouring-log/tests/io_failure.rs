@@ -120,7 +120,20 @@ async fn fill_until_failure(dir: &Path) -> i64 {
         max_offset: None,
         min_one_batch: true,
     };
-    assert!(log.read(Offset(0), opts).await.is_err(), "reads refuse too");
+    // What was written before the failure is still served; nothing after the written end.
+    let served = read_records(&log, 0, 1 << 20).await;
+    assert!(!served.is_empty(), "written records are still read");
+    served.iter().for_each(|r| check_record(r, VALUE));
+    let written = log.written_end_offset();
+    let past = log
+        .read(written, opts)
+        .await
+        .expect("a read at the written end");
+    assert!(
+        past.is_empty(),
+        "nothing past the written end: {:?}",
+        past.slices
+    );
     assert!(
         log.close().await.is_err(),
         "close refuses: nothing more is written"

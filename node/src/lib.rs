@@ -25,6 +25,7 @@ pub mod group_coordinator;
 pub mod handlers;
 pub mod ids;
 pub mod limits;
+pub mod log_output;
 pub mod metadata;
 pub mod partition;
 pub mod server;

@@ -53,6 +53,8 @@ class Broker:
         self.command_prefix = []
         # Options before `serve` (e.g. --log-format json).
         self.global_args = []
+        # Extra environment of the broker process (e.g. RUST_LOG).
+        self.env = {}
 
     @property
     def bootstrap(self):
@@ -63,7 +65,7 @@ class Broker:
         for k, v in self.settings.items():
             args += ["--set", f"{k}={v}"]
         self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log)
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log, env={**os.environ, **self.env})
         deadline = time.time() + 15
         while time.time() < deadline:
             if self.proc.poll() is not None:
