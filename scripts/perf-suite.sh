@@ -52,6 +52,9 @@ case "${SUITE_DURABILITY:-none}" in
     SUFFIX="-fsync" ;;
   *) echo "SUITE_DURABILITY must be none or fsync, got '${SUITE_DURABILITY}'" >&2; exit 2 ;;
 esac
+# SUITE_RINGLOG_SET="key=value ..." adds broker properties to a single ringlog node (e.g.
+# log.read.cache.bytes=6442450944 for a read cache that holds a 4 GB catch-up backlog).
+for kv in ${SUITE_RINGLOG_SET:-}; do RINGLOG_SET+=(--set "$kv"); done
 OVERRIDES=()
 if [[ "${SUITE_COLD:-0}" == 1 ]]; then
   RINGLOG_SET+=(--set log.read.cache.bytes=67108864)
