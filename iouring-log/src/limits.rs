@@ -68,12 +68,13 @@ pub const SCAN_READ_BYTES: usize = 1 << 20;
 /// Bytes read at once when scanning batch headers for a fetch (index interval + slack).
 pub const HEADER_SCAN_READ_BYTES: usize = 16 << 10;
 
-/// Chunks a read of a sealed segment reads ahead of the consumer (the next 4 MiB).
-pub const READ_AHEAD_CHUNKS: usize = 4;
+/// Chunks a read reads ahead of the consumer (the next 8 MiB: 4 reached 0.83× of the device in
+/// a cold catch-up, 8 reached 0.94×).
+pub const READ_AHEAD_CHUNKS: usize = 8;
 
 /// Read-ahead chunk reads in flight per shard (the device needs 2–4 in flight; several
 /// consumers catch up at once).
-pub const READ_AHEAD_IN_FLIGHT_MAX: usize = 8;
+pub const READ_AHEAD_IN_FLIGHT_MAX: usize = 16;
 
 /// Size of one offset index entry: relative offset u32 + position u32.
 pub const OFFSET_INDEX_ENTRY_BYTES: usize = 8;
