@@ -169,21 +169,33 @@ impl Tail {
     /// An empty tail whose next byte goes at file position `end`; the bytes of the partial
     /// block before `end` (if any) must be supplied as `partial_block`, which starts at a block
     /// boundary.
+    ///
+    /// With no partial block the tail holds no chunk until the first append: a partition that
+    /// is never written to costs no chunk (ten thousand of them would otherwise hold 10 GiB).
     pub fn new(end: u64, partial_block: &[u8]) -> Tail {
         let block_start = end - partial_block.len() as u64;
-        let chunk_start = block_start - block_start % TAIL_CHUNK_BYTES as u64;
-        let chunk = Chunk::new(chunk_start);
-        // Bytes of the chunk before the partial block are on disk; keep the chunk's layout by
-        // position and mark them filled with bytes that are never served (reads start at or
-        // after `first_position`, and writes only copy from there).
-        let pad = (block_start - chunk_start) as usize;
-        chunk.filled.set(pad);
-        chunk.push(partial_block);
-        Tail {
-            chunks: VecDeque::from([chunk]),
+        let mut tail = Tail {
+            chunks: VecDeque::new(),
             valid_from: block_start,
-            end,
+            end: block_start,
+        };
+        if !partial_block.is_empty() {
+            tail.start_chunk();
+            tail.push(partial_block);
         }
+        tail
+    }
+
+    /// Starts the chunk holding the logical end, when the tail holds none. Bytes of the chunk
+    /// before the end are on disk; the chunk keeps its layout by position and marks them
+    /// filled with bytes that are never served (reads start at or after `first_position`, and
+    /// writes only copy from there).
+    fn start_chunk(&mut self) {
+        debug_assert!(self.chunks.is_empty());
+        let chunk_start = self.end - self.end % TAIL_CHUNK_BYTES as u64;
+        let chunk = Chunk::new(chunk_start);
+        chunk.filled.set((self.end - chunk_start) as usize);
+        self.chunks.push_back(chunk);
     }
 
     pub fn end(&self) -> u64 {
@@ -192,6 +204,9 @@ impl Tail {
 
     /// Appends bytes at the logical end.
     pub fn push(&mut self, mut bytes: &[u8]) {
+        if !bytes.is_empty() && self.chunks.is_empty() {
+            self.start_chunk();
+        }
         while !bytes.is_empty() {
             let last = self.chunks.back().expect("tail has a chunk");
             let room = TAIL_CHUNK_BYTES - last.filled.get();
@@ -299,7 +314,10 @@ impl Tail {
                 break;
             }
         }
-        let last = self.chunks.pop_back().expect("tail has a chunk");
+        let Some(last) = self.chunks.pop_back() else {
+            // No chunk: nothing appended since the tail was made, `end` is its end.
+            return;
+        };
         let keep = (end - last.start) as usize;
         let fresh = Chunk::new(last.start);
         fresh.push(last.filled_slice(0, keep));
@@ -358,5 +376,22 @@ mod tests {
         );
         t.release_before(TAIL_CHUNK_BYTES as u64 * 5);
         assert_eq!(t.first_position(), 4096 * 3, "last chunk is kept");
+    }
+
+    #[test]
+    fn an_unwritten_tail_holds_no_chunk() {
+        on_executor(|| {
+            let end = 3 * TAIL_CHUNK_BYTES as u64 + 8192;
+            let mut t = Tail::new(end, &[]);
+            assert!(t.chunks.is_empty(), "no chunk before the first append");
+            assert!(t.slices(end, end).is_empty());
+            t.truncate(end);
+            assert!(t.chunks.is_empty());
+            t.push(b"abc");
+            assert_eq!(t.chunks.len(), 1);
+            assert_eq!(t.chunks[0].start, 3 * TAIL_CHUNK_BYTES as u64);
+            assert_eq!(t.slices(end, end + 3)[0].as_bytes(), b"abc");
+            assert_eq!(t.end(), end + 3);
+        });
     }
 }
