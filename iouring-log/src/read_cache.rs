@@ -26,6 +26,7 @@ use std::rc::Rc;
 use glommio::io::{BufferedFile, DmaBuffer, OpenOptions, ReadResult};
 
 use crate::error::IoError;
+use crate::helper_thread::on_helper_thread;
 use crate::limits::{READ_AHEAD_CHUNKS, READ_AHEAD_IN_FLIGHT_MAX, TAIL_CHUNK_BYTES};
 use crate::notify::Notify;
 
@@ -78,10 +79,9 @@ impl CachedSegment {
         // `DmaFile` they would go to glommio's poll ring (IOPOLL), which glommio enables when
         // its probe read hits an empty file, and where every read of these machines' virtio
         // disks (no poll queues) fails with EOPNOTSUPP.
-        let file = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECT)
-            .buffered_open(self.path.as_path())
+        let mut options = OpenOptions::new();
+        options.read(true).custom_flags(libc::O_DIRECT);
+        let file = on_helper_thread(options.buffered_open(self.path.as_path()))
             .await
             .map(Rc::new)
             .map_err(|e| IoError::new("opening for direct reads", self.path.as_path(), e))?;
@@ -368,8 +368,11 @@ async fn read_chunk(
 ) -> Result<Rc<CachedChunk>, IoError> {
     let file = segment.direct().await?;
     let position = index * CHUNK as u64;
-    let read = file
-        .read_at(position, CHUNK)
+    // The open and the read may complete on an io_uring worker thread (an O_DIRECT read the
+    // kernel cannot start without blocking), whose completion the reactor can miss while
+    // nothing else wakes it: seen as a test hanging in `io_cqring_wait` with the read done.
+    // The same ticker as for helper-thread operations keeps the reactor looking.
+    let read = on_helper_thread(file.read_at(position, CHUNK))
         .await
         .map_err(|e| IoError::new("reading", segment.path(), std::io::Error::from(e)))?;
     if read.len() < final_len {
