@@ -186,7 +186,10 @@ pub fn markdown(results: &[RunResult]) -> String {
         Some(r.mean_publish_rate())
     }));
     for (label, key, _) in TABLE {
-        out.push_str(&row(label, &|r| r.metric(key)));
+        // Rows no result has (catch-up figures of a run without a backlog) are left out.
+        if order.iter().any(|r| r.metric(key).is_some()) {
+            out.push_str(&row(label, &|r| r.metric(key)));
+        }
     }
     out
 }
