@@ -147,7 +147,8 @@ impl SegmentFile for DirectFile {
     }
 }
 
-/// Name of the file [`probe_direct_io`] writes and removes in a data directory.
+/// Name (before `-<shard>`) of the file [`probe_direct_io`] writes and removes in a data
+/// directory.
 pub const PROBE_FILE: &str = ".ringlog-direct-io-probe";
 
 /// Makes glommio decide, for this thread, whether the device under `dir` takes polled I/O
@@ -160,8 +161,10 @@ pub const PROBE_FILE: &str = ".ringlog-direct-io-probe";
 /// then goes to glommio's poll ring, and every O_DIRECT read there fails with EOPNOTSUPP. Opening
 /// a file holding one block first makes the probe read the device. Call it on every shard
 /// before it opens a log.
-pub async fn probe_direct_io(dir: &Path) -> std::io::Result<()> {
-    let path = dir.join(PROBE_FILE);
+/// `shard` names the file: shards probe at once in one directory, and glommio panics when a
+/// file it opens is gone before it looks at its file system.
+pub async fn probe_direct_io(dir: &Path, shard: usize) -> std::io::Result<()> {
+    let path = dir.join(format!("{PROBE_FILE}-{shard}"));
     // Written through a buffered file (which glommio does not probe), then synced so an
     // O_DIRECT read finds it on the device.
     let file = glommio::io::BufferedFile::create(&path).await?;

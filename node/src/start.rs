@@ -99,7 +99,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
             .spawn(move || async move {
                 let budget = config.read_cache_bytes / config.shards.max(1) as u64;
                 iouring_log::read_cache::set_budget(usize::try_from(budget).unwrap_or(usize::MAX));
-                if let Err(e) = iouring_log::segment_io::probe_direct_io(&config.log_dir).await {
+                if let Err(e) = iouring_log::segment_io::probe_direct_io(&config.log_dir, shard).await {
                     tracing::warn!(shard, error = %e, dir = %config.log_dir.display(), "probing the data device for polled I/O");
                 }
                 let ctx = Rc::new(ShardCtx {
