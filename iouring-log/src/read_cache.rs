@@ -6,9 +6,9 @@
 //!   disk), the chunk's buffer moves here instead of being freed (Redpanda's batch cache has
 //!   the same role): the appends bypassed the page cache, and this is what stands in for it;
 //! - **chunks read**: a miss reads the whole chunk with O_DIRECT through io_uring into an
-//!   aligned buffer (glommio's main ring: no helper thread, no page cache), and a read
-//!   of a sealed segment starts reads of the next [`READ_AHEAD_CHUNKS`] chunks (read ahead per
-//!   consumer position, several in flight).
+//!   aligned buffer (glommio's main ring: no helper thread, no page cache), and a read starts
+//!   reads of the next [`READ_AHEAD_CHUNKS`] chunks its segment has final in the file (read
+//!   ahead per consumer position, several in flight).
 //!
 //! Chunk `k` of a segment is file positions `[k * CHUNK, (k + 1) * CHUNK)`, the same cut as
 //! the tail's. A cached chunk holds the bytes that were final when it was filled (`valid`); a
@@ -63,10 +63,6 @@ impl CachedSegment {
         })
     }
 
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -91,6 +87,8 @@ impl CachedSegment {
 }
 
 impl Drop for CachedSegment {
+    /// No load of this segment can be running (each holds the segment), so its chunks go
+    /// without invalidating other segments' loads.
     fn drop(&mut self) {
         let id = self.id;
         // `try_with`: the thread's cache may already be gone when the thread exits.
@@ -117,10 +115,6 @@ impl CachedChunk {
             ChunkBytes::Written(b) => &b.as_bytes()[..self.valid],
             ChunkBytes::Read(r) => &r[..self.valid],
         }
-    }
-
-    pub fn valid(&self) -> usize {
-        self.valid
     }
 }
 
@@ -182,13 +176,7 @@ impl Cache {
             return;
         }
         self.remove(key);
-        while self.used + CHUNK > self.budget {
-            let Some((_, oldest)) = self.lru.pop_first() else {
-                break;
-            };
-            self.remove(oldest);
-            self.stats.evicted += 1;
-        }
+        self.evict_to(self.budget - CHUNK);
         self.tick += 1;
         self.lru.insert(self.tick, key);
         self.entries.insert(
@@ -209,6 +197,17 @@ impl Cache {
         }
     }
 
+    /// Evicts least recently used chunks until at most `bytes` are used.
+    fn evict_to(&mut self, bytes: usize) {
+        while self.used > bytes {
+            let Some((_, oldest)) = self.lru.pop_first() else {
+                break;
+            };
+            self.remove(oldest);
+            self.stats.evicted += 1;
+        }
+    }
+
     /// Drops the chunks of `from.0` from chunk index `from.1` on.
     fn remove_from(&mut self, from: Key) {
         let keys: Vec<Key> = self
@@ -219,7 +218,6 @@ impl Cache {
         for k in keys {
             self.remove(k);
         }
-        self.invalidations += 1;
     }
 }
 
@@ -241,12 +239,7 @@ pub fn set_budget(bytes: usize) {
         let mut c = c.borrow_mut();
         c.budget = bytes;
         c.stats.budget_bytes = bytes;
-        while c.used > bytes {
-            let Some((_, oldest)) = c.lru.pop_first() else {
-                break;
-            };
-            c.remove(oldest);
-        }
+        c.evict_to(bytes);
     });
 }
 
@@ -275,11 +268,13 @@ pub fn insert_written(segment: &CachedSegment, start: u64, buf: Rc<DmaBuffer>) {
     });
 }
 
-/// Drops the cached chunks of `segment` from file position `position` on (truncation).
+/// Drops the cached chunks of `segment` from file position `position` on (truncation), and
+/// keeps loads already running from inserting what they read.
 pub fn invalidate_from(segment: &CachedSegment, position: u64) {
     CACHE.with(|c| {
-        c.borrow_mut()
-            .remove_from((segment.id, position / CHUNK as u64))
+        let mut c = c.borrow_mut();
+        c.remove_from((segment.id, position / CHUNK as u64));
+        c.invalidations += 1;
     });
 }
 

@@ -83,62 +83,84 @@ impl ReadSlice {
     }
 
     /// Starts reading every chunk a file slice covers, all at once (each a task of the shard,
-    /// so they are in flight together), and reads ahead past its end in a sealed segment.
-    /// Await the tasks in order for the bytes. Empty for a memory slice.
+    /// so they are in flight together), and reads ahead past its end. Await the tasks in order
+    /// for the bytes. Empty for a memory slice.
     pub fn start_reads(&self) -> Vec<glommio::task::JoinHandle<Result<ChunkPiece, IoError>>> {
-        let ReadSlice::File {
-            segment,
-            position,
-            len,
-            final_end,
-        } = self
-        else {
+        let ReadSlice::File { segment, .. } = self else {
             return Vec::new();
         };
-        let (from, to) = (*position, *position + *len as u64);
-        let mut reads = Vec::new();
-        let mut at = from;
-        while at < to {
-            let index = at / CHUNK as u64;
-            let chunk_start = index * CHUNK as u64;
-            let chunk_end = (chunk_start + CHUNK as u64).min(to);
-            let piece = (
-                (at - chunk_start) as usize,
-                (chunk_end - chunk_start) as usize,
-            );
-            let final_len = (final_end.saturating_sub(chunk_start)).min(CHUNK as u64) as usize;
-            let segment = segment.clone();
-            let task = glommio::spawn_local(async move {
-                let chunk =
-                    read_cache::chunk(&segment, index, piece.1, final_len.max(piece.1)).await?;
-                Ok(ChunkPiece {
-                    chunk,
-                    from: piece.0,
-                    to: piece.1,
-                })
-            });
-            reads.push(task.detach());
-            at = chunk_end;
-        }
-        if *final_end > to {
-            read_cache::read_ahead(segment, (to - 1) / CHUNK as u64, *final_end);
-        }
-        reads
+        self.pieces()
+            .map(|piece| {
+                let segment = segment.clone();
+                glommio::spawn_local(async move { read_piece(&segment, piece).await }).detach()
+            })
+            .collect()
     }
 
-    /// Copies the bytes out (for tests, header scans and the copying paths).
+    /// Copies the bytes out (for tests, header scans and the copying paths), the chunks one
+    /// after the other on the calling task.
     pub async fn to_vec(&self) -> Result<Vec<u8>, IoError> {
         match self {
             ReadSlice::Memory(m) => Ok(m.as_bytes().to_vec()),
-            ReadSlice::File { .. } => {
+            ReadSlice::File { segment, .. } => {
                 let mut out = Vec::with_capacity(self.len());
-                for read in self.start_reads() {
-                    out.extend_from_slice(await_piece(read).await?.as_bytes());
+                for piece in self.pieces() {
+                    out.extend_from_slice(read_piece(segment, piece).await?.as_bytes());
                 }
                 Ok(out)
             }
         }
     }
+
+    /// The chunk pieces a file slice covers (none for a memory slice); starts the read-ahead
+    /// past its end.
+    fn pieces(&self) -> impl Iterator<Item = PieceRange> {
+        let (from, to, final_end) = match self {
+            ReadSlice::File {
+                segment,
+                position,
+                len,
+                final_end,
+            } => {
+                let to = *position + *len as u64;
+                if *final_end > to && *len > 0 {
+                    read_cache::read_ahead(segment, (to - 1) / CHUNK as u64, *final_end);
+                }
+                (*position, to, *final_end)
+            }
+            ReadSlice::Memory(_) => (0, 0, 0),
+        };
+        let chunk = CHUNK as u64;
+        (from / chunk..to.div_ceil(chunk)).map(move |index| {
+            let chunk_start = index * chunk;
+            let to_in_chunk = ((chunk_start + chunk).min(to) - chunk_start) as usize;
+            PieceRange {
+                index,
+                from: (from.max(chunk_start) - chunk_start) as usize,
+                to: to_in_chunk,
+                final_len: (final_end.saturating_sub(chunk_start).min(chunk) as usize)
+                    .max(to_in_chunk),
+            }
+        })
+    }
+}
+
+/// The bytes `[from, to)` of chunk `index` of a segment, `final_len` of whose bytes are final.
+#[derive(Clone, Copy)]
+struct PieceRange {
+    index: u64,
+    from: usize,
+    to: usize,
+    final_len: usize,
+}
+
+async fn read_piece(segment: &Rc<CachedSegment>, r: PieceRange) -> Result<ChunkPiece, IoError> {
+    let chunk = read_cache::chunk(segment, r.index, r.to, r.final_len).await?;
+    Ok(ChunkPiece {
+        chunk,
+        from: r.from,
+        to: r.to,
+    })
 }
 
 /// The result of one of [`ReadSlice::start_reads`]'s tasks.

@@ -161,6 +161,7 @@ pub const PROBE_FILE: &str = ".ringlog-direct-io-probe";
 /// then goes to glommio's poll ring, and every O_DIRECT read there fails with EOPNOTSUPP. Opening
 /// a file holding one block first makes the probe read the device. Call it on every shard
 /// before it opens a log.
+///
 /// `shard` names the file: shards probe at once in one directory, and glommio panics when a
 /// file it opens is gone before it looks at its file system.
 pub async fn probe_direct_io(dir: &Path, shard: usize) -> std::io::Result<()> {
