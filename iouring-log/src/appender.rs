@@ -60,6 +60,10 @@ pub struct AppenderIo {
     pub preallocated: u64,
     /// Set when the segment is being sealed or closed: the writer drains and exits.
     pub closing: bool,
+    /// Writes planned and not yet completed, failed ones included (the planner counts a failed
+    /// write in flight for ever: its range was never written). A failed log is retired only
+    /// when this is zero.
+    pub writes_running: usize,
 }
 
 impl AppenderIo {
@@ -119,6 +123,7 @@ impl Appender {
                 failed: None,
                 preallocated: 0,
                 closing: false,
+                writes_running: 0,
             })),
             events: Rc::new(Notify::default()),
             progress,
@@ -154,7 +159,9 @@ impl Appender {
                     if io.failed.is_some() {
                         return;
                     }
-                    io.planner.plan()
+                    let job = io.planner.plan();
+                    io.writes_running += usize::from(job.is_some());
+                    job
                 };
                 let Some(job) = job else { break };
                 self.ensure_preallocated(job.start + job.len as u64).await;
@@ -219,6 +226,7 @@ impl Appender {
 
     fn complete_write(&self, job: WriteJob, result: std::io::Result<usize>) {
         let mut io = self.io.borrow_mut();
+        io.writes_running -= 1;
         if job.kind == WriteKind::ZeroFill && !matches!(result, Ok(n) if n == job.len) {
             // Zero fill is only an optimisation and covers no data: a failure (a full disk, say)
             // stops it for this segment; the data writes decide whether the log fails.

@@ -48,4 +48,5 @@ pub use log_durability::Durability;
 pub use log_open::LogOptions;
 pub use log_read::{ReadOptions, ReadResult};
 pub use reader::{read_slices_to_vec, ReadSlice};
+pub use segment_io::free_bytes;
 pub use types::{FilePosition, LeaderEpoch, Offset, RelativeOffset, TimestampMs};

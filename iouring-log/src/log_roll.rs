@@ -170,6 +170,48 @@ impl Log {
         }
     }
 
+    /// Retires a failed log so that its folder may be opened again (writes resuming once the
+    /// disk has space): waits until none of its I/O is running — writes in flight, background
+    /// seals, an `fdatasync`, a checkpoint write — and closes it. Nothing is written: what the
+    /// failure left half-done is for the next open's recovery to validate. Refuses a log that
+    /// has not failed (close that one).
+    pub async fn retire_failed(&self) -> Result<(), FlushError> {
+        if self.failure().is_none() {
+            return Err(FlushError::Failed(format!(
+                "{} has not failed; close it instead",
+                self.inner.dir.display()
+            )));
+        }
+        loop {
+            let seen = self.inner.progress.log.generation();
+            let busy = {
+                let st = self.inner.state.borrow();
+                let writing = st
+                    .segments
+                    .iter()
+                    .filter_map(|s| s.appender())
+                    .any(|a| a.io.borrow().writes_running > 0);
+                let sealing = self
+                    .inner
+                    .last_seal
+                    .borrow()
+                    .as_ref()
+                    .is_some_and(|done| !done.get());
+                writing || sealing
+            };
+            if !busy {
+                break;
+            }
+            self.inner.progress.log.changed(seen).await;
+        }
+        // An fsync or checkpoint write in flight holds its permit until it completes.
+        drop(self.inner.sync.acquire_permit(1).await);
+        drop(self.inner.checkpoint.acquire_permit(1).await);
+        self.inner.state.borrow_mut().closed = true;
+        self.inner.progress.notify_all();
+        Ok(())
+    }
+
     /// Seals the active segment in place (the caller holds the mutation permit and waited for
     /// every background seal). Readers keep seeing it through its tail until its bytes are all
     /// on disk.

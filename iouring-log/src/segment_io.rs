@@ -182,3 +182,18 @@ pub async fn probe_direct_io(dir: &Path, shard: usize) -> std::io::Result<()> {
     probe?.close().await?;
     removed.map_err(std::io::Error::from)
 }
+
+/// Bytes of the file system holding `path` that an unprivileged writer may still use
+/// (`statvfs`'s `f_bavail`): whether a log failed on a full disk may be reopened.
+pub fn free_bytes(path: &Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: an all-zero statvfs is a valid value for statvfs to overwrite.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c_path is a NUL-terminated string and st a valid, writable statvfs.
+    if unsafe { libc::statvfs(c_path.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+}

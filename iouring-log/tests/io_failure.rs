@@ -167,3 +167,58 @@ fn a_failed_write_poisons_the_log_until_reopened() {
         all.iter().for_each(|r| check_record(r, VALUE));
     });
 }
+
+/// Writes resume without a restart: a log failed on a full disk is retired (none of its I/O
+/// still running) and opened again on the same executor once space returns; what was flushed
+/// survives and new appends are written and flushed.
+#[test]
+fn a_retired_failed_log_reopens_and_takes_writes_once_space_returns() {
+    let fs = SmallFs::new();
+    let dir = fs.log_dir();
+    let ballast = fs.mount.join("ballast");
+    sh("fallocate", &["-l", "24M", ballast.to_str().unwrap()]);
+    run(move || async move {
+        let log = Log::open(&dir, LogConfig::default(), 0).await.unwrap();
+        assert!(
+            log.retire_failed().await.is_err(),
+            "a healthy log is closed, not retired"
+        );
+        let mut flushed = 0i64;
+        let mut next = 0i64;
+        loop {
+            assert!(next < 400_000, "the filesystem never filled");
+            let b = batch(next, 16, VALUE, Compression::None);
+            if log.append_as_leader(&b, LeaderEpoch(0), 0).await.is_err() {
+                break;
+            }
+            next += 16;
+            match log.flush().await {
+                Ok(()) => flushed = next,
+                Err(_) => break,
+            }
+        }
+        log.retire_failed().await.expect("a failed log retires");
+        assert!(
+            log.append_as_leader(&batch(next, 1, VALUE, Compression::None), LeaderEpoch(0), 0)
+                .await
+                .is_err(),
+            "a retired log takes nothing"
+        );
+        std::fs::remove_file(&ballast).unwrap();
+        let log = Log::open(&dir, LogConfig::default(), 0).await.unwrap();
+        let start = log.log_end_offset();
+        assert!(start >= Offset(flushed), "flushed data survives: {flushed}");
+        for i in 0..200 {
+            let b = batch(start.0 + i * 16, 16, VALUE, Compression::None);
+            log.append_as_leader(&b, LeaderEpoch(0), 0)
+                .await
+                .unwrap_or_else(|e| panic!("append {i} after space returned: {e}"));
+        }
+        log.flush().await.expect("flush after space returned");
+        assert_eq!(log.log_end_offset(), Offset(start.0 + 200 * 16));
+        let all = read_all(&log).await;
+        assert_eq!(all.len() as i64, start.0 + 200 * 16);
+        all.iter().for_each(|r| check_record(r, VALUE));
+        log.close().await.expect("clean close");
+    });
+}

@@ -91,3 +91,12 @@ pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 const _: () = assert!(RECORDS_PLACEHOLDER_MAX >= READ_CHUNK_BYTES);
 const _: () = assert!(PRODUCER_SNAPSHOT_INTERVAL_MS >= MAINTENANCE_INTERVAL.as_millis() as i64);
 const _: () = assert!(GROUP_TICK_INTERVAL.as_millis() < MAINTENANCE_INTERVAL.as_millis());
+
+/// How often a shard tries to reopen a log that failed (a full disk, say), so that writes
+/// resume without a restart.
+pub const LOG_REOPEN_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Free space a failed log's file system must have before the log is reopened: two segment
+/// preallocation steps (`iouring_log::limits::PREALLOCATE_MIN_BYTES`) and room for the
+/// checkpoints, so a reopened log can take writes at once.
+pub const LOG_REOPEN_MIN_FREE_BYTES: u64 = 16 << 20;

@@ -115,6 +115,8 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
                     fetch_sessions: Default::default(),
                     fetchers: Default::default(),
                     lease,
+                    topology: glommio::sync::Semaphore::new(1),
+                    reopen_due: Default::default(),
                 });
                 run_shard(ctx, rx).await;
             })

@@ -3,6 +3,9 @@ filled by producers. The broker must not die (its log lines cannot be written ei
 acknowledged record must be readable at its offset, produce gets an error instead of an
 acknowledgement, and a topic of 10 partitions takes records on a disk of a few hundred MB
 (before preallocation steps grew with the segment, ten 64 MiB reservations took the disk).
+Then space is freed (a ballast file the test put there first is removed): writes resume on
+every partition without a restart, and every record acknowledged before and after is served at
+its offset.
 
 Needs root (mount -o loop) and mkfs.ext4; scripts/test.sh runs as root here.
 """
@@ -19,6 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import REPO
 
 FS_MB = 300
+BALLAST_MB = 48
 VALUE = 8000
 PARTITIONS = 10
 
@@ -32,7 +36,7 @@ def small_fs():
     os.mkdir(mnt)
     with open(image, "wb") as f:
         f.truncate(FS_MB << 20)
-    subprocess.run(["mkfs.ext4", "-q", "-F", image], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", image], check=True)
     subprocess.run(["mount", "-o", "loop", image, mnt], check=True)
     try:
         yield mnt
@@ -46,9 +50,57 @@ def free_mb(path):
     return st.f_bavail * st.f_frsize / (1 << 20)
 
 
+def recorder(acked, failed):
+    """A delivery callback filling `acked` {(partition, offset): value} and `failed`."""
+    def on_delivery(err, msg):
+        if err is None:
+            acked[(msg.partition(), msg.offset())] = msg.value()
+        else:
+            failed.append(err)
+    return on_delivery
+
+
+def log_tail(b):
+    """The broker's warnings and errors and what it said about reopening logs, last 40."""
+    with open(b.log_path, "rb") as f:
+        lines = f.read().decode(errors="replace").splitlines()
+    keep = [l for l in lines if "append failed" not in l and "DEBUG" not in l]
+    return "\n".join(keep[-40:])
+
+
+def read_all(bootstrap, part, want_count, group):
+    """Every record of partition `part` from offset 0, until `want_count` are read or 60 s."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition("fill", part, 0)])
+    got = {}
+    end = time.time() + 60
+    while len(got) < want_count and time.time() < end:
+        m = c.poll(0.5)
+        if m is None:
+            continue
+        assert m.error() is None, m.error()
+        got[m.offset()] = m.value()
+    c.close()
+    return got
+
+
+def check_acked(bootstrap, acked, group):
+    for part in range(PARTITIONS):
+        want = sorted((o, v) for (pp, o), v in acked.items() if pp == part)
+        if not want:
+            continue
+        got = read_all(bootstrap, part, want[-1][0] + 1, f"{group}-{part}")
+        for o, v in want:
+            assert got.get(o) == v, f"partition {part} offset {o}: acknowledged value not served"
+
+
 def test_a_full_disk_refuses_writes_keeps_reads_and_the_broker(make_broker, small_fs):
     data = os.path.join(small_fs, "data")
     os.mkdir(data)
+    ballast = os.path.join(small_fs, "ballast")
+    with open(ballast, "wb") as f:
+        os.posix_fallocate(f.fileno(), 0, BALLAST_MB << 20)
     # Broker log output on the same file system (conftest writes it into the data dir), at
     # debug level so that it has plenty to write when the disk is full.
     b = make_broker(shards=1, data_dir=data)
@@ -58,12 +110,7 @@ def test_a_full_disk_refuses_writes_keeps_reads_and_the_broker(make_broker, smal
     admin.create_topics([NewTopic("fill", PARTITIONS, 1)])["fill"].result(timeout=10)
 
     acked, failed = {}, []
-
-    def on_delivery(err, msg):
-        if err is None:
-            acked[(msg.partition(), msg.offset())] = msg.value()
-        else:
-            failed.append(err)
+    on_delivery = recorder(acked, failed)
 
     p = Producer({"bootstrap.servers": b.bootstrap, "acks": 1, "linger.ms": 5,
                   "message.timeout.ms": 10_000, "retries": 0, "enable.idempotence": False})
@@ -86,22 +133,27 @@ def test_a_full_disk_refuses_writes_keeps_reads_and_the_broker(make_broker, smal
     print(f"{len(acked)} acknowledged, {len(failed)} refused (codes {codes}), {free_mb(small_fs):.1f} MB free")
 
     # Every acknowledged record is served at its offset while the disk is still full.
-    for part in range(PARTITIONS):
-        want = sorted((o, v) for (pp, o), v in acked.items() if pp == part)
-        if not want:
-            continue
-        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"check-{part}",
-                      "enable.auto.commit": False})
-        c.assign([TopicPartition("fill", part, 0)])
-        got = {}
-        end = time.time() + 60
-        while len(got) < len(want) and time.time() < end:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            assert m.error() is None, m.error()
-            got[m.offset()] = m.value()
-        c.close()
-        for o, v in want:
-            assert got.get(o) == v, f"partition {part} offset {o}: acknowledged value not served"
+    check_acked(b.bootstrap, acked, "full")
     assert b.proc.poll() is None, "broker died while serving reads on a full disk"
+
+    # Space returns: writes resume on every partition (the failed logs are reopened; the
+    # producer retries KAFKA_STORAGE_ERROR until then), nothing acknowledged is lost.
+    os.remove(ballast)
+    assert free_mb(small_fs) >= BALLAST_MB - 1
+    later, later_failed = {}, []
+    on_later = recorder(later, later_failed)
+
+    p2 = Producer({"bootstrap.servers": b.bootstrap, "acks": 1, "linger.ms": 5,
+                   "message.timeout.ms": 60_000, "retry.backoff.ms": 500,
+                   "enable.idempotence": False})
+    resumed = 20 * PARTITIONS
+    for j in range(resumed):
+        p2.produce("fill", value=b"later-%09d" % j + b"w" * 1000, partition=j % PARTITIONS,
+                   on_delivery=on_later)
+    assert p2.flush(90) == 0, "records still unacknowledged 90 s after space returned"
+    assert not later_failed, f"writes did not resume: {later_failed[:3]}\n{log_tail(b)}"
+    assert len(later) == resumed
+    assert {pp for pp, _ in later} == set(range(PARTITIONS))
+    print(f"after freeing {BALLAST_MB} MB: {len(later)} more acknowledged")
+    check_acked(b.bootstrap, {**acked, **later}, "resumed")
+    assert b.proc.poll() is None, "broker died after space returned"

@@ -8,10 +8,15 @@ use crate::metadata::Command;
 use crate::partition::Partition;
 
 impl ShardCtx {
-    /// Retention and `flush.ms` on every partition of the shard.
+    /// Retention and `flush.ms` on every partition of the shard; failed logs reopened when
+    /// their disk has room.
     pub(super) async fn maintain(&self, check_retention: bool) {
         let parts: Vec<Rc<Partition>> = self.partitions.borrow().values().cloned().collect();
         for p in parts {
+            if p.log.failure().is_some() {
+                self.reopen_failed(&p).await;
+                continue;
+            }
             self.propose_isr_change(&p);
             if let Err(e) = p.log.maybe_flush(now_ms()).await {
                 tracing::error!(topic = %p.topic, partition = p.index, error = %e, "flush failed");

@@ -48,6 +48,11 @@ pub struct ShardCtx {
     /// Whether this node holds its etcd lease (always, for a single node): a leader takes
     /// writes only while it does.
     pub lease: LeaseClock,
+    /// Held while the set of open logs changes (a snapshot applied, a failed log reopened), so
+    /// two tasks never open one partition's folder.
+    pub topology: glommio::sync::Semaphore,
+    /// When each failed log may next be tried for reopening.
+    pub reopen_due: RefCell<HashMap<(String, i32), std::time::Instant>>,
 }
 
 pub fn now_ms() -> i64 {
@@ -57,6 +62,13 @@ pub fn now_ms() -> i64 {
 }
 
 impl ShardCtx {
+    async fn lock_topology(&self) -> glommio::sync::Permit<'_> {
+        self.topology
+            .acquire_permit(1)
+            .await
+            .expect("the topology lock never closes")
+    }
+
     pub fn broker_id(&self) -> kafka_protocol::messages::BrokerId {
         self.config.broker_id(self.shard)
     }

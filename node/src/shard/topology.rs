@@ -6,12 +6,13 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use iouring_log::notify::Notify;
-use iouring_log::{Log, LogOptions};
+use iouring_log::{free_bytes, Log, LogOptions};
 
 use replication::ReplicaId;
 
 use super::{now_ms, ShardCtx};
-use crate::metadata::Snapshot;
+use crate::limits::{LOG_REOPEN_INTERVAL, LOG_REOPEN_MIN_FREE_BYTES};
+use crate::metadata::{Snapshot, TopicMeta};
 use crate::partition::replica::RoleContext;
 use crate::partition::{dir_name, Limits, Partition};
 
@@ -19,6 +20,7 @@ impl ShardCtx {
     /// Opens the logs of partitions this shard now owns, closes and deletes those of topics
     /// that are gone.
     pub(super) async fn apply_snapshot(&self, snapshot: Arc<Snapshot>) {
+        let _topology = self.lock_topology().await;
         let mut wanted = Vec::new();
         for topic in snapshot.topics.values() {
             for (p, meta) in topic.partitions.iter().enumerate() {
@@ -32,45 +34,11 @@ impl ShardCtx {
             if self.replica(&topic.name, p).is_some() {
                 continue;
             }
-            let dir = self.config.log_dir.join(dir_name(&topic.name, p));
-            let config = match self.topic_config(topic) {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::error!(shard = self.shard, topic = %topic.name, error = %e, "invalid topic config; the partition stays offline");
-                    continue;
-                }
-            };
-            // The partition's own signal: its log's writes, its high watermark and role changes
-            // wake only what waits on this partition.
-            let notify = Rc::new(Notify::default());
-            let options = LogOptions {
-                progress_listener: Some(notify.clone()),
-                ..LogOptions::default()
-            };
-            match Log::open_with(&dir, config.log, now_ms(), options).await {
-                Ok(log) => {
-                    let limits = Limits {
-                        max_message_bytes: config.max_message_bytes,
-                        min_insync_replicas: config.min_insync_replicas,
-                    };
-                    let part = Partition::new(topic.name.clone(), p, log, limits, notify);
-                    if let Err(e) = part.restore_producers().await {
-                        tracing::error!(shard = self.shard, dir = %dir.display(), error = %e, "cannot restore idempotent producer state; the partition stays offline");
-                        continue;
-                    }
-                    if let Err(e) = part.restore_high_watermark().await {
-                        tracing::error!(shard = self.shard, dir = %dir.display(), error = %e, "cannot read the high watermark checkpoint; the partition stays offline");
-                        continue;
-                    }
-                    let part = Rc::new(part);
-                    self.partitions
-                        .borrow_mut()
-                        .insert((topic.name.clone(), p), part.clone());
-                    opened.insert((topic.name.clone(), p));
-                }
-                Err(e) => {
-                    tracing::error!(shard = self.shard, dir = %dir.display(), error = %e, "cannot open partition; it stays offline")
-                }
+            if let Some(part) = self.open_partition(topic, p).await {
+                self.partitions
+                    .borrow_mut()
+                    .insert((topic.name.clone(), p), part);
+                opened.insert((topic.name.clone(), p));
             }
         }
         self.apply_roles(&snapshot, &opened).await;
@@ -87,6 +55,7 @@ impl ShardCtx {
             .cloned()
             .collect();
         for key in gone {
+            self.reopen_due.borrow_mut().remove(&key);
             let part = self.partitions.borrow_mut().remove(&key);
             if let Some(part) = part {
                 if part.topic == crate::metadata::OFFSETS_TOPIC {
@@ -109,6 +78,106 @@ impl ShardCtx {
             }
         }
         *self.snapshot.borrow_mut() = snapshot;
+    }
+
+    /// Opens the log of `topic`-`p` and restores its idempotent producer state and high
+    /// watermark checkpoint: a partition with no role yet (`apply_roles` gives it one). `None`
+    /// (logged) when any of it fails: the partition stays offline.
+    async fn open_partition(&self, topic: &TopicMeta, p: i32) -> Option<Rc<Partition>> {
+        let dir = self.config.log_dir.join(dir_name(&topic.name, p));
+        let config = match self.topic_config(topic) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(shard = self.shard, topic = %topic.name, error = %e, "invalid topic config; the partition stays offline");
+                return None;
+            }
+        };
+        // The partition's own signal: its log's writes, its high watermark and role changes
+        // wake only what waits on this partition.
+        let notify = Rc::new(Notify::default());
+        let options = LogOptions {
+            progress_listener: Some(notify.clone()),
+            ..LogOptions::default()
+        };
+        let log = match Log::open_with(&dir, config.log, now_ms(), options).await {
+            Ok(log) => log,
+            Err(e) => {
+                tracing::error!(shard = self.shard, dir = %dir.display(), error = %e, "cannot open partition; it stays offline");
+                return None;
+            }
+        };
+        let limits = Limits {
+            max_message_bytes: config.max_message_bytes,
+            min_insync_replicas: config.min_insync_replicas,
+        };
+        let part = Partition::new(topic.name.clone(), p, log, limits, notify);
+        if let Err(e) = part.restore_producers().await {
+            tracing::error!(shard = self.shard, dir = %dir.display(), error = %e, "cannot restore idempotent producer state; the partition stays offline");
+            return None;
+        }
+        if let Err(e) = part.restore_high_watermark().await {
+            tracing::error!(shard = self.shard, dir = %dir.display(), error = %e, "cannot read the high watermark checkpoint; the partition stays offline");
+            return None;
+        }
+        Some(Rc::new(part))
+    }
+
+    /// Reopens a partition whose log failed (a write or sync error: a full disk, say) once its
+    /// disk has room again, so writes resume without a restart. The failed log is retired
+    /// first (none of its I/O still running); the new one validates the tail the failure left
+    /// (recovery, as after a crash), restores producer state and high watermark, and takes the
+    /// role the current snapshot gives it. Until then the failed log serves reads of what it
+    /// wrote and produce gets KAFKA_STORAGE_ERROR. Retried every [`LOG_REOPEN_INTERVAL`].
+    pub(super) async fn reopen_failed(&self, failed: &Rc<Partition>) {
+        let key = (failed.topic.clone(), failed.index);
+        let now = std::time::Instant::now();
+        if self
+            .reopen_due
+            .borrow()
+            .get(&key)
+            .is_some_and(|due| now < *due)
+        {
+            return;
+        }
+        self.reopen_due
+            .borrow_mut()
+            .insert(key.clone(), now + LOG_REOPEN_INTERVAL);
+        match free_bytes(failed.log.dir()) {
+            Ok(free) if free >= LOG_REOPEN_MIN_FREE_BYTES => {}
+            Ok(free) => {
+                tracing::debug!(shard = self.shard, topic = %failed.topic, partition = failed.index, free, "failed log not reopened: its disk is still full");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(shard = self.shard, dir = %failed.log.dir().display(), error = %e, "cannot read the free space of a failed log's disk");
+                return;
+            }
+        }
+        let _topology = self.lock_topology().await;
+        let snapshot = self.snapshot.borrow().clone();
+        let Some(topic) = snapshot.topics.get(&failed.topic) else {
+            return;
+        };
+        let current = self.replica(&failed.topic, failed.index);
+        if !current.is_some_and(|c| Rc::ptr_eq(&c, failed)) {
+            return; // reopened or removed meanwhile
+        }
+        tracing::info!(shard = self.shard, topic = %failed.topic, partition = failed.index, reason = ?failed.log.failure(), "reopening a failed log");
+        self.partitions.borrow_mut().remove(&key);
+        if failed.topic == crate::metadata::OFFSETS_TOPIC && failed.is_leader() {
+            self.groups
+                .unload_partition(failed.index, topic.partitions.len() as i32);
+        }
+        if let Err(e) = failed.log.retire_failed().await {
+            tracing::warn!(error = %e, "retiring a failed log");
+        }
+        failed.progress().notify_all();
+        let Some(part) = self.open_partition(topic, failed.index).await else {
+            return;
+        };
+        self.partitions.borrow_mut().insert(key.clone(), part);
+        self.apply_roles(&snapshot, &std::collections::HashSet::from([key]))
+            .await;
     }
 
     /// Each local replica takes the role the snapshot gives it (leader, follower, only
