@@ -7,6 +7,8 @@ use kafka_protocol::messages::create_topics_request::{
     CreatableTopic, CreatableTopicConfig, CreateTopicsRequest,
 };
 use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
+use kafka_protocol::messages::delete_topics_request::DeleteTopicsRequest;
+use kafka_protocol::messages::delete_topics_response::DeleteTopicsResponse;
 use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
 use kafka_protocol::messages::metadata_response::MetadataResponse;
 use kafka_protocol::messages::{ApiKey, TopicName};
@@ -57,6 +59,27 @@ pub fn create_topics(
             return Err(ClientError::Broker(format!(
                 "creating topic {}: error {}",
                 t.name.0, t.error_code
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Deletes `topics` (a search's trial topics: their data is not kept on the disk).
+pub fn delete_topics(bootstrap: &str, topics: &[String]) -> Result<(), ClientError> {
+    let mut req = DeleteTopicsRequest::default();
+    req.timeout_ms = 30_000;
+    req.topic_names = topics
+        .iter()
+        .map(|t| TopicName(StrBytes::from_string(t.clone())))
+        .collect();
+    let resp: DeleteTopicsResponse = call(bootstrap, ApiKey::DeleteTopics, 4, &req)?;
+    for r in resp.responses {
+        if r.error_code != 0 {
+            return Err(ClientError::Broker(format!(
+                "deleting topic {:?}: error {}",
+                r.name.map(|n| n.0.to_string()),
+                r.error_code
             )));
         }
     }

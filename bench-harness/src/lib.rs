@@ -17,4 +17,5 @@ pub mod partitioner;
 pub mod producer;
 pub mod run;
 pub mod stats;
+pub mod sustainable;
 pub mod workload;

@@ -121,8 +121,12 @@ fn summary(r: &serde_json::Value) -> String {
     let rates = r["publishRate"].as_array().cloned().unwrap_or_default();
     let mean = rates.iter().filter_map(|v| v.as_f64()).sum::<f64>() / rates.len().max(1) as f64;
     format!(
-        "{} on {}: publish {:.0} msg/s; publish latency ms p50 {} p99 {} p99.9 {} max {}; end-to-end ms p50 {} p99 {}; errors {} {}",
+        "{}{} on {}: publish {:.0} msg/s; publish latency ms p50 {} p99 {} p99.9 {} max {}; end-to-end ms p50 {} p99 {}; errors {} {}",
         r["workload"].as_str().unwrap_or(""),
+        r["maxSustainableRate"].as_f64().map_or(String::new(), |m| format!(
+            " (highest sustainable rate {m:.0} msg/s, held while measured: {})",
+            r["sustainableAtMeasuredRate"]
+        )),
         r["driver"].as_str().unwrap_or(""),
         mean,
         r["aggregatedPublishLatency50pct"],

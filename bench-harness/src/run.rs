@@ -143,7 +143,20 @@ fn fill_backlog(
     Ok(Counters::get(&counters.acked_messages))
 }
 
+/// Runs `workload`: at its producer rate, or, with `findSustainableRate`, first searches the
+/// highest rate the consumers keep up with and then measures at it (`sustainable.rs`).
 pub fn run(workload: Workload, opts: &RunOptions) -> Result<Value, ClientError> {
+    if workload.find_sustainable_rate {
+        return crate::sustainable::find_and_measure(workload, opts);
+    }
+    run_fixed(workload, opts).map(|(result, _)| result)
+}
+
+/// One run at the workload's producer rate on fresh topics; returns the result and the topics.
+pub(crate) fn run_fixed(
+    workload: Workload,
+    opts: &RunOptions,
+) -> Result<(Value, Vec<String>), ClientError> {
     let w = Arc::new(workload);
     let suffix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -317,7 +330,7 @@ pub fn run(workload: Workload, opts: &RunOptions) -> Result<Value, ClientError> 
         "workloadDefinition".into(),
         serde_json::to_value(w.as_ref()).expect("workload serialises"),
     );
-    Ok(Value::Object(result))
+    Ok((Value::Object(result), topics))
 }
 
 /// OMB's latency fields: Avg, 50pct … 9999pct, Max, and a quantile map, in `unit` (1000 for ms

@@ -39,6 +39,11 @@ pub struct Workload {
     /// ringlog's addition: how consumers get their partitions.
     #[serde(default)]
     pub consumer_assignment: ConsumerAssignment,
+    /// ringlog's addition, OpenMessaging Benchmark's meaning of maximum throughput: search the
+    /// highest publish rate at which the consumers keep up (short trials, see `sustainable.rs`),
+    /// then measure at it for the test duration. Needs `producerRate: 0` and consumers.
+    #[serde(default)]
+    pub find_sustainable_rate: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -197,6 +202,29 @@ impl Workload {
                 "must not be negative",
             ));
         }
+        if self.find_sustainable_rate {
+            if self.producer_rate != 0 {
+                return Err(self.invalid(
+                    "producerRate",
+                    self.producer_rate,
+                    "must be 0 with findSustainableRate (the search sets the rate)",
+                ));
+            }
+            if self.subscriptions_per_topic == 0 || self.consumer_per_subscription == 0 {
+                return Err(self.invalid(
+                    "subscriptionsPerTopic",
+                    self.subscriptions_per_topic * self.consumer_per_subscription,
+                    "findSustainableRate needs consumers to keep up",
+                ));
+            }
+            if self.consumer_backlog_size_gb > 0.0 {
+                return Err(self.invalid(
+                    "consumerBacklogSizeGB",
+                    self.consumer_backlog_size_gb,
+                    "must be 0 with findSustainableRate",
+                ));
+            }
+        }
         let p = &self.producer;
         if !matches!(p.acks, -1..=1) {
             return Err(self.invalid("producer.acks", p.acks, "must be -1, 0 or 1"));
@@ -277,6 +305,20 @@ producer: { acks: 1, batchSizeBytes: 1048576, lingerMs: 5, compression: none, ma
             .unwrap_err()
             .to_string();
         assert!(e.contains("bad.yaml") && e.contains("topcis"), "{e}");
+        let bad = GOOD.replace(
+            "producerRate: 0",
+            "producerRate: 5\nfindSustainableRate: true",
+        );
+        let e = Workload::from_yaml(&bad, "bad.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("producerRate") && e.contains('5'), "{e}");
+        let ok = format!("{GOOD}findSustainableRate: true\n");
+        assert!(
+            Workload::from_yaml(&ok, "ok.yaml")
+                .unwrap()
+                .find_sustainable_rate
+        );
         let bad = GOOD
             .replace("keyDistributor", "x")
             .replace("producerRate: 0", "producerRate: 0\nkeyDistributor: ZIPF");

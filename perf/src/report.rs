@@ -94,6 +94,11 @@ impl RunResult {
 /// Rows of the comparison table: (label, result key, lower is better).
 pub const TABLE: &[(&str, &str, bool)] = &[
     (
+        "highest sustainable rate (msg/s)",
+        "maxSustainableRate",
+        false,
+    ),
+    (
         "publish latency p50 (ms)",
         "aggregatedPublishLatency50pct",
         true,
