@@ -23,7 +23,10 @@ use std::cell::RefCell;
 use std::path::PathBuf;
 use std::rc::Rc;
 
-use crate::limits::{PREALLOCATE_BYTES, PREALLOCATE_MIN_BYTES, ZERO_FILL_BYTES};
+use crate::limits::{
+    PREALLOCATE_BUDGET_BYTES_PER_SHARD, PREALLOCATE_BYTES, PREALLOCATE_GRANULE_BYTES,
+    PREALLOCATE_MIN_BYTES, ZERO_FILL_BYTES,
+};
 use crate::notify::{Notify, Progress};
 use crate::read_cache::{self, CachedSegment};
 use crate::segment_io::{SegmentFile, WriteBuffer};
@@ -36,6 +39,34 @@ thread_local! {
     /// [`ZERO_FILL_BYTES`] of zeros, shared by every zero fill on this thread (the kernel only
     /// reads it).
     static ZEROS: std::cell::OnceCell<Rc<glommio::io::DmaBuffer>> = const { std::cell::OnceCell::new() };
+}
+
+thread_local! {
+    /// Appenders alive on this thread (active and sealing segments): the preallocation
+    /// budget's divisor.
+    static APPENDERS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts one appender while it lives (shared by its clones).
+struct AppenderCount;
+
+impl AppenderCount {
+    fn new() -> AppenderCount {
+        APPENDERS.with(|n| n.set(n.get() + 1));
+        AppenderCount
+    }
+}
+
+impl Drop for AppenderCount {
+    fn drop(&mut self) {
+        APPENDERS.with(|n| n.set(n.get() - 1));
+    }
+}
+
+/// The largest preallocation step one segment may take now: the shard's budget shared by its
+/// appenders.
+fn preallocation_cap() -> u64 {
+    PREALLOCATE_BUDGET_BYTES_PER_SHARD / APPENDERS.with(|n| n.get()).max(1)
 }
 
 fn zeros() -> Rc<glommio::io::DmaBuffer> {
@@ -95,6 +126,8 @@ pub struct Appender {
     pub progress: Rc<Progress>,
     /// The segment as the shard's read cache knows it: written chunks move there.
     pub cached: Rc<CachedSegment>,
+    /// This appender in the shard's count (the preallocation budget's divisor).
+    _counted: Rc<AppenderCount>,
 }
 
 /// Where a (re)opened segment stands: its logical size, the offset after its last batch, and
@@ -126,6 +159,7 @@ impl Appender {
                 writes_running: 0,
             })),
             events: Rc::new(Notify::default()),
+            _counted: Rc::new(AppenderCount::new()),
             progress,
             cached,
         }
@@ -159,6 +193,9 @@ impl Appender {
                     if io.failed.is_some() {
                         return;
                     }
+                    // Zero fill only ahead of busy partitions (see `limits::ZERO_FILL_BYTES`).
+                    let busy = io.tail.is_busy();
+                    io.planner.allow_zero_fill(busy);
                     let job = io.planner.plan();
                     io.writes_running += usize::from(job.is_some());
                     job
@@ -183,7 +220,7 @@ impl Appender {
         if needed <= current {
             return;
         }
-        let target = preallocation_target(current, needed);
+        let target = preallocation_target(current, needed, preallocation_cap());
         match self.file.pre_allocate(target).await {
             Ok(()) => self.io.borrow_mut().preallocated = target,
             // Preallocation is an optimisation: a filesystem without fallocate still takes the
@@ -271,12 +308,21 @@ impl Appender {
 /// How far to preallocate a segment file that is preallocated to `current` bytes and must hold
 /// `needed`: steps that grow with the file — its size so far, at least
 /// [`PREALLOCATE_MIN_BYTES`], at most [`PREALLOCATE_BYTES`] — so an idle partition reserves a
-/// few megabytes, not 64 (ten thousand partitions, or ten on a small disk), and a busy one
-/// reaches 64 MiB steps after a few rolls of its own size.
-pub fn preallocation_target(current: u64, needed: u64) -> u64 {
-    let step = current.clamp(PREALLOCATE_MIN_BYTES, PREALLOCATE_BYTES);
+/// few megabytes, not 64 (ten on a small disk), and a busy one reaches 64 MiB steps after a
+/// few rolls of its own size; and at most `cap`, the segment's share of the shard's budget (ten
+/// thousand partitions take steps of a few hundred KiB), never less than
+/// [`PREALLOCATE_GRANULE_BYTES`].
+pub fn preallocation_target(current: u64, needed: u64, cap: u64) -> u64 {
+    // Rounded down to the granule: targets stay multiples of it, so a step never overshoots
+    // the budget's share.
+    let step = (current
+        .clamp(PREALLOCATE_MIN_BYTES, PREALLOCATE_BYTES)
+        .min(cap)
+        / PREALLOCATE_GRANULE_BYTES)
+        .max(1)
+        * PREALLOCATE_GRANULE_BYTES;
     let target = align_up(needed).max(current + step);
-    target.div_ceil(PREALLOCATE_MIN_BYTES) * PREALLOCATE_MIN_BYTES
+    target.div_ceil(PREALLOCATE_GRANULE_BYTES) * PREALLOCATE_GRANULE_BYTES
 }
 
 #[cfg(test)]
@@ -289,13 +335,24 @@ mod tests {
         let mut current = 0;
         let mut steps = Vec::new();
         while current < 300 * MIB {
-            let next = preallocation_target(current, current + 1);
+            let next = preallocation_target(current, current + 1, u64::MAX);
             steps.push((next - current) / MIB);
             current = next;
         }
         assert_eq!(steps[..6], [4, 4, 8, 16, 32, 64]);
         assert!(steps[6..].iter().all(|s| *s == 64), "{steps:?}");
         // A write far past the preallocated end is covered at once.
-        assert_eq!(preallocation_target(0, 10 * MIB + 1), 12 * MIB);
+        assert_eq!(
+            preallocation_target(0, 10 * MIB + 1, u64::MAX),
+            10 * MIB + (64 << 10)
+        );
+        // Within a budget shared by many segments: small steps, never below the granule.
+        let cap = PREALLOCATE_BUDGET_BYTES_PER_SHARD / 5000;
+        let t = preallocation_target(0, 1, cap);
+        assert!(
+            t <= cap && t + PREALLOCATE_GRANULE_BYTES > cap,
+            "{t} for cap {cap}"
+        );
+        assert_eq!(preallocation_target(0, 1, 1), PREALLOCATE_GRANULE_BYTES);
     }
 }

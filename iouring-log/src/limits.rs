@@ -3,8 +3,11 @@
 //! Arithmetic behind the numbers:
 //! - Direct I/O works in blocks of [`DIRECT_IO_ALIGNMENT`] bytes: every write position, write
 //!   length and buffer address is a multiple of it.
-//! - The in-memory tail is cut into chunks of [`TAIL_CHUNK_BYTES`]; chunk `k` of a segment holds
-//!   file positions `[k * TAIL_CHUNK_BYTES, (k + 1) * TAIL_CHUNK_BYTES)`.
+//! - The in-memory tail is cut into chunks of [`TAIL_SMALL_CHUNK_BYTES`] while a partition is
+//!   quiet and of [`TAIL_CHUNK_BYTES`] once it is busy, each starting at a multiple of its own
+//!   length. A partition written to holds one small chunk at least, so N quiet partitions hold
+//!   N × 16 KiB of tail (10 000: 160 MiB); a busy one holds up to 4 writes in flight plus the
+//!   chunk being filled (≤ 5 MiB).
 //! - One write is at most [`WRITE_BYTES_MAX`] and at most [`WRITES_IN_FLIGHT_MAX`] are in
 //!   flight per active segment, so the unwritten tail that is being written at any moment is at
 //!   most 4 MiB.
@@ -17,8 +20,17 @@ pub const DIRECT_IO_ALIGNMENT: usize = 4096;
 /// Size of one chunk of the in-memory tail of the active segment.
 pub const TAIL_CHUNK_BYTES: usize = 1 << 20;
 
+/// Size of a tail chunk of a quiet partition.
+pub const TAIL_SMALL_CHUNK_BYTES: usize = 16 << 10;
+
+/// A small chunk filled faster than this makes the tail busy (16 KiB in 100 ms: 160 KB/s).
+pub const TAIL_BUSY_FILL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Released tail chunks kept per thread for reuse (16 MiB).
 pub const TAIL_CHUNK_POOL_MAX: usize = 16;
+
+/// Released small tail chunks kept per thread for reuse (4 MiB).
+pub const TAIL_SMALL_CHUNK_POOL_MAX: usize = 256;
 
 /// Largest single write to a segment file.
 pub const WRITE_BYTES_MAX: usize = 1 << 20;
@@ -52,15 +64,25 @@ pub const UNWRITTEN_BYTES_MAX: u64 = 64 << 20;
 pub const RECOVERY_POINT_CHECKPOINT_INTERVAL_MS: i64 = 60_000;
 
 /// Zeros written in one go past an active segment's appended end while its device is idle, so
-/// that later data writes land on converted blocks (see `write_planner.rs`).
+/// that later data writes land on converted blocks (see `write_planner.rs`). Only busy
+/// partitions' segments (see `tail.rs`) zero-fill: ten thousand quiet ones would write 10 GB of
+/// zeros for a few MB/s of records.
 pub const ZERO_FILL_BYTES: usize = 1 << 20;
 
 /// Largest preallocation step of active segment files.
 pub const PREALLOCATE_BYTES: u64 = 64 << 20;
 
-/// First (and smallest) preallocation step: steps double with the file up to
-/// [`PREALLOCATE_BYTES`] (see `appender::preallocation_target`).
+/// First preallocation step: steps double with the file up to [`PREALLOCATE_BYTES`] (see
+/// `appender::preallocation_target`), within the shard's budget.
 pub const PREALLOCATE_MIN_BYTES: u64 = 4 << 20;
+
+/// Preallocated and not yet written bytes a shard's active segments reserve together, about:
+/// each step is at most this divided by the shard's active segments (so 4 partitions take
+/// 64 MiB steps, 5 000 take 200 KiB ones and reserve 1 GiB in all, not 20 GB).
+pub const PREALLOCATE_BUDGET_BYTES_PER_SHARD: u64 = 1 << 30;
+
+/// Preallocation steps are multiples of this (and never smaller).
+pub const PREALLOCATE_GRANULE_BYTES: u64 = 64 << 10;
 
 /// Size of one read while recovering or scanning a segment file.
 pub const SCAN_READ_BYTES: usize = 1 << 20;
@@ -86,6 +108,8 @@ pub const TIME_INDEX_ENTRY_BYTES: usize = 12;
 pub const INDEX_ENTRIES_MAX: usize = (SEGMENT_BYTES_MAX as usize / DIRECT_IO_ALIGNMENT) + 1;
 
 const _: () = assert!(TAIL_CHUNK_BYTES.is_multiple_of(DIRECT_IO_ALIGNMENT));
+const _: () = assert!(TAIL_SMALL_CHUNK_BYTES.is_multiple_of(DIRECT_IO_ALIGNMENT));
+const _: () = assert!(TAIL_CHUNK_BYTES.is_multiple_of(TAIL_SMALL_CHUNK_BYTES));
 const _: () = assert!(WRITE_BYTES_MAX.is_multiple_of(DIRECT_IO_ALIGNMENT));
 const _: () = assert!(WRITE_BYTES_MAX <= TAIL_CHUNK_BYTES * 4);
 const _: () = assert!(SEGMENT_BYTES_MAX.is_multiple_of(DIRECT_IO_ALIGNMENT as u64));

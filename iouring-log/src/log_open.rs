@@ -140,7 +140,6 @@ async fn load_trusted(dir: &Path, base: Offset) -> Result<Option<Segment>, IoErr
         base_offset: base,
         cached: CachedSegment::new(log_path.clone()),
         log_path,
-        read_file: read_file_handle,
         indexes: SegmentIndexes {
             offset_index,
             time_index,
@@ -187,7 +186,6 @@ async fn load_scanned(
         base_offset: base,
         cached: CachedSegment::new(log_path.clone()),
         log_path,
-        read_file: read_file_handle,
         indexes: scan.indexes,
         size: scan.valid_bytes,
         next_offset: scan.next_offset,
@@ -207,7 +205,7 @@ async fn activate(
 ) -> Result<(), IoError> {
     let path = segment.log_path.as_path();
     let file = open_trimmed(io, path, segment.size).await?;
-    let partial = read_partial_block(&segment.read_file, path, segment.size).await?;
+    let partial = read_partial_block(&*open_read_file(path).await?, path, segment.size).await?;
     let end = SegmentEnd {
         size: segment.size,
         next_offset: segment.next_offset,

@@ -71,6 +71,10 @@ impl Log {
             let mut st = self.inner.state.borrow_mut();
             let old = st.active_mut();
             let old_base = old.base_offset;
+            let busy = old.appender().is_some_and(|a| a.io.borrow().tail.is_busy());
+            if let Some(a) = segment.appender().filter(|_| busy) {
+                a.io.borrow_mut().tail.mark_busy();
+            }
             let appender = old.start_sealing();
             st.segments.push(segment);
             st.check();

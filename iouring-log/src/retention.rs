@@ -9,7 +9,7 @@ use crate::read_cache;
 use crate::reader::SegmentView;
 use crate::recovery::scan_segment;
 use crate::segment::{
-    open_trimmed, read_partial_block, seal_appender, ActiveSegment, SegmentState,
+    open_read_file, open_trimmed, read_partial_block, seal_appender, ActiveSegment, SegmentState,
 };
 use crate::types::{Offset, TimestampMs};
 
@@ -195,21 +195,16 @@ impl Log {
         &self,
         (position, next_offset): (u64, Offset),
     ) -> Result<(), FlushError> {
-        let (path, base, read_file, cached) = {
+        let (path, base, cached) = {
             let st = self.inner.state.borrow();
             let a = st.active();
-            let cached = a.cached.clone();
-            (
-                a.log_path.clone(),
-                a.base_offset,
-                a.read_file.clone(),
-                cached,
-            )
+            (a.log_path.clone(), a.base_offset, a.cached.clone())
         };
         // Bytes from the cut on will be written anew: cached chunks of them are stale.
         read_cache::invalidate_from(&cached, position);
         let p = path.as_path();
         let file = open_trimmed(self.inner.io.as_ref(), p, position).await?;
+        let read_file = open_read_file(p).await?;
         let interval = self.inner.config.index_interval_bytes;
         let mut scratch_epochs = LeaderEpochCache::default();
         let scan =

@@ -2,8 +2,12 @@
 //! segment file (not yet written, or in the last, partially written block).
 //!
 //! Contract:
-//! - The tail is a sequence of chunks; chunk `k` holds file positions
-//!   `[k * TAIL_CHUNK_BYTES, (k + 1) * TAIL_CHUNK_BYTES)`. Bytes are only ever added after the
+//! - The tail is a sequence of chunks, each [`TAIL_SMALL_CHUNK_BYTES`] or [`TAIL_CHUNK_BYTES`]
+//!   long and starting at a multiple of its own length. A tail starts with small chunks (ten
+//!   thousand quiet partitions hold 16 KiB each, not 1 MiB); once a small chunk fills within
+//!   [`TAIL_BUSY_FILL`] the tail is busy and takes big chunks from the next 1 MiB boundary on
+//!   (whole big chunks are written without a copy and handed to the read cache). Bytes are
+//!   only ever added after the
 //!   logical end (`end`), never changed once added. That is what lets a reader hold a
 //!   [`MemSlice`] of added bytes while later appends fill the same chunk, and what lets a full
 //!   chunk's buffer be handed to the kernel for an O_DIRECT write without a copy.
@@ -15,20 +19,30 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
+use std::time::Instant;
 
 use glommio::io::DmaBuffer;
 
-use crate::limits::{TAIL_CHUNK_BYTES, TAIL_CHUNK_POOL_MAX};
+use crate::limits::{
+    TAIL_BUSY_FILL, TAIL_CHUNK_BYTES, TAIL_CHUNK_POOL_MAX, TAIL_SMALL_CHUNK_BYTES,
+    TAIL_SMALL_CHUNK_POOL_MAX,
+};
 
 thread_local! {
     /// Buffers of dropped chunks, reused so that appends do not page-fault and zero fresh
     /// memory for every megabyte. Bounded by `TAIL_CHUNK_POOL_MAX`.
     static CHUNK_POOL: RefCell<Vec<DmaBuffer>> = const { RefCell::new(Vec::new()) };
+    /// The same for small chunks, bounded by `TAIL_SMALL_CHUNK_POOL_MAX`.
+    static SMALL_CHUNK_POOL: RefCell<Vec<DmaBuffer>> = const { RefCell::new(Vec::new()) };
 }
 
 struct Chunk {
-    /// Segment file position of the chunk's first byte (a multiple of `TAIL_CHUNK_BYTES`).
+    /// Segment file position of the chunk's first byte (a multiple of its capacity).
     start: u64,
+    /// [`TAIL_SMALL_CHUNK_BYTES`] or [`TAIL_CHUNK_BYTES`].
+    capacity: usize,
+    /// When the chunk was started (a small one filled soon after makes the tail busy).
+    started: Instant,
     /// Shared with in-flight writes of the whole chunk; bytes past `filled` are stale (a
     /// recycled buffer) and never read. `None` only while being dropped.
     buf: Option<Rc<DmaBuffer>>,
@@ -37,20 +51,35 @@ struct Chunk {
 }
 
 impl Chunk {
-    fn new(start: u64) -> Rc<Chunk> {
-        debug_assert_eq!(start % TAIL_CHUNK_BYTES as u64, 0);
+    fn new(start: u64, capacity: usize) -> Rc<Chunk> {
+        debug_assert_eq!(start % capacity as u64, 0);
+        let pool = if capacity == TAIL_CHUNK_BYTES {
+            &CHUNK_POOL
+        } else {
+            &SMALL_CHUNK_POOL
+        };
         // From the reactor's registered I/O arena while it has room (size it with
         // `LocalExecutorBuilder::io_memory`): the kernel then need not pin the pages of every
         // write, about a fifth of the CPU an append costs. Falls back to the heap.
-        let buf = CHUNK_POOL
+        let buf = pool
             .with(|p| p.borrow_mut().pop())
-            .unwrap_or_else(|| glommio::allocate_dma_buffer(TAIL_CHUNK_BYTES));
-        assert_eq!(buf.len(), TAIL_CHUNK_BYTES, "tail chunk buffer size");
+            .unwrap_or_else(|| glommio::allocate_dma_buffer(capacity));
+        assert_eq!(buf.len(), capacity, "tail chunk buffer size");
         Rc::new(Chunk {
             start,
+            capacity,
+            started: Instant::now(),
             buf: Some(Rc::new(buf)),
             filled: Cell::new(0),
         })
+    }
+
+    fn end(&self) -> u64 {
+        self.start + self.capacity as u64
+    }
+
+    fn is_full(&self) -> bool {
+        self.filled.get() == self.capacity
     }
 
     fn buf(&self) -> &Rc<DmaBuffer> {
@@ -65,7 +94,7 @@ impl Chunk {
             self.start,
             self.filled.get()
         );
-        // SAFETY: the buffer holds TAIL_CHUNK_BYTES >= `to` initialised bytes and lives as long
+        // SAFETY: the buffer holds `capacity` >= `to` initialised bytes and lives as long
         // as `self`; bytes below `filled` are never written again (append-only contract above),
         // so this shared slice cannot alias a later write. No slice ever covers bytes past
         // `filled`, which is where `push` writes.
@@ -76,7 +105,7 @@ impl Chunk {
     fn push(&self, bytes: &[u8]) {
         let filled = self.filled.get();
         assert!(
-            filled + bytes.len() <= TAIL_CHUNK_BYTES,
+            filled + bytes.len() <= self.capacity,
             "tail chunk overflow: {filled} + {}",
             bytes.len()
         );
@@ -84,7 +113,7 @@ impl Chunk {
         // raw pointer, so its provenance allows writes); the destination
         // `[filled, filled + len)` is inside it (asserted above) and lies beyond every slice
         // handed out (those stop at `filled`); the kernel reads the buffer only for a write of
-        // the whole chunk, issued once `filled == TAIL_CHUNK_BYTES` (no more pushes); the log is
+        // the whole chunk, issued once `filled == capacity` (no more pushes); the log is
         // single-threaded and `push` is not re-entrant.
         unsafe {
             let dst = (self.buf().as_ptr() as *mut u8).add(filled);
@@ -107,12 +136,14 @@ impl Drop for Chunk {
 
 /// Gives a chunk-sized buffer no one else holds to this thread's pool (or frees it).
 pub fn recycle_chunk_buffer(buf: DmaBuffer) {
-    if buf.len() != TAIL_CHUNK_BYTES {
-        return;
-    }
-    CHUNK_POOL.with(|p| {
+    let (pool, max) = match buf.len() {
+        TAIL_CHUNK_BYTES => (&CHUNK_POOL, TAIL_CHUNK_POOL_MAX),
+        TAIL_SMALL_CHUNK_BYTES => (&SMALL_CHUNK_POOL, TAIL_SMALL_CHUNK_POOL_MAX),
+        _ => return,
+    };
+    pool.with(|p| {
         let mut pool = p.borrow_mut();
-        if pool.len() < TAIL_CHUNK_POOL_MAX {
+        if pool.len() < max {
             pool.push(buf);
         }
     });
@@ -163,6 +194,8 @@ pub struct Tail {
     valid_from: u64,
     /// Logical end: file position after the last appended byte.
     end: u64,
+    /// Appends come fast enough for big chunks (see the module doc).
+    busy: bool,
 }
 
 impl Tail {
@@ -178,6 +211,7 @@ impl Tail {
             chunks: VecDeque::new(),
             valid_from: block_start,
             end: block_start,
+            busy: false,
         };
         if !partial_block.is_empty() {
             tail.start_chunk();
@@ -192,14 +226,35 @@ impl Tail {
     /// writes only copy from there).
     fn start_chunk(&mut self) {
         debug_assert!(self.chunks.is_empty());
-        let chunk_start = self.end - self.end % TAIL_CHUNK_BYTES as u64;
-        let chunk = Chunk::new(chunk_start);
+        let capacity = self.next_capacity(self.end);
+        let chunk_start = self.end - self.end % capacity as u64;
+        let chunk = Chunk::new(chunk_start, capacity);
         chunk.filled.set((self.end - chunk_start) as usize);
         self.chunks.push_back(chunk);
     }
 
     pub fn end(&self) -> u64 {
         self.end
+    }
+
+    /// The capacity of a chunk started at `position`: big once busy, from a 1 MiB boundary on.
+    fn next_capacity(&self, position: u64) -> usize {
+        if self.busy && position.is_multiple_of(TAIL_CHUNK_BYTES as u64) {
+            TAIL_CHUNK_BYTES
+        } else {
+            TAIL_SMALL_CHUNK_BYTES
+        }
+    }
+
+    /// Whether the tail takes big chunks.
+    pub fn is_busy(&self) -> bool {
+        self.busy
+    }
+
+    /// Takes big chunks from the start (the segment rolled from a busy one): a busy
+    /// partition's segments are cached and written whole from their first megabyte.
+    pub fn mark_busy(&mut self) {
+        self.busy = true;
     }
 
     /// Appends bytes at the logical end.
@@ -209,9 +264,13 @@ impl Tail {
         }
         while !bytes.is_empty() {
             let last = self.chunks.back().expect("tail has a chunk");
-            let room = TAIL_CHUNK_BYTES - last.filled.get();
+            let room = last.capacity - last.filled.get();
             if room == 0 {
-                let next = Chunk::new(last.start + TAIL_CHUNK_BYTES as u64);
+                if last.capacity < TAIL_CHUNK_BYTES && last.started.elapsed() < TAIL_BUSY_FILL {
+                    self.busy = true;
+                }
+                let start = last.end();
+                let next = Chunk::new(start, self.next_capacity(start));
                 self.chunks.push_back(next);
                 continue;
             }
@@ -266,7 +325,7 @@ impl Tail {
     pub fn full_chunk(&self, start: u64) -> Option<Rc<DmaBuffer>> {
         self.chunks
             .iter()
-            .find(|c| c.start == start && c.filled.get() == TAIL_CHUNK_BYTES)
+            .find(|c| c.start == start && c.is_full())
             .map(|c| c.buf().clone())
     }
 
@@ -276,15 +335,18 @@ impl Tail {
     }
 
     /// Drops chunks that end at or before `position` (their bytes are readable from the file),
-    /// keeping at least the last chunk. Returns `(start, buffer)` of each full chunk dropped,
-    /// for the read cache.
+    /// keeping at least the last chunk. Returns `(start, buffer)` of each full big chunk
+    /// dropped, for the read cache (whose chunks are [`TAIL_CHUNK_BYTES`]).
     pub fn release_before(&mut self, position: u64) -> Vec<(u64, Rc<DmaBuffer>)> {
         let mut released = Vec::new();
         while self.chunks.len() > 1 {
             let first = &self.chunks[0];
-            if first.start + TAIL_CHUNK_BYTES as u64 <= position {
+            if first.end() <= position {
                 let chunk = self.chunks.pop_front().expect("a first chunk");
-                if chunk.filled.get() == TAIL_CHUNK_BYTES && chunk.start >= self.valid_from {
+                if chunk.capacity == TAIL_CHUNK_BYTES
+                    && chunk.is_full()
+                    && chunk.start >= self.valid_from
+                {
                     released.push((chunk.start, chunk.buf().clone()));
                 }
                 self.valid_from = self.valid_from.max(self.chunks[0].start);
@@ -319,7 +381,7 @@ impl Tail {
             return;
         };
         let keep = (end - last.start) as usize;
-        let fresh = Chunk::new(last.start);
+        let fresh = Chunk::new(last.start, last.capacity);
         fresh.push(last.filled_slice(0, keep));
         self.chunks.push_back(fresh);
         self.end = end;
@@ -350,7 +412,8 @@ mod tests {
         t.push(&data[1000..]);
         assert_eq!(s[0].as_bytes(), &data[..1000]);
         let all = t.slices(0, data.len() as u64);
-        assert_eq!(all.len(), 2);
+        let joined: Vec<u8> = all.iter().flat_map(|s| s.as_bytes().to_vec()).collect();
+        assert_eq!(joined, data);
         let mut out = vec![0; data.len()];
         t.copy_out(0, data.len() as u64, &mut out);
         assert_eq!(out, data);
@@ -376,6 +439,55 @@ mod tests {
         );
         t.release_before(TAIL_CHUNK_BYTES as u64 * 5);
         assert_eq!(t.first_position(), 4096 * 3, "last chunk is kept");
+    }
+
+    #[test]
+    fn a_quiet_tail_keeps_small_chunks_and_a_busy_one_goes_big_at_a_boundary() {
+        on_executor(|| {
+            let mut quiet = Tail::new(0, &[]);
+            quiet.push(&[1; 100]);
+            std::thread::sleep(TAIL_BUSY_FILL);
+            quiet.push(&vec![2; TAIL_SMALL_CHUNK_BYTES]);
+            assert!(
+                !quiet.is_busy(),
+                "a chunk filled slower than TAIL_BUSY_FILL"
+            );
+            assert!(quiet
+                .chunks
+                .iter()
+                .all(|c| c.capacity == TAIL_SMALL_CHUNK_BYTES));
+
+            let mut busy = Tail::new(0, &[]);
+            let data: Vec<u8> = (0..2 * TAIL_CHUNK_BYTES + 5000)
+                .map(|i| (i % 251) as u8)
+                .collect();
+            busy.push(&data);
+            assert!(busy.is_busy());
+            let caps: Vec<(u64, usize)> =
+                busy.chunks.iter().map(|c| (c.start, c.capacity)).collect();
+            // Small chunks up to the first 1 MiB boundary, big ones from there.
+            assert!(caps[..TAIL_CHUNK_BYTES / TAIL_SMALL_CHUNK_BYTES]
+                .iter()
+                .all(|&(_, c)| c == TAIL_SMALL_CHUNK_BYTES));
+            assert_eq!(
+                &caps[TAIL_CHUNK_BYTES / TAIL_SMALL_CHUNK_BYTES..],
+                &[
+                    (TAIL_CHUNK_BYTES as u64, TAIL_CHUNK_BYTES),
+                    (2 * TAIL_CHUNK_BYTES as u64, TAIL_CHUNK_BYTES)
+                ]
+            );
+            let mut out = vec![0; data.len()];
+            busy.copy_out(0, data.len() as u64, &mut out);
+            assert_eq!(out, data);
+            assert!(busy.full_chunk(TAIL_CHUNK_BYTES as u64).is_some());
+            // Only full big chunks go to the read cache; small ones are just dropped.
+            let released = busy.release_before(2 * TAIL_CHUNK_BYTES as u64);
+            assert_eq!(
+                released.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+                [TAIL_CHUNK_BYTES as u64]
+            );
+            assert_eq!(busy.first_position(), 2 * TAIL_CHUNK_BYTES as u64);
+        });
     }
 
     #[test]

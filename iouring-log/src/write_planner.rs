@@ -79,6 +79,8 @@ pub struct WritePlanner {
     zero_fill: Option<WriteJob>,
     /// No more zero fills (the segment is being sealed or closed, or a zero fill failed).
     closing: bool,
+    /// Zero fills wanted at all (the appender asks for them only for busy partitions).
+    zero_fill_allowed: bool,
 }
 
 impl WritePlanner {
@@ -94,7 +96,13 @@ impl WritePlanner {
             converted: align_up(end),
             zero_fill: None,
             closing: false,
+            zero_fill_allowed: true,
         }
+    }
+
+    /// Whether zero fills may be planned (a quiet segment does without them).
+    pub fn allow_zero_fill(&mut self, allowed: bool) {
+        self.zero_fill_allowed = allowed;
     }
 
     pub fn appended(&self) -> u64 {
@@ -170,7 +178,7 @@ impl WritePlanner {
         let from = self.converted.max(align_up(self.appended));
         let idle = self.inflight.is_empty() && self.zero_fill.is_none();
         let ahead = from - align_up(self.appended);
-        if self.closing || !idle || ahead >= ZERO_FILL_BYTES as u64 / 2 {
+        if self.closing || !self.zero_fill_allowed || !idle || ahead >= ZERO_FILL_BYTES as u64 / 2 {
             return None;
         }
         let job = WriteJob {

@@ -53,10 +53,16 @@ fn written_chunks_are_read_from_memory() {
         let log = written_log(dir.path(), 64 * CHUNK, 5000).await;
         let before = read_cache::stats();
         assert!(before.inserted_written >= 3, "{before:?}");
-        let r = log.read(Offset(0), opts()).await.unwrap();
+        // From the second megabyte on: the first is in small tail chunks (the partition was not
+        // busy yet), which are not cached.
+        let r = log.read(Offset(2000), opts()).await.unwrap();
         assert!(r.slices.iter().any(|s| s.is_file()), "{:?}", r.slices);
         let recs = decode(&iouring_log::read_slices_to_vec(&r.slices).await.unwrap());
-        assert_eq!(recs.first().map(|r| r.offset), Some(0));
+        assert!(
+            recs.first().is_some_and(|r| r.offset <= 2000),
+            "{:?}",
+            recs.first().map(|r| r.offset)
+        );
         recs.iter().for_each(|r| check_record(r, VALUE));
         let after = read_cache::stats();
         assert_eq!(after.misses, before.misses, "no device read: {after:?}");

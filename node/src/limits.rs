@@ -100,3 +100,8 @@ pub const LOG_REOPEN_INTERVAL: Duration = Duration::from_secs(5);
 /// preallocation steps (`iouring_log::limits::PREALLOCATE_MIN_BYTES`) and room for the
 /// checkpoints, so a reopened log can take writes at once.
 pub const LOG_REOPEN_MIN_FREE_BYTES: u64 = 16 << 20;
+
+/// Open files the broker asks for at start (`RLIMIT_NOFILE`; Kafka's documentation asks for
+/// 100 000 or more): a segment keeps its file open, an active one two, so 10 000 partitions
+/// with a few segments each need tens of thousands.
+pub const OPEN_FILES_WANTED: u64 = 1 << 20;

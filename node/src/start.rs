@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::config::{BrokerConfig, MetadataConfig};
 use crate::error::StartError;
-use crate::limits::{ETCD_REQUEST_TIMEOUT, SHARD_IO_MEMORY_BYTES};
+use crate::limits::{ETCD_REQUEST_TIMEOUT, OPEN_FILES_WANTED, SHARD_IO_MEMORY_BYTES};
 use crate::metadata::controller::ControllerSettings;
 use crate::metadata::embedded::EmbeddedStore;
 use crate::metadata::etcd::store::EtcdStore;
@@ -42,8 +42,47 @@ fn keep_large_allocations_on_heap() {
     }
 }
 
+/// Raises the open-files limit towards [`OPEN_FILES_WANTED`]: every segment keeps its file open
+/// (two while active), so 10 000 partitions need more than 20 000 descriptors, beyond common
+/// defaults. The hard limit is raised too where the process may (root); otherwise the soft
+/// limit goes up to the hard one. The result is logged.
+fn raise_open_files_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the rlimit it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return;
+    }
+    let wanted = OPEN_FILES_WANTED as libc::rlim_t;
+    if lim.rlim_cur >= wanted {
+        return;
+    }
+    let raised = libc::rlimit {
+        rlim_cur: wanted,
+        rlim_max: lim.rlim_max.max(wanted),
+    };
+    let capped = libc::rlimit {
+        rlim_cur: lim.rlim_max.min(wanted),
+        rlim_max: lim.rlim_max,
+    };
+    // SAFETY: setrlimit only reads the rlimit it is given.
+    let ok = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0
+        // SAFETY: as above.
+        || unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &capped) } == 0;
+    // SAFETY: as the first getrlimit.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    tracing::info!(
+        open_files_limit = lim.rlim_cur,
+        raised = ok,
+        "open files limit (each segment keeps its file open)"
+    );
+}
+
 pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
     keep_large_allocations_on_heap();
+    raise_open_files_limit();
     std::fs::create_dir_all(&config.log_dir).map_err(|source| StartError::DataDir {
         path: config.log_dir.clone(),
         source,
