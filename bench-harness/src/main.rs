@@ -98,7 +98,12 @@ fn main() -> ExitCode {
                 progress: true,
                 drop_caches,
             };
-            match bench_harness::run::run(w, &opts) {
+            let result = if w.find_sustainable_rate {
+                bench_harness::sustainable::find_and_measure(w, &opts)
+            } else {
+                bench_harness::run::run(w, &opts)
+            };
+            match result {
                 Ok(result) => {
                     let text = serde_json::to_string_pretty(&result).expect("result serialises");
                     if let Err(e) = std::fs::write(&out, text) {

@@ -73,6 +73,23 @@ fn proc_cpu_seconds(pid: u32) -> Option<f64> {
     Some(ticks / hz)
 }
 
+/// A `/proc/PID/status` memory line (`VmRSS`, `VmHWM`) in bytes.
+fn proc_memory_bytes(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// A memory figure of every process in `pids`, summed, in MB; `None` if one is unreadable.
+fn procs_memory_mb(pids: &[u32], field: &str) -> Option<f64> {
+    if pids.is_empty() {
+        return None;
+    }
+    let bytes: Option<u64> = pids.iter().map(|&p| proc_memory_bytes(p, field)).sum();
+    bytes.map(|b| b as f64 / 1e6)
+}
+
 /// The CPU seconds of every process in `pids`, summed; `None` if there are none or one is gone.
 fn procs_cpu_seconds(pids: &[u32]) -> Option<f64> {
     if pids.is_empty() {
@@ -143,16 +160,13 @@ fn fill_backlog(
     Ok(Counters::get(&counters.acked_messages))
 }
 
-/// Runs `workload`: at its producer rate, or, with `findSustainableRate`, first searches the
-/// highest rate the consumers keep up with and then measures at it (`sustainable.rs`).
+/// One run at the workload's producer rate on fresh topics (`findSustainableRate` is
+/// `sustainable::find_and_measure`'s, which calls this for each trial).
 pub fn run(workload: Workload, opts: &RunOptions) -> Result<Value, ClientError> {
-    if workload.find_sustainable_rate {
-        return crate::sustainable::find_and_measure(workload, opts);
-    }
     run_fixed(workload, opts).map(|(result, _)| result)
 }
 
-/// One run at the workload's producer rate on fresh topics; returns the result and the topics.
+/// [`run`], also returning the topics it created.
 pub(crate) fn run_fixed(
     workload: Workload,
     opts: &RunOptions,
@@ -321,6 +335,15 @@ pub(crate) fn run_fixed(
     result.insert(
         "brokerCpuSecondsPerGB".into(),
         json!(per_gb(cpu(&opts.broker_pids, broker_cpu0))),
+    );
+    // Resident memory at the end of the run, and the most the broker ever had resident.
+    result.insert(
+        "brokerRssMB".into(),
+        json!(procs_memory_mb(&opts.broker_pids, "VmRSS:")),
+    );
+    result.insert(
+        "brokerPeakRssMB".into(),
+        json!(procs_memory_mb(&opts.broker_pids, "VmHWM:")),
     );
     result.insert(
         "harnessCpuSecondsPerGB".into(),

@@ -144,6 +144,8 @@ pub const TABLE: &[(&str, &str, bool)] = &[
         false,
     ),
     ("broker CPU s/GB", "brokerCpuSecondsPerGB", true),
+    ("broker RSS at the end (MB)", "brokerRssMB", true),
+    ("broker peak RSS (MB)", "brokerPeakRssMB", true),
     ("harness CPU s/GB", "harnessCpuSecondsPerGB", true),
 ];
 
