@@ -25,17 +25,30 @@ pub struct Cluster {
     pub leaders: HashMap<(String, u32), String>,
 }
 
-/// Creates `topics` with `partitions` partitions of `replication_factor` replicas and `configs`.
+/// Creates `topics` with `partitions` partitions of `replication_factor` replicas and `configs`,
+/// one request per topic (Kafka's controller refuses more than 10 000 partitions in one
+/// request with POLICY_VIOLATION).
 pub fn create_topics(
     bootstrap: &str,
     topics: &[String],
     (partitions, replication_factor): (u32, u32),
     configs: &std::collections::BTreeMap<String, String>,
 ) -> Result<(), ClientError> {
+    for topic in topics {
+        create_topic(bootstrap, topic, (partitions, replication_factor), configs)?;
+    }
+    Ok(())
+}
+
+fn create_topic(
+    bootstrap: &str,
+    topic: &String,
+    (partitions, replication_factor): (u32, u32),
+    configs: &std::collections::BTreeMap<String, String>,
+) -> Result<(), ClientError> {
     let mut req = CreateTopicsRequest::default();
     req.timeout_ms = 30_000;
-    req.topics = topics
-        .iter()
+    req.topics = std::iter::once(topic)
         .map(|t| {
             let mut c = CreatableTopic::default();
             c.name = TopicName(StrBytes::from_string(t.clone()));

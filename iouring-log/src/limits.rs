@@ -5,9 +5,10 @@
 //!   length and buffer address is a multiple of it.
 //! - The in-memory tail is cut into chunks of [`TAIL_SMALL_CHUNK_BYTES`] while a partition is
 //!   quiet and of [`TAIL_CHUNK_BYTES`] once it is busy, each starting at a multiple of its own
-//!   length. A partition written to holds one small chunk at least, so N quiet partitions hold
-//!   N × 16 KiB of tail (10 000: 160 MiB); a busy one holds up to 4 writes in flight plus the
-//!   chunk being filled (≤ 5 MiB).
+//!   length. A partition written to holds one small chunk at least and two once written past
+//!   the first ([`TAIL_RETAIN_BYTES`]), so N quiet partitions hold up to N × 32 KiB of tail
+//!   (10 000: 320 MiB); a busy one holds up to 4 writes in flight plus the chunk being filled
+//!   (≤ 5 MiB).
 //! - One write is at most [`WRITE_BYTES_MAX`] and at most [`WRITES_IN_FLIGHT_MAX`] are in
 //!   flight per active segment, so the unwritten tail that is being written at any moment is at
 //!   most 4 MiB.
@@ -20,8 +21,17 @@ pub const DIRECT_IO_ALIGNMENT: usize = 4096;
 /// Size of one chunk of the in-memory tail of the active segment.
 pub const TAIL_CHUNK_BYTES: usize = 1 << 20;
 
+/// O_DIRECT read handles the read cache keeps open per shard (the oldest opened is closed
+/// beyond): with one descriptor per active segment for writes, 10 000 partitions on two shards
+/// stay under a 20 000 open-files limit.
+pub const DIRECT_READ_FILES_MAX: usize = 2048;
+
 /// Size of a tail chunk of a quiet partition.
 pub const TAIL_SMALL_CHUNK_BYTES: usize = 16 << 10;
+
+/// Written bytes a quiet partition's tail keeps after a small chunk before dropping it (so one
+/// more small chunk: 3 s of a partition taking 5 KB/s).
+pub const TAIL_RETAIN_BYTES: u64 = TAIL_SMALL_CHUNK_BYTES as u64;
 
 /// A small chunk filled faster than this makes the tail busy (16 KiB in 100 ms: 160 KB/s).
 pub const TAIL_BUSY_FILL: std::time::Duration = std::time::Duration::from_millis(100);

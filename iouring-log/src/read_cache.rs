@@ -27,7 +27,9 @@ use glommio::io::{BufferedFile, DmaBuffer, OpenOptions, ReadResult};
 
 use crate::error::IoError;
 use crate::helper_thread::on_helper_thread;
-use crate::limits::{READ_AHEAD_CHUNKS, READ_AHEAD_IN_FLIGHT_MAX, TAIL_CHUNK_BYTES};
+use crate::limits::{
+    DIRECT_READ_FILES_MAX, READ_AHEAD_CHUNKS, READ_AHEAD_IN_FLIGHT_MAX, TAIL_CHUNK_BYTES,
+};
 use crate::notify::Notify;
 
 /// Bytes of one cache chunk (the tail's chunk size).
@@ -39,6 +41,11 @@ type Key = (u64, u64);
 thread_local! {
     static CACHE: RefCell<Cache> = RefCell::new(Cache::default());
     static NEXT_SEGMENT_ID: Cell<u64> = const { Cell::new(1) };
+    /// Segments holding an O_DIRECT read handle, oldest opened first: beyond
+    /// [`DIRECT_READ_FILES_MAX`] the oldest's is closed (reopened when read again), so the
+    /// shard's open files stay bounded however many segments are read.
+    static DIRECT_OPEN: RefCell<std::collections::VecDeque<std::rc::Weak<CachedSegment>>> =
+        const { RefCell::new(std::collections::VecDeque::new()) };
 }
 
 /// A segment file as the read cache knows it: an id that is never reused, and the file opened
@@ -47,6 +54,8 @@ pub struct CachedSegment {
     id: u64,
     path: Rc<PathBuf>,
     direct: RefCell<Option<Rc<BufferedFile>>>,
+    /// Itself, weakly: its place in the open-handles queue.
+    me: std::rc::Weak<CachedSegment>,
 }
 
 impl CachedSegment {
@@ -56,10 +65,11 @@ impl CachedSegment {
             n.set(id + 1);
             id
         });
-        Rc::new(CachedSegment {
+        Rc::new_cyclic(|me| CachedSegment {
             id,
             path,
             direct: RefCell::new(None),
+            me: me.clone(),
         })
     }
 
@@ -82,7 +92,22 @@ impl CachedSegment {
             .map(Rc::new)
             .map_err(|e| IoError::new("opening for direct reads", self.path.as_path(), e))?;
         // Two first reads may both open it; the first one stored wins, the other is dropped.
-        Ok(self.direct.borrow_mut().get_or_insert(file).clone())
+        if let Some(f) = self.direct.borrow().as_ref() {
+            return Ok(f.clone());
+        }
+        *self.direct.borrow_mut() = Some(file.clone());
+        DIRECT_OPEN.with(|open| {
+            let mut open = open.borrow_mut();
+            open.retain(|w| w.strong_count() > 0);
+            while open.len() >= DIRECT_READ_FILES_MAX {
+                if let Some(oldest) = open.pop_front().and_then(|w| w.upgrade()) {
+                    // Reads running on it keep their clone until they finish.
+                    oldest.direct.borrow_mut().take();
+                }
+            }
+            open.push_back(self.me.clone());
+        });
+        Ok(file)
     }
 }
 

@@ -24,8 +24,8 @@ use std::time::Instant;
 use glommio::io::DmaBuffer;
 
 use crate::limits::{
-    TAIL_BUSY_FILL, TAIL_CHUNK_BYTES, TAIL_CHUNK_POOL_MAX, TAIL_SMALL_CHUNK_BYTES,
-    TAIL_SMALL_CHUNK_POOL_MAX,
+    TAIL_BUSY_FILL, TAIL_CHUNK_BYTES, TAIL_CHUNK_POOL_MAX, TAIL_RETAIN_BYTES,
+    TAIL_SMALL_CHUNK_BYTES, TAIL_SMALL_CHUNK_POOL_MAX,
 };
 
 thread_local! {
@@ -335,13 +335,20 @@ impl Tail {
     }
 
     /// Drops chunks that end at or before `position` (their bytes are readable from the file),
-    /// keeping at least the last chunk. Returns `(start, buffer)` of each full big chunk
+    /// keeping at least the last chunk, and a small chunk until [`TAIL_RETAIN_BYTES`] more are
+    /// written after it: consumers a little behind a quiet partition's head read memory, not
+    /// the device (small chunks do not go to the read cache). Returns `(start, buffer)` of each full big chunk
     /// dropped, for the read cache (whose chunks are [`TAIL_CHUNK_BYTES`]).
     pub fn release_before(&mut self, position: u64) -> Vec<(u64, Rc<DmaBuffer>)> {
         let mut released = Vec::new();
         while self.chunks.len() > 1 {
             let first = &self.chunks[0];
-            if first.end() <= position {
+            let retain = if first.capacity < TAIL_CHUNK_BYTES {
+                TAIL_RETAIN_BYTES
+            } else {
+                0
+            };
+            if first.end() + retain <= position {
                 let chunk = self.chunks.pop_front().expect("a first chunk");
                 if chunk.capacity == TAIL_CHUNK_BYTES
                     && chunk.is_full()

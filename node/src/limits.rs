@@ -63,6 +63,11 @@ pub const TOPIC_NAME_MAX: usize = 249;
 /// Most partitions of one topic.
 pub const PARTITIONS_MAX: i32 = 10_000;
 
+/// Partitions one maintenance tick visits at most: a shard with more spreads a pass over
+/// several ticks (10 000 partitions on two shards: every partition each second), so its
+/// periodic work does not grow with the partition count.
+pub const MAINTENANCE_PARTITIONS_PER_TICK: usize = 500;
+
 /// How often a shard runs retention, `flush.ms`, checkpoints and producer snapshots.
 pub const MAINTENANCE_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -105,3 +110,13 @@ pub const LOG_REOPEN_MIN_FREE_BYTES: u64 = 16 << 20;
 /// 100 000 or more): a segment keeps its file open, an active one two, so 10 000 partitions
 /// with a few segments each need tens of thousands.
 pub const OPEN_FILES_WANTED: u64 = 1 << 20;
+
+/// Record slices of a fetch response whose file reads run ahead of the one being written (each
+/// holds the read cache's 1 MiB chunks it covers until written): enough to keep the device busy
+/// for a catch-up read of a few partitions, a bound for a fetch of thousands.
+pub const FETCH_READS_AHEAD_SLICES: usize = 16;
+
+/// Logs a shard opens (at start, for new partitions) or closes (at stop) at once: each waits on
+/// a few small reads or fsyncs, so one at a time leaves the device idle (10 000 partitions: 25 s
+/// to start, more than the 30 s a stop may take).
+pub const LOG_OPEN_CLOSE_CONCURRENCY: usize = 64;

@@ -60,20 +60,20 @@ class Broker:
     def bootstrap(self):
         return f"127.0.0.1:{self.port}"
 
-    def start(self):
+    def start(self, timeout=15):
         args = self.command_prefix + [BINARY] + self.global_args + ["serve", "--data-dir", self.data_dir, "--listen", self.bootstrap, "--shards", str(self.shards)]
         for k, v in self.settings.items():
             args += ["--set", f"{k}={v}"]
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log, env={**os.environ, **self.env})
-        deadline = time.time() + 15
+        deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"ringlog exited with {self.proc.returncode}:\n{self.read_log()}")
             if all(self._port_open(self.port + i) for i in range(self.shards)):
                 return self
             time.sleep(0.05)
-        raise RuntimeError(f"ringlog did not listen within 15 s:\n{self.read_log()}")
+        raise RuntimeError(f"ringlog did not listen within {timeout} s:\n{self.read_log()}")
 
     def _port_open(self, port):
         with socket.socket() as s:

@@ -26,7 +26,7 @@ use kafka_protocol::protocol::Encodable;
 
 use crate::handlers;
 use crate::handlers::groups::Client;
-use crate::limits::{DIRECT_WRITE_MIN_BYTES, PIPELINE_REQUESTS_MAX};
+use crate::limits::{DIRECT_WRITE_MIN_BYTES, FETCH_READS_AHEAD_SLICES, PIPELINE_REQUESTS_MAX};
 use crate::server::frame::{decode_request, ConnectionError, Decoded, FrameReader};
 use crate::server::response::{Outgoing, Part};
 use crate::shard::ShardCtx;
@@ -277,34 +277,42 @@ async fn write_outgoing(
     stream: &mut WriteHalf<TcpStream>,
     out: Outgoing,
 ) -> Result<(), ConnectionError> {
-    let mut reads: VecDeque<_> = out
-        .parts
-        .iter()
-        .filter_map(|p| match p {
-            Part::Records(slices) => Some(slices.iter().map(ReadSlice::start_reads)),
-            Part::Bytes(_) => None,
-        })
-        .flatten()
-        .collect();
     let mut pending = Vec::with_capacity(out.len().min(DIRECT_WRITE_MIN_BYTES) + 4);
     pending.extend_from_slice(&(out.len() as u32).to_be_bytes());
-    for part in out.parts {
-        match part {
-            Part::Bytes(b) => put(stream, &mut pending, &b).await?,
-            Part::Records(slices) => {
-                for s in slices {
-                    let slice_reads = reads.pop_front().expect("reads started for every slice");
-                    match &s {
-                        ReadSlice::Memory(m) => put(stream, &mut pending, m.as_bytes()).await?,
-                        ReadSlice::File { .. } => {
-                            for read in slice_reads {
-                                let piece = await_piece(read)
-                                    .await
-                                    .map_err(|e| std::io::Error::other(e.to_string()))?;
-                                put(stream, &mut pending, piece.as_bytes()).await?;
-                            }
-                        }
-                    }
+    // The response in order: its own bytes, and the record slices of each partition.
+    let items: Vec<Item> = out
+        .parts
+        .into_iter()
+        .flat_map(|part| match part {
+            Part::Bytes(b) => vec![Item::Bytes(b)],
+            Part::Records(slices) => slices.into_iter().map(Item::Records).collect(),
+        })
+        .collect();
+    // File slices' reads start a window of FETCH_READS_AHEAD_SLICES ahead of the one being
+    // written: a fetch of 1000 quiet partitions would otherwise hold 1000 cached chunks (1 MiB
+    // each, for a few KB of each) at once.
+    let mut started: VecDeque<(usize, Vec<_>)> = VecDeque::new();
+    let mut next_to_start = 0;
+    for i in 0..items.len() {
+        while started.len() < FETCH_READS_AHEAD_SLICES && next_to_start < items.len() {
+            if let Item::Records(s @ ReadSlice::File { .. }) = &items[next_to_start] {
+                started.push_back((next_to_start, s.start_reads()));
+            }
+            next_to_start += 1;
+        }
+        match &items[i] {
+            Item::Bytes(b) => put(stream, &mut pending, b).await?,
+            Item::Records(ReadSlice::Memory(m)) => put(stream, &mut pending, m.as_bytes()).await?,
+            Item::Records(ReadSlice::File { .. }) => {
+                let (at, reads) = started
+                    .pop_front()
+                    .expect("reads started for every file slice");
+                debug_assert_eq!(at, i, "file slices' reads start in order");
+                for read in reads {
+                    let piece = await_piece(read)
+                        .await
+                        .map_err(|e| std::io::Error::other(e.to_string()))?;
+                    put(stream, &mut pending, piece.as_bytes()).await?;
                 }
             }
         }
@@ -312,6 +320,12 @@ async fn write_outgoing(
     stream.write_all(&pending).await?;
     stream.flush().await?;
     Ok(())
+}
+
+/// One piece of a response to write.
+enum Item {
+    Bytes(bytes::Bytes),
+    Records(ReadSlice),
 }
 
 /// Queues `bytes` behind `pending`, or, when they are large, writes `pending` and then `bytes`

@@ -4,14 +4,31 @@
 use std::rc::Rc;
 
 use super::{now_ms, ShardCtx};
+use crate::limits::{LOG_OPEN_CLOSE_CONCURRENCY, MAINTENANCE_PARTITIONS_PER_TICK};
 use crate::metadata::Command;
 use crate::partition::Partition;
+use futures_util::stream::{self, StreamExt};
 
 impl ShardCtx {
-    /// Retention and `flush.ms` on every partition of the shard; failed logs reopened when
-    /// their disk has room.
-    pub(super) async fn maintain(&self, check_retention: bool) {
-        let parts: Vec<Rc<Partition>> = self.partitions.borrow().values().cloned().collect();
+    /// How many ticks one pass over the shard's partitions takes: one while they are at most
+    /// [`MAINTENANCE_PARTITIONS_PER_TICK`], more for a crowded shard (5 000 partitions: 10
+    /// ticks, each partition visited every second).
+    pub(super) fn maintenance_stride(&self) -> u64 {
+        let n = self.partitions.borrow().len() as u64;
+        n.div_ceil(MAINTENANCE_PARTITIONS_PER_TICK as u64).max(1)
+    }
+
+    /// Retention and `flush.ms` on the partitions of the shard this tick visits (every
+    /// `stride`-th, from `tick`); failed logs reopened when their disk has room.
+    pub(super) async fn maintain(&self, tick: u64, stride: u64, check_retention: bool) {
+        let parts: Vec<Rc<Partition>> = self
+            .partitions
+            .borrow()
+            .values()
+            .enumerate()
+            .filter(|(i, _)| *i as u64 % stride == tick % stride)
+            .map(|(_, p)| p.clone())
+            .collect();
         for p in parts {
             if p.log.failure().is_some() {
                 self.reopen_failed(&p).await;
@@ -63,16 +80,25 @@ impl ShardCtx {
             .drain()
             .map(|(_, p)| p)
             .collect();
-        for p in parts {
-            if let Err(e) = p.snapshot_producers(now_ms(), true).await {
-                tracing::error!(topic = %p.topic, partition = p.index, error = %e, "producer state snapshot failed");
-            }
-            if let Err(e) = p.checkpoint_high_watermark(now_ms(), true).await {
-                tracing::error!(topic = %p.topic, partition = p.index, error = %e, "high watermark checkpoint failed");
-            }
-            if let Err(e) = p.log.close().await {
-                tracing::error!(topic = %p.topic, partition = p.index, error = %e, "close failed");
-            }
-        }
+        // Several at once: each close fsyncs a few files, and 5 000 logs closed one after the
+        // other took longer than a stop may.
+        stream::iter(parts)
+            .map(|p| async move { close_partition(&p).await })
+            .buffer_unordered(LOG_OPEN_CLOSE_CONCURRENCY)
+            .collect::<Vec<()>>()
+            .await;
+    }
+}
+
+/// Snapshots, checkpoints and closes one partition's log.
+async fn close_partition(p: &Partition) {
+    if let Err(e) = p.snapshot_producers(now_ms(), true).await {
+        tracing::error!(topic = %p.topic, partition = p.index, error = %e, "producer state snapshot failed");
+    }
+    if let Err(e) = p.checkpoint_high_watermark(now_ms(), true).await {
+        tracing::error!(topic = %p.topic, partition = p.index, error = %e, "high watermark checkpoint failed");
+    }
+    if let Err(e) = p.log.close().await {
+        tracing::error!(topic = %p.topic, partition = p.index, error = %e, "close failed");
     }
 }

@@ -53,14 +53,19 @@ pub async fn run_shard(ctx: Rc<ShardCtx>, mut updates: fmpsc::UnboundedReceiver<
         let ctx = ctx.clone();
         async move {
             let mut last_retention = now_ms();
-            loop {
+            // Ticks left of the pass that checks retention (a crowded shard visits its
+            // partitions over several ticks).
+            let mut retention_ticks = 0;
+            for tick in 0u64.. {
                 glommio::timer::sleep(MAINTENANCE_INTERVAL).await;
-                let due =
-                    now_ms() - last_retention >= ctx.config.retention_check_interval_ms as i64;
-                if due {
+                let stride = ctx.maintenance_stride();
+                if now_ms() - last_retention >= ctx.config.retention_check_interval_ms as i64 {
                     last_retention = now_ms();
+                    retention_ticks = stride;
                 }
-                ctx.maintain(due).await;
+                let check_retention = retention_ticks > 0;
+                retention_ticks = retention_ticks.saturating_sub(1);
+                ctx.maintain(tick, stride, check_retention).await;
             }
         }
     })
