@@ -43,6 +43,7 @@ pub mod write_planner;
 pub use batch::{BatchError, BatchHeader};
 pub use config::LogConfig;
 pub use error::{AppendError, FlushError, IoError, OpenError, ReadError};
+pub use helper_thread::on_helper_thread;
 pub use log::{AppendInfo, Log};
 pub use log_durability::Durability;
 pub use log_open::LogOptions;

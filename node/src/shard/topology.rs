@@ -6,7 +6,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use iouring_log::notify::Notify;
-use iouring_log::{free_bytes, Log, LogOptions};
+use iouring_log::{free_bytes, on_helper_thread, Log, LogOptions};
 
 use replication::ReplicaId;
 
@@ -63,30 +63,46 @@ impl ShardCtx {
             })
             .cloned()
             .collect();
-        for key in gone {
-            self.reopen_due.borrow_mut().remove(&key);
-            let part = self.partitions.borrow_mut().remove(&key);
-            if let Some(part) = part {
-                if part.topic == crate::metadata::OFFSETS_TOPIC {
-                    let count = self
-                        .snapshot
-                        .borrow()
-                        .topics
-                        .get(&part.topic)
-                        .map_or(0, |t| t.partitions.len());
-                    self.groups.unload_partition(part.index, count as i32);
-                }
-                if let Err(e) = part.log.close().await {
-                    tracing::warn!(error = %e, "closing a deleted partition");
-                }
-                let dir = part.log.dir().to_path_buf();
-                // Directory removal has no io_uring operation; deleting a topic is rare.
-                if let Err(e) = std::fs::remove_dir_all(&dir) {
-                    tracing::warn!(dir = %dir.display(), error = %e, "removing a deleted partition's folder");
-                }
-            }
-        }
+        let removed: Vec<Rc<Partition>> = gone
+            .into_iter()
+            .filter_map(|key| {
+                self.reopen_due.borrow_mut().remove(&key);
+                self.partitions.borrow_mut().remove(&key)
+            })
+            .collect();
+        stream::iter(removed)
+            .map(|part| async move { self.remove_partition(&part).await })
+            .buffer_unordered(LOG_OPEN_CLOSE_CONCURRENCY)
+            .collect::<Vec<()>>()
+            .await;
         *self.snapshot.borrow_mut() = snapshot;
+    }
+
+    /// Closes the log of a partition of a deleted topic and removes its folder, on glommio's
+    /// helper thread (no io_uring operation removes a directory, and a topic of 1000
+    /// partitions would block the shard for as long as the file system takes).
+    async fn remove_partition(&self, part: &Partition) {
+        if part.topic == crate::metadata::OFFSETS_TOPIC {
+            let count = self
+                .snapshot
+                .borrow()
+                .topics
+                .get(&part.topic)
+                .map_or(0, |t| t.partitions.len());
+            self.groups.unload_partition(part.index, count as i32);
+        }
+        if let Err(e) = part.log.close().await {
+            tracing::warn!(error = %e, "closing a deleted partition");
+        }
+        let dir = part.log.dir().to_path_buf();
+        let removing = dir.clone();
+        let removed = on_helper_thread(
+            glommio::executor().spawn_blocking(move || std::fs::remove_dir_all(&removing)),
+        )
+        .await;
+        if let Err(e) = removed {
+            tracing::warn!(dir = %dir.display(), error = %e, "removing a deleted partition's folder");
+        }
     }
 
     /// Opens the log of `topic`-`p` and restores its idempotent producer state and high
