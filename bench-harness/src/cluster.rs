@@ -99,13 +99,16 @@ pub fn delete_topics(bootstrap: &str, topics: &[String]) -> Result<(), ClientErr
     Ok(())
 }
 
-/// Waits (up to 30 s) until every partition has a leader, and returns them.
+/// Waits until every partition has a leader (up to 30 s, and 20 ms more per partition: Kafka
+/// takes over 30 s to elect leaders for 10 000), and returns them.
 pub fn discover(
     bootstrap: &str,
     topics: &[String],
     partitions: u32,
 ) -> Result<Cluster, ClientError> {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let all = topics.len() as u64 * u64::from(partitions);
+    let wait = Duration::from_secs(30) + Duration::from_millis(20 * all);
+    let deadline = Instant::now() + wait;
     loop {
         let mut req = MetadataRequest::default();
         req.topics = Some(
@@ -142,9 +145,10 @@ pub fn discover(
         }
         if Instant::now() > deadline {
             return Err(ClientError::Broker(format!(
-                "only {} of {} partitions have a leader after 30 s",
+                "only {} of {} partitions have a leader after {} s",
                 leaders.len(),
-                topics.len() * partitions as usize
+                topics.len() * partitions as usize,
+                wait.as_secs()
             )));
         }
         std::thread::sleep(Duration::from_millis(200));
