@@ -269,10 +269,11 @@ async fn read_frame_or_stop(
         .unwrap_or(Err(ConnectionError::Stopping))
 }
 
-/// Writes the size prefix and every part. The file reads of every record part start at once
-/// (across the response's partitions; they complete in the read cache), then the parts go out
-/// in order: small pieces gathered into one write, large ones written from their own buffers
-/// (tail chunks, cached file chunks) without a copy.
+/// Writes the size prefix and every part. The file reads of the record parts run ahead of the
+/// writing, [`FETCH_READS_AHEAD_SLICES`] parts at most (across the response's partitions; they
+/// complete in the read cache); the parts go out in order: small pieces gathered into one
+/// write, large ones written from their own buffers (tail chunks, cached file chunks) without a
+/// copy.
 async fn write_outgoing(
     stream: &mut WriteHalf<TcpStream>,
     out: Outgoing,
