@@ -42,30 +42,26 @@ pub fn create_topics(
 
 fn create_topic(
     bootstrap: &str,
-    topic: &String,
+    topic: &str,
     (partitions, replication_factor): (u32, u32),
     configs: &std::collections::BTreeMap<String, String>,
 ) -> Result<(), ClientError> {
-    let mut req = CreateTopicsRequest::default();
-    req.timeout_ms = 30_000;
-    req.topics = std::iter::once(topic)
-        .map(|t| {
-            let mut c = CreatableTopic::default();
-            c.name = TopicName(StrBytes::from_string(t.clone()));
-            c.num_partitions = partitions as i32;
-            c.replication_factor = replication_factor as i16;
-            c.configs = configs
-                .iter()
-                .map(|(k, v)| {
-                    let mut cc = CreatableTopicConfig::default();
-                    cc.name = StrBytes::from_string(k.clone());
-                    cc.value = Some(StrBytes::from_string(v.clone()));
-                    cc
-                })
-                .collect();
-            c
+    let mut c = CreatableTopic::default();
+    c.name = TopicName(StrBytes::from_string(topic.to_owned()));
+    c.num_partitions = partitions as i32;
+    c.replication_factor = replication_factor as i16;
+    c.configs = configs
+        .iter()
+        .map(|(k, v)| {
+            let mut cc = CreatableTopicConfig::default();
+            cc.name = StrBytes::from_string(k.clone());
+            cc.value = Some(StrBytes::from_string(v.clone()));
+            cc
         })
         .collect();
+    let mut req = CreateTopicsRequest::default();
+    req.timeout_ms = 30_000;
+    req.topics = vec![c];
     let resp: CreateTopicsResponse = call(bootstrap, ApiKey::CreateTopics, 4, &req)?;
     for t in resp.topics {
         if t.error_code != 0 {

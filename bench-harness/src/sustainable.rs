@@ -219,7 +219,7 @@ pub fn find_and_measure(w: Workload, opts: &RunOptions) -> Result<Value, ClientE
     }
     let mut rate = bracket.sustainable.round();
     let mut measured_runs = Vec::new();
-    let mut result = loop {
+    let (mut result, held) = loop {
         if opts.progress {
             eprintln!("[search] highest sustainable rate {rate:.0} msg/s; measuring at it");
         }
@@ -230,7 +230,7 @@ pub fn find_and_measure(w: Workload, opts: &RunOptions) -> Result<Value, ClientE
         let held = Trial::judge(rate, &result);
         measured_runs.push(held.to_json());
         if held.sustainable || measured_runs.len() > FALLBACKS_MAX {
-            break result;
+            break (result, held.sustainable);
         }
         if opts.progress {
             eprintln!(
@@ -242,9 +242,6 @@ pub fn find_and_measure(w: Workload, opts: &RunOptions) -> Result<Value, ClientE
         }
         rate = (rate * (1.0 - FALLBACK_STEP)).round();
     };
-    let held = measured_runs
-        .last()
-        .is_some_and(|m| m["sustainable"] == json!(true));
     let obj = result.as_object_mut().expect("a result is an object");
     obj.insert("maxSustainableRate".into(), json!(rate));
     obj.insert("sustainableAtMeasuredRate".into(), json!(held));

@@ -7,8 +7,7 @@
 //!   thousand quiet partitions hold 16 KiB each, not 1 MiB); once a small chunk fills within
 //!   [`TAIL_BUSY_FILL`] the tail is busy and takes big chunks from the next 1 MiB boundary on
 //!   (whole big chunks are written without a copy and handed to the read cache). Bytes are
-//!   only ever added after the
-//!   logical end (`end`), never changed once added. That is what lets a reader hold a
+//!   only ever added after the logical end (`end`), never changed once added. That is what lets a reader hold a
 //!   [`MemSlice`] of added bytes while later appends fill the same chunk, and what lets a full
 //!   chunk's buffer be handed to the kernel for an O_DIRECT write without a copy.
 //! - Truncation never rewrites added bytes in place: the surviving prefix of the last chunk is
@@ -53,16 +52,11 @@ struct Chunk {
 impl Chunk {
     fn new(start: u64, capacity: usize) -> Rc<Chunk> {
         debug_assert_eq!(start % capacity as u64, 0);
-        let pool = if capacity == TAIL_CHUNK_BYTES {
-            &CHUNK_POOL
-        } else {
-            &SMALL_CHUNK_POOL
-        };
         // From the reactor's registered I/O arena while it has room (size it with
         // `LocalExecutorBuilder::io_memory`): the kernel then need not pin the pages of every
         // write, about a fifth of the CPU an append costs. Falls back to the heap.
-        let buf = pool
-            .with(|p| p.borrow_mut().pop())
+        let buf = pool_of(capacity)
+            .and_then(|(pool, _)| pool.with(|p| p.borrow_mut().pop()))
             .unwrap_or_else(|| glommio::allocate_dma_buffer(capacity));
         assert_eq!(buf.len(), capacity, "tail chunk buffer size");
         Rc::new(Chunk {
@@ -134,12 +128,21 @@ impl Drop for Chunk {
     }
 }
 
+type Pool = std::thread::LocalKey<RefCell<Vec<DmaBuffer>>>;
+
+/// The pool of buffers of `capacity` bytes and its bound; `None` for other sizes.
+fn pool_of(capacity: usize) -> Option<(&'static Pool, usize)> {
+    match capacity {
+        TAIL_CHUNK_BYTES => Some((&CHUNK_POOL, TAIL_CHUNK_POOL_MAX)),
+        TAIL_SMALL_CHUNK_BYTES => Some((&SMALL_CHUNK_POOL, TAIL_SMALL_CHUNK_POOL_MAX)),
+        _ => None,
+    }
+}
+
 /// Gives a chunk-sized buffer no one else holds to this thread's pool (or frees it).
 pub fn recycle_chunk_buffer(buf: DmaBuffer) {
-    let (pool, max) = match buf.len() {
-        TAIL_CHUNK_BYTES => (&CHUNK_POOL, TAIL_CHUNK_POOL_MAX),
-        TAIL_SMALL_CHUNK_BYTES => (&SMALL_CHUNK_POOL, TAIL_SMALL_CHUNK_POOL_MAX),
-        _ => return,
+    let Some((pool, max)) = pool_of(buf.len()) else {
+        return;
     };
     pool.with(|p| {
         let mut pool = p.borrow_mut();
@@ -337,8 +340,8 @@ impl Tail {
     /// Drops chunks that end at or before `position` (their bytes are readable from the file),
     /// keeping at least the last chunk, and a small chunk until [`TAIL_RETAIN_BYTES`] more are
     /// written after it: consumers a little behind a quiet partition's head read memory, not
-    /// the device (small chunks do not go to the read cache). Returns `(start, buffer)` of each full big chunk
-    /// dropped, for the read cache (whose chunks are [`TAIL_CHUNK_BYTES`]).
+    /// the device (small chunks do not go to the read cache). Returns `(start, buffer)` of each
+    /// full big chunk dropped, for the read cache (whose chunks are [`TAIL_CHUNK_BYTES`]).
     pub fn release_before(&mut self, position: u64) -> Vec<(u64, Rc<DmaBuffer>)> {
         let mut released = Vec::new();
         while self.chunks.len() > 1 {

@@ -107,8 +107,9 @@ pub const LOG_REOPEN_INTERVAL: Duration = Duration::from_secs(5);
 pub const LOG_REOPEN_MIN_FREE_BYTES: u64 = 16 << 20;
 
 /// Open files the broker asks for at start (`RLIMIT_NOFILE`; Kafka's documentation asks for
-/// 100 000 or more): a segment keeps its file open, an active one two, so 10 000 partitions
-/// with a few segments each need tens of thousands.
+/// 100 000 or more): an active segment keeps its file open for writes, and the read cache up to
+/// `iouring_log::limits::DIRECT_READ_FILES_MAX` per shard for reads, so 10 000 partitions need
+/// well over 10 000.
 pub const OPEN_FILES_WANTED: u64 = 1 << 20;
 
 /// Record slices of a fetch response whose file reads run ahead of the one being written (each

@@ -42,10 +42,11 @@ fn keep_large_allocations_on_heap() {
     }
 }
 
-/// Raises the open-files limit towards [`OPEN_FILES_WANTED`]: every segment keeps its file open
-/// (two while active), so 10 000 partitions need more than 20 000 descriptors, beyond common
+/// Raises the open-files limit towards [`OPEN_FILES_WANTED`]: an active segment keeps its file
+/// open for writes and the read cache up to `iouring_log::limits::DIRECT_READ_FILES_MAX` per
+/// shard for reads, so 10 000 partitions need well over 10 000 descriptors, beyond common
 /// defaults. The hard limit is raised too where the process may (root); otherwise the soft
-/// limit goes up to the hard one. The result is logged.
+/// limit goes up to the hard one. The limit before and after is logged.
 fn raise_open_files_limit() {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
@@ -67,16 +68,20 @@ fn raise_open_files_limit() {
         rlim_cur: lim.rlim_max.min(wanted),
         rlim_max: lim.rlim_max,
     };
+    let before = lim.rlim_cur;
+    // Raising the hard limit needs privilege; without it, the soft limit goes to the hard one.
     // SAFETY: setrlimit only reads the rlimit it is given.
-    let ok = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
         // SAFETY: as above.
-        || unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &capped) } == 0;
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &capped) };
+    }
     // SAFETY: as the first getrlimit.
     unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
     tracing::info!(
         open_files_limit = lim.rlim_cur,
-        raised = ok,
-        "open files limit (each segment keeps its file open)"
+        before,
+        wanted,
+        "open files limit (active segments keep their files open)"
     );
 }
 

@@ -83,9 +83,9 @@ impl ShardCtx {
         // Several at once: each close fsyncs a few files, and 5 000 logs closed one after the
         // other took longer than a stop may.
         stream::iter(parts)
-            .map(|p| async move { close_partition(&p).await })
-            .buffer_unordered(LOG_OPEN_CLOSE_CONCURRENCY)
-            .collect::<Vec<()>>()
+            .for_each_concurrent(LOG_OPEN_CLOSE_CONCURRENCY, |p| async move {
+                close_partition(&p).await
+            })
             .await;
     }
 }

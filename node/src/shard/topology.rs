@@ -71,9 +71,9 @@ impl ShardCtx {
             })
             .collect();
         stream::iter(removed)
-            .map(|part| async move { self.remove_partition(&part).await })
-            .buffer_unordered(LOG_OPEN_CLOSE_CONCURRENCY)
-            .collect::<Vec<()>>()
+            .for_each_concurrent(LOG_OPEN_CLOSE_CONCURRENCY, |part| async move {
+                self.remove_partition(&part).await
+            })
             .await;
         *self.snapshot.borrow_mut() = snapshot;
     }
@@ -193,10 +193,11 @@ impl ShardCtx {
             self.groups
                 .unload_partition(failed.index, topic.partitions.len() as i32);
         }
+        // Retiring notifies the partition's signal (the log's progress listener): waiters on
+        // the failed partition look again and find it gone.
         if let Err(e) = failed.log.retire_failed().await {
             tracing::warn!(error = %e, "retiring a failed log");
         }
-        failed.progress().notify_all();
         let Some(part) = self.open_partition(topic, failed.index).await else {
             return;
         };
