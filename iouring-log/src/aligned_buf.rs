@@ -12,6 +12,11 @@ pub struct AlignedBuf {
     capacity: usize,
 }
 
+// SAFETY: an `AlignedBuf` owns its allocation alone, like a `Box<[u8]>`; nothing in it is tied
+// to the thread that allocated it (the global allocator frees from any thread). Not `Sync`:
+// `as_mut_ptr` hands out a writable pointer from a shared borrow.
+unsafe impl Send for AlignedBuf {}
+
 impl AlignedBuf {
     /// A buffer of no bytes, allocating nothing (a placeholder for a moved-out buffer).
     pub fn empty() -> AlignedBuf {

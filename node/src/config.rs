@@ -56,6 +56,7 @@ pub const PROPERTIES: &[(&str, &str)] = &[
     ("replica.fetch.wait.max.ms", "500"),
     ("replica.fetch.max.bytes", "1048576"),
     ("socket.request.max.bytes", "104857600"),
+    ("queued.max.request.bytes", "536870912"),
     ("log.read.cache.bytes", "-1"),
     ("offsets.topic.num.partitions", "50"),
     ("offsets.topic.replication.factor", "3"),
@@ -120,6 +121,9 @@ pub struct BrokerConfig {
     pub min_insync_replicas: usize,
     pub replica: ReplicaConfig,
     pub socket_request_max_bytes: usize,
+    /// `queued.max.request.bytes`: memory all connections of the node may hold in request
+    /// frames (`None`: unbounded, -1 as in Kafka).
+    pub queued_max_request_bytes: Option<usize>,
     /// `log.read.cache.bytes`: the node's read cache (split evenly over its shards).
     pub read_cache_bytes: u64,
     pub group: GroupConfig,
@@ -340,10 +344,25 @@ impl Properties {
             },
             replica: self.replica()?,
             socket_request_max_bytes: self.int("socket.request.max.bytes")?,
+            queued_max_request_bytes: self.queued_max_request_bytes()?,
             read_cache_bytes: self.read_cache_bytes(shards)?,
             group: self.group()?,
             metadata: self.metadata()?,
         })
+    }
+
+    /// `queued.max.request.bytes`: -1 (Kafka's default) is unbounded; ringlog's default is
+    /// 512 MiB, so that many clients sending at once meet back-pressure, not an OOM kill.
+    fn queued_max_request_bytes(&self) -> Result<Option<usize>, ConfigError> {
+        let v: i64 = self.int("queued.max.request.bytes")?;
+        match v {
+            -1 => Ok(None),
+            1.. => Ok(Some(usize::try_from(v).unwrap_or(usize::MAX))),
+            _ => Err(self.invalid(
+                "queued.max.request.bytes",
+                "must be -1 (unbounded) or a byte count > 0",
+            )),
+        }
     }
 
     /// `log.read.cache.bytes`; -1 means 256 MiB per shard, at most a quarter of memory.
@@ -545,5 +564,23 @@ mod tests {
             err.contains("fetch.zero.copy") && err.contains("removed"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn request_budget_is_bounded_by_default_and_minus_one_lifts_it() {
+        let mut p = Properties::default();
+        assert_eq!(p.build().unwrap().queued_max_request_bytes, Some(512 << 20));
+        p.set("queued.max.request.bytes", "-1").unwrap();
+        assert_eq!(p.build().unwrap().queued_max_request_bytes, None);
+        p.set("queued.max.request.bytes", "4096").unwrap();
+        assert_eq!(p.build().unwrap().queued_max_request_bytes, Some(4096));
+        for bad in ["0", "-5"] {
+            p.set("queued.max.request.bytes", bad).unwrap();
+            let err = p.build().unwrap_err().to_string();
+            assert!(
+                err.contains("queued.max.request.bytes") && err.contains(bad),
+                "{err}"
+            );
+        }
     }
 }

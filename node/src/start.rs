@@ -21,6 +21,7 @@ use crate::metadata::lease::LeaseClock;
 use crate::metadata::snapshot::NodeInfo;
 use crate::metadata::store::MetadataStore;
 use crate::metadata::Controller;
+use crate::server::budget::RequestBudget;
 use crate::shard::run::run_shard;
 use crate::shard::{now_ms, ShardCtx};
 use crate::stop::StopSignal;
@@ -127,15 +128,17 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
     let mut to_shards = Vec::new();
     let mut shards = Vec::new();
     let cpus = allowed_cpus();
+    let request_budget = RequestBudget::new(config.queued_max_request_bytes);
     for shard in 0..config.shards {
         let (tx, rx) = fmpsc::unbounded();
         to_shards.push(tx);
-        let (config, commands, stopping, producer_ids, lease) = (
+        let (config, commands, stopping, producer_ids, lease, request_budget) = (
             config.clone(),
             commands.clone(),
             stopping.clone(),
             producer_ids.clone(),
             lease.clone(),
+            request_budget.clone(),
         );
         let handle = LocalExecutorBuilder::new(Placement::Fixed(cpus[shard % cpus.len()]))
             .name(&format!("shard-{shard}"))
@@ -161,6 +164,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
                     lease,
                     topology: glommio::sync::Semaphore::new(1),
                     reopen_due: Default::default(),
+                    request_budget,
                 });
                 run_shard(ctx, rx).await;
             })

@@ -247,11 +247,15 @@ async fn read_frame_or_stop(
     if ctx.stop.is_stopping() {
         return Err(ConnectionError::Stopping);
     }
-    // Dropping an unfinished read loses nothing: glommio reads a socket only once it is ready.
+    // An unfinished read is dropped only when the connection ends.
     let read = async {
         Some(
             reader
-                .next(stream, ctx.config.socket_request_max_bytes)
+                .next(
+                    stream,
+                    ctx.config.socket_request_max_bytes,
+                    &ctx.request_budget,
+                )
                 .await,
         )
     };

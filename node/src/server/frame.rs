@@ -2,15 +2,18 @@
 //! body are decoded with the `kafka-protocol` crate. Pure apart from reading the socket; the
 //! fuzz targets call [`decode_request`].
 
-use bytes::{Buf, Bytes, BytesMut};
-use futures_lite::io::ReadHalf;
-use futures_lite::AsyncReadExt;
-use glommio::net::TcpStream;
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes};
+use futures_lite::{AsyncRead, AsyncReadExt};
+use iouring_log::aligned_buf::AlignedBuf;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
 use kafka_protocol::protocol::Decodable;
 
 use crate::handlers;
-use crate::limits::READ_CHUNK_BYTES;
+use crate::limits::{LARGE_FRAME_MIN_BYTES, READ_CHUNK_BYTES};
+use crate::server::budget::RequestBudget;
+use crate::server::frame_memory::{self, small_frame, LargeFrame};
 
 /// Why a connection was closed.
 #[derive(Debug, thiserror::Error)]
@@ -37,40 +40,95 @@ pub enum ConnectionError {
     WriterFailed,
 }
 
-/// Bytes read from a connection but not yet handed out as frames: one `recv` usually brings
-/// several pipelined requests.
-#[derive(Default)]
+/// Reads request frames from a connection. Small frames come from one read buffer (one
+/// `recv` usually brings several pipelined requests) and are copied out; a large frame's body
+/// is read straight into its own pooled buffer after what the read buffer already holds. Each
+/// frame's memory is taken from the node's request budget before its body is read.
 pub struct FrameReader {
-    buf: BytesMut,
-    chunk: Vec<u8>,
+    /// The connection's read buffer ([`READ_CHUNK_BYTES`], from the pool at the first read,
+    /// back to it when the connection ends); `start..end` is read and not yet handed out.
+    buf: AlignedBuf,
+    start: usize,
+    end: usize,
+}
+
+impl Default for FrameReader {
+    fn default() -> FrameReader {
+        FrameReader {
+            buf: AlignedBuf::empty(),
+            start: 0,
+            end: 0,
+        }
+    }
+}
+
+impl Drop for FrameReader {
+    fn drop(&mut self) {
+        if self.buf.capacity() > 0 {
+            frame_memory::give_back(std::mem::replace(&mut self.buf, AlignedBuf::empty()));
+        }
+    }
 }
 
 impl FrameReader {
-    pub async fn next(
+    /// The next frame. Dropping the future part-way (the connection closing) may lose what it
+    /// read; the caller closes the connection then.
+    pub async fn next<R: AsyncRead + Unpin>(
         &mut self,
-        stream: &mut ReadHalf<TcpStream>,
+        stream: &mut R,
         max: usize,
+        budget: &Arc<RequestBudget>,
     ) -> Result<Bytes, ConnectionError> {
-        loop {
-            if self.buf.len() >= 4 {
-                let size = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
-                if size <= 0 || size as usize > max {
-                    return Err(ConnectionError::BadFrameSize { size, max });
-                }
-                if self.buf.len() >= 4 + size as usize {
-                    self.buf.advance(4);
-                    return Ok(self.buf.split_to(size as usize).freeze());
-                }
+        while self.end - self.start < 4 {
+            self.fill(stream).await?;
+        }
+        let head = &self.buf.as_slice()[self.start..self.start + 4];
+        let size = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+        if size <= 0 || size as usize > max {
+            return Err(ConnectionError::BadFrameSize { size, max });
+        }
+        let size = size as usize;
+        // Nothing more is read from this connection until the budget has room for the frame.
+        let permit = budget.acquire(frame_memory::frame_bytes(size)).await;
+        self.start += 4;
+        if size < LARGE_FRAME_MIN_BYTES {
+            while self.end - self.start < size {
+                self.fill(stream).await?;
             }
-            if self.chunk.is_empty() {
-                self.chunk = vec![0; READ_CHUNK_BYTES];
-            }
-            let n = stream.read(&mut self.chunk).await?;
+            let frame = small_frame(&self.buf.as_slice()[self.start..self.start + size], permit);
+            self.start += size;
+            return Ok(frame);
+        }
+        let mut frame = LargeFrame::new(size);
+        self.start += frame.put(&self.buf.as_slice()[self.start..self.end]);
+        while !frame.is_full() {
+            let n = stream.read(frame.unfilled()).await?;
             if n == 0 {
                 return Err(ConnectionError::Closed);
             }
-            self.buf.extend_from_slice(&self.chunk[..n]);
+            frame.advance(n);
         }
+        Ok(frame.finish(permit))
+    }
+
+    /// Reads more into the read buffer, after moving what is left of it to its front.
+    async fn fill<R: AsyncRead + Unpin>(&mut self, stream: &mut R) -> Result<(), ConnectionError> {
+        if self.buf.capacity() == 0 {
+            self.buf = frame_memory::take(READ_CHUNK_BYTES);
+        }
+        if self.start > 0 {
+            self.buf.as_mut_slice().copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        let n = stream
+            .read(&mut self.buf.as_mut_slice()[self.end..])
+            .await?;
+        if n == 0 {
+            return Err(ConnectionError::Closed);
+        }
+        self.end += n;
+        Ok(())
     }
 }
 
@@ -142,8 +200,91 @@ pub fn decode_request(mut frame: Bytes) -> Result<Decoded, ConnectionError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::BytesMut;
     use kafka_protocol::protocol::Encodable;
     use kafka_protocol::protocol::StrBytes;
+
+    /// A socket that hands out at most `step` bytes per read.
+    struct Trickle {
+        data: Vec<u8>,
+        at: usize,
+        step: usize,
+    }
+
+    impl AsyncRead for Trickle {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut [u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            let n = buf.len().min(self.step).min(self.data.len() - self.at);
+            buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+            self.at += n;
+            std::task::Poll::Ready(Ok(n))
+        }
+    }
+
+    /// Frames small and large, split across reads every which way, come out whole and in
+    /// order, each holding its memory from the budget until dropped; a size over the maximum
+    /// is refused before anything is taken from the budget.
+    #[test]
+    fn frames_come_out_whole_whatever_the_reads() {
+        let sizes = [
+            1usize,
+            100,
+            16 << 10,
+            (16 << 10) - 1,
+            70_000,
+            3,
+            1 << 20,
+            65_531,
+        ];
+        let mut data = Vec::new();
+        for (i, &n) in sizes.iter().enumerate() {
+            data.extend_from_slice(&(n as u32).to_be_bytes());
+            data.extend((0..n).map(|j| (i * 31 + j) as u8));
+        }
+        for step in [1, 3, 4, 5, 4096, 65_536, 1 << 21] {
+            let budget = RequestBudget::new(Some(64 << 20));
+            let mut socket = Trickle {
+                data: data.clone(),
+                at: 0,
+                step,
+            };
+            let mut reader = FrameReader::default();
+            let mut frames = Vec::new();
+            for &n in &sizes {
+                let f = futures_lite::future::block_on(reader.next(&mut socket, 1 << 21, &budget))
+                    .unwrap();
+                assert_eq!(f.len(), n, "step {step}");
+                frames.push(f);
+            }
+            for (i, f) in frames.iter().enumerate() {
+                assert!(
+                    f.iter().enumerate().all(|(j, &b)| b == (i * 31 + j) as u8),
+                    "frame {i}, step {step}"
+                );
+            }
+            assert!(budget.available() < (64 << 20) - (1 << 20));
+            drop(frames);
+            assert_eq!(budget.available(), 64 << 20);
+            let end = futures_lite::future::block_on(reader.next(&mut socket, 1 << 21, &budget));
+            assert!(matches!(end, Err(ConnectionError::Closed)));
+        }
+        let budget = RequestBudget::new(Some(1000));
+        let mut socket = Trickle {
+            data: 5000u32.to_be_bytes().to_vec(),
+            at: 0,
+            step: 4,
+        };
+        let refused =
+            futures_lite::future::block_on(FrameReader::default().next(&mut socket, 4096, &budget));
+        assert!(matches!(
+            refused,
+            Err(ConnectionError::BadFrameSize { size: 5000, .. })
+        ));
+        assert_eq!(budget.available(), 1000);
+    }
 
     /// A default (empty) request of `api`; every API the broker serves is listed.
     fn default_request(api: ApiKey) -> RequestKind {

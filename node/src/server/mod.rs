@@ -1,6 +1,8 @@
 //! The Kafka protocol server of a shard: request framing and decoding, connections (pipelined
 //! produces, answers in order), response encoding, zero-copy sends.
 
+pub mod budget;
 pub mod connection;
 pub mod frame;
+pub mod frame_memory;
 pub mod response;

@@ -53,6 +53,8 @@ pub struct ShardCtx {
     pub topology: glommio::sync::Semaphore,
     /// When each failed log may next be tried for reopening.
     pub reopen_due: RefCell<HashMap<(String, i32), std::time::Instant>>,
+    /// The node's request budget (`queued.max.request.bytes`), shared by every shard.
+    pub request_budget: Arc<crate::server::budget::RequestBudget>,
 }
 
 pub fn now_ms() -> i64 {
