@@ -85,7 +85,7 @@ impl ReadSlice {
     /// Starts reading every chunk a file slice covers, all at once (each a task of the shard,
     /// so they are in flight together), and reads ahead past its end. Await the tasks in order
     /// for the bytes. Empty for a memory slice.
-    pub fn start_reads(&self) -> Vec<glommio::task::JoinHandle<Result<ChunkPiece, IoError>>> {
+    pub fn start_reads(&self) -> Vec<PieceRead> {
         let ReadSlice::File { segment, .. } = self else {
             return Vec::new();
         };
@@ -163,11 +163,25 @@ async fn read_piece(segment: &Rc<CachedSegment>, r: PieceRange) -> Result<ChunkP
     })
 }
 
+/// One of [`ReadSlice::start_reads`]'s tasks.
+pub type PieceRead = glommio::task::JoinHandle<Result<ChunkPiece, IoError>>;
+
 /// The result of one of [`ReadSlice::start_reads`]'s tasks.
-pub async fn await_piece(
-    read: glommio::task::JoinHandle<Result<ChunkPiece, IoError>>,
-) -> Result<ChunkPiece, IoError> {
-    read.await.unwrap_or_else(|| {
+pub async fn await_piece(read: PieceRead) -> Result<ChunkPiece, IoError> {
+    piece_result(read.await)
+}
+
+/// The result of one of [`ReadSlice::start_reads`]'s tasks if it is done (without waiting);
+/// the task back if it is not.
+pub async fn try_piece(mut read: PieceRead) -> Result<Result<ChunkPiece, IoError>, PieceRead> {
+    match futures_lite::future::poll_once(&mut read).await {
+        Some(done) => Ok(piece_result(done)),
+        None => Err(read),
+    }
+}
+
+fn piece_result(done: Option<Result<ChunkPiece, IoError>>) -> Result<ChunkPiece, IoError> {
+    done.unwrap_or_else(|| {
         Err(IoError::new(
             "reading",
             std::path::Path::new("(segment)"),

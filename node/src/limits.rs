@@ -62,9 +62,9 @@ pub const FETCH_SESSION_EVICTION_IDLE: Duration = Duration::from_secs(120);
 /// Longest one etcd call may take before the control plane treats etcd as unreachable.
 pub const ETCD_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Response pieces at least this large (tail chunks, cached file chunks) are written to the
-/// socket from their own buffers; smaller ones are gathered into one write.
-pub const DIRECT_WRITE_MIN_BYTES: usize = 64 << 10;
+/// Response pieces (encoded bytes, tail slices, cached file chunks) one `sendmsg` carries at
+/// most; they are sent from their own buffers, never copied.
+pub const SEND_PIECES_MAX: usize = 64;
 
 /// Batches remembered per idempotent producer (Kafka's five in-flight batches).
 pub const BATCHES_PER_PRODUCER: usize = 5;

@@ -11,6 +11,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
+use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::rc::Rc;
 
@@ -19,14 +20,15 @@ use futures_lite::io::{ReadHalf, WriteHalf};
 use futures_lite::AsyncWriteExt;
 use glommio::net::TcpStream;
 use iouring_log::notify::Notify;
-use iouring_log::reader::await_piece;
+use iouring_log::reader::{await_piece, try_piece, ChunkPiece};
+use iouring_log::tail::MemSlice;
 use iouring_log::ReadSlice;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseHeader};
 use kafka_protocol::protocol::Encodable;
 
 use crate::handlers;
 use crate::handlers::groups::Client;
-use crate::limits::{DIRECT_WRITE_MIN_BYTES, FETCH_READS_AHEAD_SLICES, PIPELINE_REQUESTS_MAX};
+use crate::limits::{FETCH_READS_AHEAD_SLICES, PIPELINE_REQUESTS_MAX, SEND_PIECES_MAX};
 use crate::server::frame::{decode_request, ConnectionError, Decoded, FrameReader};
 use crate::server::response::{Outgoing, Part};
 use crate::shard::ShardCtx;
@@ -79,11 +81,12 @@ pub async fn serve_connection(ctx: &Rc<ShardCtx>, stream: TcpStream) {
         .peer_addr()
         .map(|a| format!("/{}", a.ip()))
         .unwrap_or_default();
+    let fd = stream.as_raw_fd();
     let (read_half, write_half) = futures_lite::io::split(stream);
     let pipeline = Rc::new(Pipeline::default());
     let writer = glommio::spawn_local({
         let pipeline = pipeline.clone();
-        async move { write_answers(&pipeline, write_half).await }
+        async move { write_answers(&pipeline, write_half, fd).await }
     });
     let result = serve_requests(ctx, &pipeline, read_half, host).await;
     if ctx.stop.is_stopping() && pipeline.unanswered.get() > 0 {
@@ -212,6 +215,7 @@ fn with_header(
 async fn write_answers(
     pipeline: &Pipeline,
     mut stream: WriteHalf<TcpStream>,
+    fd: RawFd,
 ) -> Result<(), ConnectionError> {
     loop {
         let seen = pipeline.changed.generation();
@@ -224,7 +228,7 @@ async fn write_answers(
             continue;
         };
         let written = match answer.await {
-            Ok(Some(out)) => write_outgoing(&mut stream, out).await,
+            Ok(Some(out)) => write_outgoing(&mut stream, fd, out).await,
             Ok(None) => Ok(()),
             Err(e) => Err(e),
         };
@@ -273,24 +277,28 @@ async fn read_frame_or_stop(
         .unwrap_or(Err(ConnectionError::Stopping))
 }
 
-/// Writes the size prefix and every part. The file reads of the record parts run ahead of the
-/// writing, [`FETCH_READS_AHEAD_SLICES`] parts at most (across the response's partitions; they
-/// complete in the read cache); the parts go out in order: small pieces gathered into one
-/// write, large ones written from their own buffers (tail chunks, cached file chunks) without a
-/// copy.
+/// Writes the size prefix and every part, from their own buffers (encoded response bytes,
+/// tail chunks, cached file chunks) with vectored sends: nothing is copied in user space. The
+/// file reads of the record parts run ahead of the writing, [`FETCH_READS_AHEAD_SLICES`] parts
+/// at most (across the response's partitions; they complete in the read cache); the parts go
+/// out in order, gathered until one must wait for its read, or [`SEND_PIECES_MAX`] are
+/// gathered.
 async fn write_outgoing(
     stream: &mut WriteHalf<TcpStream>,
+    fd: RawFd,
     out: Outgoing,
 ) -> Result<(), ConnectionError> {
-    let mut pending = Vec::with_capacity(out.len().min(DIRECT_WRITE_MIN_BYTES) + 4);
-    pending.extend_from_slice(&(out.len() as u32).to_be_bytes());
+    let mut gathered = Gathered::default();
+    gathered.push(Piece::Bytes(Bytes::copy_from_slice(
+        &(out.len() as u32).to_be_bytes(),
+    )));
     // The response in order: its own bytes, and the record slices of each partition.
-    let items: Vec<Item> = out
+    let mut items: Vec<Option<Item>> = out
         .parts
         .into_iter()
         .flat_map(|part| match part {
-            Part::Bytes(b) => vec![Item::Bytes(b)],
-            Part::Records(slices) => slices.into_iter().map(Item::Records).collect(),
+            Part::Bytes(b) => vec![Some(Item::Bytes(b))],
+            Part::Records(slices) => slices.into_iter().map(|s| Some(Item::Records(s))).collect(),
         })
         .collect();
     // File slices' reads start a window of FETCH_READS_AHEAD_SLICES ahead of the one being
@@ -300,29 +308,38 @@ async fn write_outgoing(
     let mut next_to_start = 0;
     for i in 0..items.len() {
         while started.len() < FETCH_READS_AHEAD_SLICES && next_to_start < items.len() {
-            if let Item::Records(s @ ReadSlice::File { .. }) = &items[next_to_start] {
+            if let Some(Item::Records(s @ ReadSlice::File { .. })) = &items[next_to_start] {
                 started.push_back((next_to_start, s.start_reads()));
             }
             next_to_start += 1;
         }
-        match &items[i] {
-            Item::Bytes(b) => put(stream, &mut pending, b).await?,
-            Item::Records(ReadSlice::Memory(m)) => put(stream, &mut pending, m.as_bytes()).await?,
+        match items[i].take().expect("each item is written once") {
+            Item::Bytes(b) => gathered.push(Piece::Bytes(b)),
+            Item::Records(ReadSlice::Memory(m)) => gathered.push(Piece::Memory(m)),
             Item::Records(ReadSlice::File { .. }) => {
                 let (at, reads) = started
                     .pop_front()
                     .expect("reads started for every file slice");
                 debug_assert_eq!(at, i, "file slices' reads start in order");
                 for read in reads {
-                    let piece = await_piece(read)
-                        .await
-                        .map_err(|e| std::io::Error::other(e.to_string()))?;
-                    put(stream, &mut pending, piece.as_bytes()).await?;
+                    let piece = match try_piece(read).await {
+                        Ok(done) => done,
+                        Err(read) => {
+                            // Send what is gathered while the read completes.
+                            gathered.send(stream, fd).await?;
+                            await_piece(read).await
+                        }
+                    }
+                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+                    gathered.push(Piece::File(piece));
                 }
             }
         }
+        if gathered.pieces.len() >= SEND_PIECES_MAX {
+            gathered.send(stream, fd).await?;
+        }
     }
-    stream.write_all(&pending).await?;
+    gathered.send(stream, fd).await?;
     stream.flush().await?;
     Ok(())
 }
@@ -333,21 +350,106 @@ enum Item {
     Records(ReadSlice),
 }
 
-/// Queues `bytes` behind `pending`, or, when they are large, writes `pending` and then `bytes`
-/// straight from their buffer.
-async fn put(
-    stream: &mut WriteHalf<TcpStream>,
-    pending: &mut Vec<u8>,
-    bytes: &[u8],
-) -> Result<(), ConnectionError> {
-    if bytes.len() < DIRECT_WRITE_MIN_BYTES {
-        pending.extend_from_slice(bytes);
-        return Ok(());
+/// Bytes of a response ready to send, each kept alive in its own buffer until sent.
+enum Piece {
+    Bytes(Bytes),
+    Memory(MemSlice),
+    File(ChunkPiece),
+}
+
+impl Piece {
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Piece::Bytes(b) => b,
+            Piece::Memory(m) => m.as_bytes(),
+            Piece::File(p) => p.as_bytes(),
+        }
     }
-    if !pending.is_empty() {
-        stream.write_all(pending).await?;
-        pending.clear();
+}
+
+/// Pieces gathered for one vectored send; `sent` bytes of the first are out already.
+#[derive(Default)]
+struct Gathered {
+    pieces: VecDeque<Piece>,
+    sent: usize,
+}
+
+impl Gathered {
+    fn push(&mut self, piece: Piece) {
+        if !piece.as_bytes().is_empty() {
+            self.pieces.push_back(piece);
+        }
     }
-    stream.write_all(bytes).await?;
-    Ok(())
+
+    /// Sends every gathered piece: `sendmsg` without waiting while the socket takes bytes,
+    /// glommio's write (which waits until the socket is writable) when it does not.
+    async fn send(
+        &mut self,
+        stream: &mut WriteHalf<TcpStream>,
+        fd: RawFd,
+    ) -> Result<(), ConnectionError> {
+        while !self.pieces.is_empty() {
+            let sent = match send_vectored(fd, &self.pieces, self.sent) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    stream
+                        .write(&self.pieces[0].as_bytes()[self.sent..])
+                        .await?
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if sent == 0 {
+                return Err(std::io::Error::from(std::io::ErrorKind::WriteZero).into());
+            }
+            self.advance(sent);
+        }
+        Ok(())
+    }
+
+    fn advance(&mut self, mut n: usize) {
+        while n > 0 {
+            let left = self.pieces[0].as_bytes().len() - self.sent;
+            if n < left {
+                self.sent += n;
+                return;
+            }
+            n -= left;
+            self.sent = 0;
+            self.pieces.pop_front();
+        }
+    }
+}
+
+/// One non-blocking `sendmsg` of the pieces (the first from `skip`), at most
+/// [`SEND_PIECES_MAX`] of them.
+fn send_vectored(fd: RawFd, pieces: &VecDeque<Piece>, skip: usize) -> std::io::Result<usize> {
+    let iov: Vec<libc::iovec> = pieces
+        .iter()
+        .take(SEND_PIECES_MAX)
+        .enumerate()
+        .map(|(i, p)| {
+            let b = if i == 0 {
+                &p.as_bytes()[skip..]
+            } else {
+                p.as_bytes()
+            };
+            libc::iovec {
+                iov_base: b.as_ptr() as *mut libc::c_void,
+                iov_len: b.len(),
+            }
+        })
+        .collect();
+    // SAFETY: an all-zero msghdr is valid (no address, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = iov.len() as _;
+    // SAFETY: `msg` points at `iov`, whose entries point into buffers `pieces` keeps alive for
+    // the call; the kernel only reads them. `fd` is the connection's socket, open while its
+    // write half lives.
+    let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(n as usize)
 }
