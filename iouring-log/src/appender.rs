@@ -105,6 +105,15 @@ impl AppenderIo {
         self.planner.stop_zero_fill();
     }
 
+    /// Parks an idle tail (see `Tail::park_if_idle`) when no data write is in flight (a
+    /// zero-copy write holds a chunk's buffer until it completes; zero fill holds none).
+    pub fn park_idle_tail(&mut self, now: std::time::Instant) -> bool {
+        if self.failed.is_some() || self.closing || self.planner.data_inflight() > 0 {
+            return false;
+        }
+        self.tail.park_if_idle(self.planner.written(), now)
+    }
+
     /// Records a completed `fdatasync` issued when `synced` bytes (holding the batches before
     /// `synced_offset`) were written.
     pub fn on_durable(&mut self, synced: u64, synced_offset: Offset) {

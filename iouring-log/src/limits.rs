@@ -7,8 +7,9 @@
 //!   quiet and of [`TAIL_CHUNK_BYTES`] once it is busy, each starting at a multiple of its own
 //!   length. A partition written to holds one small chunk at least and two once written past
 //!   the first ([`TAIL_RETAIN_BYTES`]), so N quiet partitions hold up to N × 32 KiB of tail
-//!   (10 000: 320 MiB); a busy one holds up to 4 writes in flight plus the chunk being filled
-//!   (≤ 5 MiB).
+//!   (10 000: 320 MiB) while written to; one idle for [`TAIL_PARK_IDLE`] keeps only its partial
+//!   last block (≤ 4 KiB: 10 000 idle partitions 40 MiB); a busy one holds up to 4 writes in
+//!   flight plus the chunk being filled (≤ 5 MiB).
 //! - One write is at most [`WRITE_BYTES_MAX`] and at most [`WRITES_IN_FLIGHT_MAX`] are in
 //!   flight per active segment, so the unwritten tail that is being written at any moment is at
 //!   most 4 MiB.
@@ -35,6 +36,11 @@ pub const TAIL_RETAIN_BYTES: u64 = TAIL_SMALL_CHUNK_BYTES as u64;
 
 /// A small chunk filled faster than this makes the tail busy (16 KiB in 100 ms: 160 KB/s).
 pub const TAIL_BUSY_FILL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// How long a partition takes no append before its tail is parked (its chunks given back,
+/// its partial last block kept in 4 KiB): 10 000 idle partitions then hold 40 MiB at most,
+/// not 320. Consumers of an idle partition read its last bytes from the read cache.
+pub const TAIL_PARK_IDLE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Released tail chunks kept per thread for reuse (16 MiB).
 pub const TAIL_CHUNK_POOL_MAX: usize = 16;

@@ -331,6 +331,27 @@ impl Log {
             .find_map(|s| s.appender().and_then(|a| a.io.borrow().failed.clone()))
     }
 
+    /// Gives back the active segment's tail memory if the log took no append for
+    /// `limits::TAIL_PARK_IDLE` and everything appended is written (see `tail.rs`); returns
+    /// whether it did. Call from a timer.
+    pub fn park_idle_tail(&self, now: std::time::Instant) -> bool {
+        let st = self.inner.state.borrow();
+        st.segments
+            .last()
+            .and_then(|s| s.appender())
+            .is_some_and(|a| a.io.borrow_mut().park_idle_tail(now))
+    }
+
+    /// Bytes of memory the tails of the log's unsealed segments hold.
+    pub fn tail_bytes_held(&self) -> usize {
+        let st = self.inner.state.borrow();
+        st.segments
+            .iter()
+            .filter_map(|s| s.appender())
+            .map(|a| a.io.borrow().tail.held_bytes())
+            .sum()
+    }
+
     pub(crate) fn poison(&self, what: &str) {
         tracing::error!(log = %self.inner.dir.display(), error = what, "log failed; it must be reopened");
         self.inner

@@ -14,6 +14,10 @@
 //!   copied into a fresh chunk, so slices handed out earlier keep their bytes.
 //! - Chunks wholly before `release_before` are dropped (their bytes are on disk); readers that
 //!   still hold a slice keep the chunk alive through its `Rc`.
+//! - A tail idle for [`TAIL_PARK_IDLE`] with everything written is parked: its chunks are
+//!   given back and only the partial last block (which the next write rewrites) stays, in a
+//!   block-sized chunk, or nothing when the end is block aligned. The next append unparks it
+//!   into a small chunk, as a tail made by [`Tail::new`] with that partial block.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -23,8 +27,8 @@ use std::time::Instant;
 use glommio::io::DmaBuffer;
 
 use crate::limits::{
-    TAIL_BUSY_FILL, TAIL_CHUNK_BYTES, TAIL_CHUNK_POOL_MAX, TAIL_RETAIN_BYTES,
-    TAIL_SMALL_CHUNK_BYTES, TAIL_SMALL_CHUNK_POOL_MAX,
+    DIRECT_IO_ALIGNMENT, TAIL_BUSY_FILL, TAIL_CHUNK_BYTES, TAIL_CHUNK_POOL_MAX, TAIL_PARK_IDLE,
+    TAIL_RETAIN_BYTES, TAIL_SMALL_CHUNK_BYTES, TAIL_SMALL_CHUNK_POOL_MAX,
 };
 
 thread_local! {
@@ -38,7 +42,8 @@ thread_local! {
 struct Chunk {
     /// Segment file position of the chunk's first byte (a multiple of its capacity).
     start: u64,
-    /// [`TAIL_SMALL_CHUNK_BYTES`] or [`TAIL_CHUNK_BYTES`].
+    /// [`TAIL_SMALL_CHUNK_BYTES`] or [`TAIL_CHUNK_BYTES`]; [`DIRECT_IO_ALIGNMENT`] for the
+    /// partial block of a parked tail.
     capacity: usize,
     /// When the chunk was started (a small one filled soon after makes the tail busy).
     started: Instant,
@@ -199,6 +204,8 @@ pub struct Tail {
     end: u64,
     /// Appends come fast enough for big chunks (see the module doc).
     busy: bool,
+    /// When the last append came (or the tail was made).
+    last_push: Instant,
 }
 
 impl Tail {
@@ -215,6 +222,7 @@ impl Tail {
             valid_from: block_start,
             end: block_start,
             busy: false,
+            last_push: Instant::now(),
         };
         if !partial_block.is_empty() {
             tail.start_chunk();
@@ -261,10 +269,20 @@ impl Tail {
     }
 
     /// Appends bytes at the logical end.
-    pub fn push(&mut self, mut bytes: &[u8]) {
-        if !bytes.is_empty() && self.chunks.is_empty() {
+    pub fn push(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.last_push = Instant::now();
+        self.unpark();
+        if self.chunks.is_empty() {
             self.start_chunk();
         }
+        self.push_bytes(bytes);
+    }
+
+    /// Appends bytes after the last chunk's filled part (there is a chunk).
+    fn push_bytes(&mut self, mut bytes: &[u8]) {
         while !bytes.is_empty() {
             let last = self.chunks.back().expect("tail has a chunk");
             let room = last.capacity - last.filled.get();
@@ -365,6 +383,54 @@ impl Tail {
             }
         }
         released
+    }
+
+    /// Parks the tail if no append came for [`TAIL_PARK_IDLE`] before `now` and every
+    /// appended byte is `written` (see the module doc); returns whether it gave back memory.
+    pub fn park_if_idle(&mut self, written: u64, now: Instant) -> bool {
+        if written < self.end
+            || now.saturating_duration_since(self.last_push) < TAIL_PARK_IDLE
+            || self.is_parked()
+            || self.chunks.is_empty()
+        {
+            return false;
+        }
+        let block_start = self.end - self.end % DIRECT_IO_ALIGNMENT as u64;
+        if block_start < self.first_position() {
+            return false;
+        }
+        let block = Chunk::new(block_start, DIRECT_IO_ALIGNMENT);
+        for slice in self.slices(block_start, self.end) {
+            block.push(slice.as_bytes());
+        }
+        self.chunks.clear();
+        if block.filled.get() > 0 {
+            self.chunks.push_back(block);
+        }
+        self.valid_from = block_start;
+        self.busy = false;
+        true
+    }
+
+    /// Whether the tail holds just a parked partial block.
+    fn is_parked(&self) -> bool {
+        self.chunks.len() == 1 && self.chunks[0].capacity == DIRECT_IO_ALIGNMENT
+    }
+
+    /// Moves a parked partial block into a small chunk, before an append.
+    fn unpark(&mut self) {
+        if !self.is_parked() {
+            return;
+        }
+        let block = self.chunks.pop_front().expect("a parked block");
+        self.end = block.start;
+        self.start_chunk();
+        self.push_bytes(block.filled_slice(0, block.filled.get()));
+    }
+
+    /// Bytes of memory the tail's chunks take.
+    pub fn held_bytes(&self) -> usize {
+        self.chunks.iter().map(|c| c.capacity).sum()
     }
 
     /// Cuts the tail back to logical end `end`, copying the surviving part of the last chunk
@@ -497,6 +563,66 @@ mod tests {
                 [TAIL_CHUNK_BYTES as u64]
             );
             assert_eq!(busy.first_position(), 2 * TAIL_CHUNK_BYTES as u64);
+        });
+    }
+
+    /// An idle, written tail keeps only its partial block (4 KiB), serves the same bytes, and
+    /// takes appends after it as if just opened; a block-aligned end keeps nothing. A tail
+    /// with unwritten bytes, or appended to recently, is not parked.
+    #[test]
+    fn an_idle_written_tail_is_parked_down_to_its_partial_block() {
+        on_executor(|| {
+            let later = || Instant::now() + TAIL_PARK_IDLE;
+            let mut t = Tail::new(0, &[]);
+            let data: Vec<u8> = (0..40_000u32).map(|i| (i % 253) as u8).collect();
+            t.push(&data);
+            assert!(!t.park_if_idle(39_000, later()), "bytes not written yet");
+            assert!(!t.park_if_idle(40_000, Instant::now()), "not idle");
+            let held = t.slices(36_864, 40_000);
+            t.release_before(32_768);
+            assert_eq!(t.held_bytes(), 2 * TAIL_SMALL_CHUNK_BYTES);
+            assert!(t.park_if_idle(40_000, later()));
+            assert_eq!(t.held_bytes(), DIRECT_IO_ALIGNMENT);
+            assert_eq!(t.first_position(), 36_864, "the partial block's start");
+            assert!(
+                !t.park_if_idle(40_000, later() + TAIL_PARK_IDLE),
+                "parked once"
+            );
+            let served: Vec<u8> = t
+                .slices(36_864, 40_000)
+                .iter()
+                .flat_map(|s| s.as_bytes().to_vec())
+                .collect();
+            assert_eq!(served, &data[36_864..]);
+            let more: Vec<u8> = (0..30_000u32).map(|i| (i % 7) as u8).collect();
+            t.push(&more);
+            assert_eq!(
+                held.iter().map(|s| s.len()).sum::<usize>(),
+                3136,
+                "old slices live on"
+            );
+            assert!(t
+                .chunks
+                .iter()
+                .all(|c| c.capacity == TAIL_SMALL_CHUNK_BYTES));
+            let mut out = vec![0; 3136 + more.len()];
+            t.copy_out(36_864, 70_000, &mut out);
+            assert_eq!(&out[..3136], &data[36_864..]);
+            assert_eq!(&out[3136..], &more[..]);
+            // Block-aligned end: nothing kept; the next append starts a chunk there.
+            let mut aligned = Tail::new(0, &[]);
+            aligned.push(&data[..8192]);
+            assert!(aligned.park_if_idle(8192, later()));
+            assert_eq!(aligned.held_bytes(), 0);
+            aligned.push(b"xyz");
+            assert_eq!(aligned.slices(8192, 8195)[0].as_bytes(), b"xyz");
+            // A parked tail truncated keeps its block layout.
+            assert!(t.park_if_idle(70_000, Instant::now() + 2 * TAIL_PARK_IDLE));
+            t.truncate(69_700);
+            t.push(b"after");
+            let mut tail_end = vec![0; 5];
+            t.copy_out(69_700, 69_705, &mut tail_end);
+            assert_eq!(tail_end, b"after");
         });
     }
 

@@ -122,6 +122,11 @@ impl WritePlanner {
         self.inflight.len() + usize::from(self.zero_fill.is_some())
     }
 
+    /// Data writes in flight (zero fill not counted: it holds no tail bytes).
+    pub fn data_inflight(&self) -> usize {
+        self.inflight.len()
+    }
+
     /// Every block below this has been written at least once.
     pub fn converted(&self) -> u64 {
         self.converted

@@ -421,3 +421,55 @@ fn head_reads_come_from_memory_until_the_tail_releases_them() {
         assert_eq!(sealed.len(), head.len());
     });
 }
+
+/// An idle log gives back its tail (`Log::park_idle_tail`): only the partial last block stays
+/// in memory, every record still reads back (its last ones now from the file), appends after
+/// it rewrite that block correctly, and a reopened log reads the same records.
+#[test]
+fn an_idle_tail_is_parked_and_appends_resume_after_it() {
+    run(|| async {
+        let dir = tmpdir();
+        let log = Log::open(dir.path(), LogConfig::default(), 0)
+            .await
+            .unwrap();
+        fill(&log, 300).await;
+        log.wait_for(iouring_log::Durability::Written, log.log_end_offset())
+            .await
+            .unwrap();
+        let idle = std::time::Instant::now() + iouring_log::limits::TAIL_PARK_IDLE;
+        let before = log.tail_bytes_held();
+        assert!(
+            before >= iouring_log::limits::TAIL_SMALL_CHUNK_BYTES,
+            "{before}"
+        );
+        assert!(
+            !log.park_idle_tail(std::time::Instant::now()),
+            "appended just now"
+        );
+        assert!(log.park_idle_tail(idle));
+        assert!(log.tail_bytes_held() <= iouring_log::limits::DIRECT_IO_ALIGNMENT);
+        let all = read_all(&log).await;
+        assert_eq!(all.len(), 300);
+        all.iter().for_each(|r| check_record(r, VALUE));
+        fill(&log, 600).await;
+        log.wait_for(iouring_log::Durability::Written, log.log_end_offset())
+            .await
+            .unwrap();
+        let all = read_all(&log).await;
+        assert_eq!(all.len(), 600);
+        for (i, r) in all.iter().enumerate() {
+            assert_eq!(r.offset, i as i64);
+            check_record(r, VALUE);
+        }
+        assert!(
+            log.park_idle_tail(std::time::Instant::now() + 2 * iouring_log::limits::TAIL_PARK_IDLE)
+        );
+        log.close().await.unwrap();
+        let log = Log::open(dir.path(), LogConfig::default(), 0)
+            .await
+            .unwrap();
+        let all = read_all(&log).await;
+        assert_eq!(all.len(), 600);
+        all.iter().for_each(|r| check_record(r, VALUE));
+    });
+}

@@ -35,6 +35,7 @@ impl ShardCtx {
                 continue;
             }
             self.propose_isr_change(&p);
+            p.log.park_idle_tail(std::time::Instant::now());
             if let Err(e) = p.log.maybe_flush(now_ms()).await {
                 tracing::error!(topic = %p.topic, partition = p.index, error = %e, "flush failed");
             }
