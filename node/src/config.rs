@@ -5,7 +5,7 @@
 use kafka_protocol::messages::BrokerId;
 
 use crate::ids::NodeId;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
@@ -29,45 +29,264 @@ pub enum ConfigError {
     SetSyntax(String),
 }
 
+/// Kafka's config types (`DescribeConfigs`' `config_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigType {
+    Boolean = 1,
+    String = 2,
+    Int = 3,
+    Short = 4,
+    Long = 5,
+    List = 7,
+}
+
+/// A property the broker understands: its name, default, type and what it does.
+#[derive(Debug)]
+pub struct Property {
+    pub name: &'static str,
+    pub default: &'static str,
+    pub kind: ConfigType,
+    pub doc: &'static str,
+}
+
+const fn prop(
+    name: &'static str,
+    default: &'static str,
+    kind: ConfigType,
+    doc: &'static str,
+) -> Property {
+    Property {
+        name,
+        default,
+        kind,
+        doc,
+    }
+}
+
 /// Every property the broker understands, with its default.
-pub const PROPERTIES: &[(&str, &str)] = &[
-    ("node.id", "0"),
-    ("metadata.store", "embedded"),
-    ("metadata.etcd.endpoints", ""),
-    ("cluster.id", "ringlog"),
-    ("broker.session.timeout.ms", "9000"),
-    ("log.dirs", "./ringlog-data"),
-    ("listeners", "PLAINTEXT://127.0.0.1:9092"),
-    ("advertised.listeners", ""),
-    ("num.shards", "0"),
-    ("num.partitions", "0"),
-    ("auto.create.topics.enable", "true"),
-    ("log.segment.bytes", "1073741824"),
-    ("log.roll.ms", "604800000"),
-    ("log.retention.ms", "604800000"),
-    ("log.retention.bytes", "-1"),
-    ("log.retention.check.interval.ms", "300000"),
-    ("log.index.interval.bytes", "4096"),
-    ("log.flush.interval.messages", "-1"),
-    ("log.flush.interval.ms", "-1"),
-    ("message.max.bytes", "1048588"),
-    ("min.insync.replicas", "1"),
-    ("replica.lag.time.max.ms", "30000"),
-    ("replica.fetch.wait.max.ms", "500"),
-    ("replica.fetch.max.bytes", "1048576"),
-    ("socket.request.max.bytes", "104857600"),
-    ("queued.max.request.bytes", "536870912"),
-    ("log.read.cache.bytes", "-1"),
-    ("offsets.topic.num.partitions", "50"),
-    ("offsets.topic.replication.factor", "3"),
-    ("offsets.topic.segment.bytes", "104857600"),
-    ("offsets.retention.minutes", "10080"),
-    ("offsets.retention.check.interval.ms", "600000"),
-    ("offset.metadata.max.bytes", "4096"),
-    ("group.initial.rebalance.delay.ms", "3000"),
-    ("group.min.session.timeout.ms", "6000"),
-    ("group.max.session.timeout.ms", "1800000"),
-    ("group.max.size", "2147483647"),
+pub const PROPERTIES: &[Property] = &[
+    prop(
+        "node.id",
+        "0",
+        ConfigType::Int,
+        "This node's id; its shards are the Kafka brokers node.id * 1000 + shard.",
+    ),
+    prop(
+        "metadata.store",
+        "embedded",
+        ConfigType::String,
+        "Where cluster metadata lives: embedded (a JSON file in the data directory, one node) or etcd (a cluster).",
+    ),
+    prop(
+        "metadata.etcd.endpoints",
+        "",
+        ConfigType::List,
+        "etcd endpoints (http://host:port, comma separated) when metadata.store=etcd.",
+    ),
+    prop(
+        "cluster.id",
+        "ringlog",
+        ConfigType::String,
+        "The cluster's name: its key prefix in etcd.",
+    ),
+    prop(
+        "broker.session.timeout.ms",
+        "9000",
+        ConfigType::Int,
+        "TTL of the node's etcd lease; the node gives up leadership itself before etcd expires it.",
+    ),
+    prop(
+        "log.dirs",
+        "./ringlog-data",
+        ConfigType::String,
+        "The data directory: one folder per partition, in Kafka's layout.",
+    ),
+    prop(
+        "listeners",
+        "PLAINTEXT://127.0.0.1:9092",
+        ConfigType::List,
+        "Address of shard 0; shard i listens on port + i.",
+    ),
+    prop(
+        "advertised.listeners",
+        "",
+        ConfigType::List,
+        "Host and base port given to clients (empty: as listeners).",
+    ),
+    prop(
+        "num.shards",
+        "0",
+        ConfigType::Int,
+        "Shards, one pinned glommio executor each (0: one per CPU the process may run on).",
+    ),
+    prop(
+        "num.partitions",
+        "0",
+        ConfigType::Int,
+        "Partitions of auto-created topics (0: one per shard).",
+    ),
+    prop(
+        "auto.create.topics.enable",
+        "true",
+        ConfigType::Boolean,
+        "Create topics named in Metadata and Produce requests.",
+    ),
+    prop(
+        "log.segment.bytes",
+        "1073741824",
+        ConfigType::Int,
+        "Segment size at which the active segment rolls.",
+    ),
+    prop(
+        "log.roll.ms",
+        "604800000",
+        ConfigType::Long,
+        "Age at which the active segment rolls.",
+    ),
+    prop(
+        "log.retention.ms",
+        "604800000",
+        ConfigType::Long,
+        "Segments whose newest record is older are deleted (-1: no limit).",
+    ),
+    prop(
+        "log.retention.bytes",
+        "-1",
+        ConfigType::Long,
+        "A partition larger than this deletes its oldest segments (-1: no limit).",
+    ),
+    prop(
+        "log.retention.check.interval.ms",
+        "300000",
+        ConfigType::Long,
+        "How often retention runs.",
+    ),
+    prop(
+        "log.index.interval.bytes",
+        "4096",
+        ConfigType::Int,
+        "Bytes between offset index entries.",
+    ),
+    prop(
+        "log.flush.interval.messages",
+        "-1",
+        ConfigType::Long,
+        "fdatasync after this many messages; produce answers wait for it (-1: never; segments are synced on roll and close).",
+    ),
+    prop(
+        "log.flush.interval.ms",
+        "-1",
+        ConfigType::Long,
+        "fdatasync when the oldest unsynced message is this old (-1: never).",
+    ),
+    prop(
+        "message.max.bytes",
+        "1048588",
+        ConfigType::Int,
+        "Largest record batch accepted.",
+    ),
+    prop(
+        "min.insync.replicas",
+        "1",
+        ConfigType::Int,
+        "Default of topics that do not set it: in-sync replicas an acks=all produce needs.",
+    ),
+    prop(
+        "replica.lag.time.max.ms",
+        "30000",
+        ConfigType::Long,
+        "A follower not caught up for this long leaves the ISR.",
+    ),
+    prop(
+        "replica.fetch.wait.max.ms",
+        "500",
+        ConfigType::Int,
+        "How long a follower's fetch waits for new records.",
+    ),
+    prop(
+        "replica.fetch.max.bytes",
+        "1048576",
+        ConfigType::Int,
+        "The most a follower's fetch asks of one partition.",
+    ),
+    prop(
+        "socket.request.max.bytes",
+        "104857600",
+        ConfigType::Int,
+        "Largest request; a larger one closes the connection.",
+    ),
+    prop(
+        "queued.max.request.bytes",
+        "536870912",
+        ConfigType::Long,
+        "Memory all connections of the node may hold in request frames; beyond it connections read nothing until requests are done with (-1: unbounded).",
+    ),
+    prop(
+        "log.read.cache.bytes",
+        "-1",
+        ConfigType::Long,
+        "The node's read cache of segment file chunks, split over its shards (-1: 256 MiB per shard, at most a quarter of memory; 0: off).",
+    ),
+    prop(
+        "offsets.topic.num.partitions",
+        "50",
+        ConfigType::Int,
+        "Partitions of __consumer_offsets when the node creates it.",
+    ),
+    prop(
+        "offsets.topic.replication.factor",
+        "3",
+        ConfigType::Short,
+        "Replicas of __consumer_offsets in a cluster (1 on a single node).",
+    ),
+    prop(
+        "offsets.topic.segment.bytes",
+        "104857600",
+        ConfigType::Int,
+        "Segment size of __consumer_offsets.",
+    ),
+    prop(
+        "offsets.retention.minutes",
+        "10080",
+        ConfigType::Int,
+        "Committed offsets of a group empty this long expire.",
+    ),
+    prop(
+        "offsets.retention.check.interval.ms",
+        "600000",
+        ConfigType::Long,
+        "How often expired offsets are removed.",
+    ),
+    prop(
+        "offset.metadata.max.bytes",
+        "4096",
+        ConfigType::Int,
+        "Longest commit metadata (longer: OFFSET_METADATA_TOO_LARGE).",
+    ),
+    prop(
+        "group.initial.rebalance.delay.ms",
+        "3000",
+        ConfigType::Int,
+        "A new group's first rebalance waits this long for more members.",
+    ),
+    prop(
+        "group.min.session.timeout.ms",
+        "6000",
+        ConfigType::Int,
+        "Shortest member session timeout allowed.",
+    ),
+    prop(
+        "group.max.session.timeout.ms",
+        "1800000",
+        ConfigType::Int,
+        "Longest member session timeout allowed.",
+    ),
+    prop(
+        "group.max.size",
+        "2147483647",
+        ConfigType::Int,
+        "Members per group (more: GROUP_MAX_SIZE_REACHED).",
+    ),
 ];
 
 /// Properties earlier versions took, with what replaced them.
@@ -129,6 +348,8 @@ pub struct BrokerConfig {
     pub group: GroupConfig,
     /// Where cluster metadata lives.
     pub metadata: MetadataConfig,
+    /// The properties as given (DescribeConfigs shows them with their sources).
+    pub properties: Properties,
 }
 
 /// How followers fetch and how long a leader waits for them (Kafka's names and defaults).
@@ -156,18 +377,28 @@ pub enum MetadataConfig {
     },
 }
 
-/// The raw property map, validated as it is filled.
+/// The property of this name, if the broker has it.
+pub fn property(name: &str) -> Option<&'static Property> {
+    PROPERTIES.iter().find(|p| p.name == name)
+}
+
+/// The raw property map, validated as it is filled, and which properties were set (by the
+/// config file, `--set` or a CLI flag) rather than left at their defaults.
 #[derive(Debug, Clone)]
-pub struct Properties(BTreeMap<String, String>);
+pub struct Properties {
+    values: BTreeMap<String, String>,
+    set: BTreeSet<String>,
+}
 
 impl Default for Properties {
     fn default() -> Self {
-        Properties(
-            PROPERTIES
+        Properties {
+            values: PROPERTIES
                 .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .map(|p| (p.name.to_string(), p.default.to_string()))
                 .collect(),
-        )
+            set: BTreeSet::new(),
+        }
     }
 }
 
@@ -179,11 +410,17 @@ impl Properties {
                 why,
             });
         }
-        if !self.0.contains_key(key) {
+        if !self.values.contains_key(key) {
             return Err(ConfigError::Unknown(key.to_owned()));
         }
-        self.0.insert(key.to_owned(), value.to_owned());
+        self.values.insert(key.to_owned(), value.to_owned());
+        self.set.insert(key.to_owned());
         Ok(())
+    }
+
+    /// Whether `key` was set rather than left at its default.
+    pub fn is_set(&self, key: &str) -> bool {
+        self.set.contains(key)
     }
 
     /// `key=value` as given to `--set`.
@@ -221,7 +458,7 @@ impl Properties {
     }
 
     pub fn get(&self, key: &str) -> &str {
-        self.0
+        self.values
             .get(key)
             .map(String::as_str)
             .expect("every property has a default")
@@ -348,6 +585,7 @@ impl Properties {
             read_cache_bytes: self.read_cache_bytes(shards)?,
             group: self.group()?,
             metadata: self.metadata()?,
+            properties: self.clone(),
         })
     }
 

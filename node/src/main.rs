@@ -235,6 +235,12 @@ fn properties(
         p.set("log.dirs", &d.to_string_lossy())?;
     }
     if let Some(l) = listen {
+        // `--listen HOST:PORT` is the plaintext listener, named as Kafka names listeners.
+        let l = if l.contains("://") {
+            l
+        } else {
+            format!("PLAINTEXT://{l}")
+        };
         p.set("listeners", &l)?;
     }
     if let Some(s) = shards {

@@ -13,6 +13,8 @@ use std::collections::BTreeMap;
 
 use iouring_log::LogConfig;
 
+use crate::config::ConfigType;
+
 /// Per-topic configs a topic may override (Kafka's topic-level names).
 pub const TOPIC_CONFIGS: &[&str] = &[
     "segment.bytes",
@@ -26,6 +28,98 @@ pub const TOPIC_CONFIGS: &[&str] = &[
     "cleanup.policy",
     "min.insync.replicas",
     "unclean.leader.election.enable",
+];
+
+/// What DescribeConfigs says of a topic config: the broker property it defaults to (its
+/// synonym), the default when the broker has no such property, its type and documentation.
+pub struct TopicConfigDef {
+    pub name: &'static str,
+    pub broker: &'static str,
+    /// The value when `broker` is not one of ringlog's properties.
+    pub fixed_default: &'static str,
+    pub kind: ConfigType,
+    pub doc: &'static str,
+}
+
+/// Every topic config, described; the same names as [`TOPIC_CONFIGS`].
+pub const TOPIC_CONFIG_DEFS: &[TopicConfigDef] = &[
+    TopicConfigDef {
+        name: "segment.bytes",
+        broker: "log.segment.bytes",
+        fixed_default: "",
+        kind: ConfigType::Int,
+        doc: "Segment size at which the active segment rolls.",
+    },
+    TopicConfigDef {
+        name: "segment.ms",
+        broker: "log.roll.ms",
+        fixed_default: "",
+        kind: ConfigType::Long,
+        doc: "Age at which the active segment rolls.",
+    },
+    TopicConfigDef {
+        name: "retention.ms",
+        broker: "log.retention.ms",
+        fixed_default: "",
+        kind: ConfigType::Long,
+        doc: "Segments whose newest record is older are deleted (-1: no limit).",
+    },
+    TopicConfigDef {
+        name: "retention.bytes",
+        broker: "log.retention.bytes",
+        fixed_default: "",
+        kind: ConfigType::Long,
+        doc: "A partition larger than this deletes its oldest segments (-1: no limit).",
+    },
+    TopicConfigDef {
+        name: "flush.messages",
+        broker: "log.flush.interval.messages",
+        fixed_default: "",
+        kind: ConfigType::Long,
+        doc: "fdatasync after this many messages; produce answers wait for it (-1: never).",
+    },
+    TopicConfigDef {
+        name: "flush.ms",
+        broker: "log.flush.interval.ms",
+        fixed_default: "",
+        kind: ConfigType::Long,
+        doc: "fdatasync when the oldest unsynced message is this old (-1: never).",
+    },
+    TopicConfigDef {
+        name: "index.interval.bytes",
+        broker: "log.index.interval.bytes",
+        fixed_default: "",
+        kind: ConfigType::Int,
+        doc: "Bytes between offset index entries.",
+    },
+    TopicConfigDef {
+        name: "max.message.bytes",
+        broker: "message.max.bytes",
+        fixed_default: "",
+        kind: ConfigType::Int,
+        doc: "Largest record batch accepted.",
+    },
+    TopicConfigDef {
+        name: "cleanup.policy",
+        broker: "log.cleanup.policy",
+        fixed_default: "delete",
+        kind: ConfigType::List,
+        doc: "delete: old segments are deleted by retention (compaction is not built).",
+    },
+    TopicConfigDef {
+        name: "min.insync.replicas",
+        broker: "min.insync.replicas",
+        fixed_default: "",
+        kind: ConfigType::Int,
+        doc: "In-sync replicas an acks=all produce needs (fewer: NOT_ENOUGH_REPLICAS).",
+    },
+    TopicConfigDef {
+        name: "unclean.leader.election.enable",
+        broker: "unclean.leader.election.enable",
+        fixed_default: "false",
+        kind: ConfigType::Boolean,
+        doc: "Whether a replica outside the ISR may become leader when no in-sync one is left.",
+    },
 ];
 
 /// A topic config refused: the key, the value and why.

@@ -105,6 +105,17 @@ class Broker:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
+def kafka_tool(*args):
+    """Runs one of Apache Kafka's own command-line tools (kafka-tools 4.1.1 from Maven Central,
+    fetched by scripts/fetch-kafka.sh; scripts/test.sh exports their folder)."""
+    libs = os.environ.get("RINGLOG_KAFKA_LIBS") or subprocess.run(
+        [os.path.join(REPO, "scripts", "fetch-kafka.sh")], capture_output=True, text=True, check=True
+    ).stdout.strip().splitlines()[-1]
+    cmd = f"source {REPO}/scripts/kafka-common.sh; kafka_tool " + " ".join(args)
+    return subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, KAFKA_LIBS=libs))
+
+
 JAVA_PROJECT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "java")
 JAVA_JAR = os.path.join(JAVA_PROJECT, "target", "client-check.jar")
 JAVA_LIB = os.path.join(JAVA_PROJECT, "target", "lib")

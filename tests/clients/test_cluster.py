@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import BINARY, REPO, Broker, free_port_block
+from conftest import BINARY, REPO, Broker, free_port_block, kafka_tool
 
 
 class Etcd:
@@ -253,17 +253,6 @@ def test_losing_etcd_stops_metadata_changes_not_the_data_path(cluster):
     md = wait_for("both nodes back", lambda: (lambda m: m if len(m.brokers) == 2 and "after" in m.topics else None)(
         AdminClient({"bootstrap.servers": nodes[1].bootstrap}).list_topics(timeout=10)), timeout=30)
     assert sorted(p.leader for p in md.topics["after"].partitions.values()) == [1000, 2000]
-
-
-def kafka_tool(*args):
-    """Runs one of Apache Kafka's own command-line tools (kafka-tools 4.1.1 from Maven Central,
-    fetched by scripts/fetch-kafka.sh; scripts/test.sh exports their folder)."""
-    libs = os.environ.get("RINGLOG_KAFKA_LIBS") or subprocess.run(
-        [os.path.join(REPO, "scripts", "fetch-kafka.sh")], capture_output=True, text=True, check=True
-    ).stdout.strip().splitlines()[-1]
-    cmd = f"source {REPO}/scripts/kafka-common.sh; kafka_tool " + " ".join(args)
-    return subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, KAFKA_LIBS=libs))
 
 
 def test_kafkas_own_topic_tool_describes_the_cluster(cluster):

@@ -1,105 +1,372 @@
-//! DescribeConfigs for topics (their overrides over the broker defaults) and brokers.
+//! DescribeConfigs for brokers, topics and groups, as Kafka answers it: the running values with
+//! their real source (`STATIC_BROKER_CONFIG` for what the config file, `--set` or a CLI flag
+//! set, `DEFAULT_CONFIG` for built-in defaults, `DYNAMIC_TOPIC_CONFIG` for a topic's
+//! overrides), the synonyms a value falls back to (`include_synonyms`), type and documentation
+//! (`include_documentation`, v3+).
 
 use std::rc::Rc;
 
-use kafka_protocol::messages::describe_configs_request::DescribeConfigsRequest;
+use kafka_protocol::messages::describe_configs_request::{
+    DescribeConfigsRequest, DescribeConfigsResource,
+};
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResponse, DescribeConfigsResult,
+    DescribeConfigsSynonym,
 };
+use kafka_protocol::messages::BrokerId;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use crate::config::{ConfigType, Properties, PROPERTIES};
 use crate::shard::ShardCtx;
+use crate::topic_config::TOPIC_CONFIG_DEFS;
 
+/// Kafka's resource types.
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
-/// Kafka's config sources.
-const DYNAMIC_TOPIC_CONFIG: i8 = 1;
-const DEFAULT_CONFIG: i8 = 5;
+const GROUP: i8 = 32;
 
-fn entry(name: &str, value: String, source: i8) -> DescribeConfigsResourceResult {
-    let mut e = DescribeConfigsResourceResult::default();
-    e.name = StrBytes::from_string(name.to_owned());
-    e.value = Some(StrBytes::from_string(value));
-    e.config_source = source;
-    e.read_only = source != DYNAMIC_TOPIC_CONFIG;
-    e
+/// Kafka's config sources.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    DynamicTopic = 1,
+    StaticBroker = 4,
+    Default = 5,
+}
+
+/// One value a config has at one level.
+struct Level {
+    name: String,
+    value: String,
+    source: Source,
+}
+
+/// A config as described: the levels it has, the one in force first.
+struct Described {
+    name: &'static str,
+    levels: Vec<Level>,
+    kind: ConfigType,
+    doc: String,
+    read_only: bool,
+}
+
+/// What the request asks for beyond the values.
+#[derive(Clone, Copy)]
+struct Detail {
+    synonyms: bool,
+    documentation: bool,
+}
+
+impl Described {
+    fn into_result(self, detail: Detail) -> DescribeConfigsResourceResult {
+        let mut e = DescribeConfigsResourceResult::default();
+        let first = &self.levels[0];
+        e.name = StrBytes::from_static_str(self.name);
+        e.value = Some(StrBytes::from_string(first.value.clone()));
+        e.config_source = first.source as i8;
+        e.read_only = self.read_only;
+        e.is_sensitive = false;
+        e.config_type = self.kind as i8;
+        e.documentation = detail
+            .documentation
+            .then(|| StrBytes::from_string(self.doc));
+        if detail.synonyms {
+            e.synonyms = self
+                .levels
+                .into_iter()
+                .map(|l| {
+                    let mut s = DescribeConfigsSynonym::default();
+                    s.name = StrBytes::from_string(l.name);
+                    s.value = Some(StrBytes::from_string(l.value));
+                    s.source = l.source as i8;
+                    s
+                })
+                .collect();
+        }
+        e
+    }
+}
+
+/// The levels of broker property `name`: what was set, then the default.
+fn broker_levels(props: &Properties, name: &str, default: &str) -> Vec<Level> {
+    let mut levels = Vec::new();
+    if props.is_set(name) {
+        levels.push(Level {
+            name: name.to_owned(),
+            value: props.get(name).to_owned(),
+            source: Source::StaticBroker,
+        });
+    }
+    levels.push(Level {
+        name: name.to_owned(),
+        value: default.to_owned(),
+        source: Source::Default,
+    });
+    levels
+}
+
+fn broker_configs(props: &Properties) -> Vec<Described> {
+    PROPERTIES
+        .iter()
+        .map(|p| Described {
+            name: p.name,
+            levels: broker_levels(props, p.name, p.default),
+            kind: p.kind,
+            doc: p.doc.to_owned(),
+            // No broker config changes at run time yet (AlterConfigs is not served).
+            read_only: true,
+        })
+        .collect()
+}
+
+fn topic_configs(
+    props: &Properties,
+    overrides: &std::collections::BTreeMap<String, String>,
+) -> Vec<Described> {
+    TOPIC_CONFIG_DEFS
+        .iter()
+        .map(|def| {
+            let mut levels = Vec::new();
+            if let Some(v) = overrides.get(def.name) {
+                levels.push(Level {
+                    name: def.name.to_owned(),
+                    value: v.clone(),
+                    source: Source::DynamicTopic,
+                });
+            }
+            match crate::config::property(def.broker) {
+                Some(p) => levels.extend(broker_levels(props, p.name, p.default)),
+                None => levels.push(Level {
+                    name: def.broker.to_owned(),
+                    value: def.fixed_default.to_owned(),
+                    source: Source::Default,
+                }),
+            }
+            Described {
+                name: def.name,
+                levels,
+                kind: def.kind,
+                doc: def.doc.to_owned(),
+                read_only: false,
+            }
+        })
+        .collect()
+}
+
+/// Kafka 4.x's group configs, at Kafka's defaults: they tune KIP-848 consumer groups and
+/// KIP-932 share groups, which ringlog does not serve (its groups are classic ones, tuned by
+/// the members' own session timeouts), so nothing sets them and they change nothing here.
+fn group_configs() -> Vec<Described> {
+    const NOT_SERVED: &str = " ringlog serves classic groups only; this config affects nothing.";
+    [
+        (
+            "consumer.session.timeout.ms",
+            "45000",
+            ConfigType::Int,
+            "Session timeout of KIP-848 consumer group members.",
+        ),
+        (
+            "consumer.heartbeat.interval.ms",
+            "5000",
+            ConfigType::Int,
+            "Heartbeat interval of KIP-848 consumer group members.",
+        ),
+        (
+            "share.session.timeout.ms",
+            "45000",
+            ConfigType::Int,
+            "Session timeout of share group members.",
+        ),
+        (
+            "share.heartbeat.interval.ms",
+            "5000",
+            ConfigType::Int,
+            "Heartbeat interval of share group members.",
+        ),
+        (
+            "share.record.lock.duration.ms",
+            "30000",
+            ConfigType::Int,
+            "How long a share group member holds a record's acquisition lock.",
+        ),
+        (
+            "share.auto.offset.reset",
+            "latest",
+            ConfigType::String,
+            "Where a share-partition starts.",
+        ),
+    ]
+    .into_iter()
+    .map(|(name, value, kind, doc)| Described {
+        name,
+        levels: vec![Level {
+            name: name.to_owned(),
+            value: value.to_owned(),
+            source: Source::Default,
+        }],
+        kind,
+        doc: format!("{doc}{NOT_SERVED}"),
+        read_only: true,
+    })
+    .collect()
+}
+
+/// The configs of one resource, or the error Kafka gives for it.
+fn describe(
+    ctx: &ShardCtx,
+    res: &DescribeConfigsResource,
+) -> Result<Vec<Described>, (ResponseError, String)> {
+    let name = res.resource_name.as_str();
+    let props = &ctx.config.properties;
+    match res.resource_type {
+        TOPIC => match ctx.snapshot.borrow().topics.get(name) {
+            Some(t) => Ok(topic_configs(props, &t.configs)),
+            None => Err((
+                ResponseError::UnknownTopicOrPartition,
+                format!("topic '{name}' does not exist"),
+            )),
+        },
+        // Kafka: the empty name asks for the cluster-wide dynamic defaults (none here, no
+        // broker config is dynamic), a broker id for that broker's configs.
+        BROKER if name.is_empty() => Ok(Vec::new()),
+        BROKER => match name.parse::<i32>() {
+            Ok(id) if ctx.config.shard_of_broker(BrokerId(id)).is_some() => {
+                Ok(broker_configs(props))
+            }
+            _ => Err((
+                ResponseError::InvalidRequest,
+                format!(
+                    "unexpected broker id '{name}': this node is brokers {}..={} or the empty name",
+                    ctx.config.broker_id(0).0,
+                    ctx.config.broker_id(ctx.config.shards - 1).0
+                ),
+            )),
+        },
+        GROUP => Ok(group_configs()),
+        other => Err((
+            ResponseError::InvalidRequest,
+            format!("resource type {other} is not supported (topics 2, brokers 4, groups 32)"),
+        )),
+    }
 }
 
 pub fn handle(
     ctx: &Rc<ShardCtx>,
     req: DescribeConfigsRequest,
-    _version: i16,
+    version: i16,
 ) -> DescribeConfigsResponse {
+    let detail = Detail {
+        synonyms: req.include_synonyms,
+        documentation: version >= 3 && req.include_documentation,
+    };
     let mut resp = DescribeConfigsResponse::default();
     for res in req.resources {
         let mut r = DescribeConfigsResult::default();
         r.resource_type = res.resource_type;
         r.resource_name = res.resource_name.clone();
-        let name = res.resource_name.to_string();
-        let mut configs = match res.resource_type {
-            TOPIC => match ctx.snapshot.borrow().topics.get(&name) {
-                Some(t) => topic_configs(ctx, &t.configs),
-                None => {
-                    r.error_code = ResponseError::UnknownTopicOrPartition.code();
-                    Vec::new()
+        match describe(ctx, &res) {
+            Ok(mut configs) => {
+                // Null or empty: every config.
+                if let Some(keys) = res.configuration_keys.as_ref().filter(|k| !k.is_empty()) {
+                    configs.retain(|c| keys.iter().any(|k| k.as_str() == c.name));
                 }
-            },
-            BROKER => crate::config::PROPERTIES
-                .iter()
-                .map(|(k, v)| entry(k, (*v).to_owned(), DEFAULT_CONFIG))
-                .collect(),
-            other => {
-                r.error_code = ResponseError::InvalidRequest.code();
-                r.error_message = Some(StrBytes::from_string(format!(
-                    "resource type {other} is not supported"
-                )));
-                Vec::new()
+                r.configs = configs.into_iter().map(|c| c.into_result(detail)).collect();
             }
-        };
-        // Null or empty: every config.
-        if let Some(keys) = res.configuration_keys.as_ref().filter(|k| !k.is_empty()) {
-            configs.retain(|c| keys.contains(&c.name));
+            Err((code, message)) => {
+                r.error_code = code.code();
+                r.error_message = Some(StrBytes::from_string(message));
+            }
         }
-        r.configs = configs;
         resp.results.push(r);
     }
     resp
 }
 
-fn topic_configs(
-    ctx: &ShardCtx,
-    overrides: &std::collections::BTreeMap<String, String>,
-) -> Vec<DescribeConfigsResourceResult> {
-    let log = &ctx.config.log;
-    let none = |v: Option<i64>| v.map_or("-1".to_owned(), |v| v.to_string());
-    let defaults = [
-        ("cleanup.policy", "delete".to_owned()),
-        ("segment.bytes", log.segment_bytes.to_string()),
-        ("segment.ms", log.segment_ms.to_string()),
-        ("retention.ms", none(log.retention_ms)),
-        (
-            "retention.bytes",
-            none(log.retention_bytes.map(|v| v as i64)),
-        ),
-        ("flush.messages", none(log.flush_messages.map(|v| v as i64))),
-        ("flush.ms", none(log.flush_ms)),
-        ("index.interval.bytes", log.index_interval_bytes.to_string()),
-        (
-            "max.message.bytes",
-            ctx.config.message_max_bytes.to_string(),
-        ),
-        (
-            "min.insync.replicas",
-            ctx.config.min_insync_replicas.to_string(),
-        ),
-        ("unclean.leader.election.enable", "false".to_owned()),
-    ];
-    defaults
-        .into_iter()
-        .map(|(k, v)| match overrides.get(k) {
-            Some(o) => entry(k, o.clone(), DYNAMIC_TOPIC_CONFIG),
-            None => entry(k, v, DEFAULT_CONFIG),
-        })
-        .collect()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broker_configs_show_what_was_set_over_the_defaults() {
+        let mut p = Properties::default();
+        p.set("log.dirs", "/data/x").unwrap();
+        p.set("group.initial.rebalance.delay.ms", "0").unwrap();
+        let configs = broker_configs(&p);
+        let all = Detail {
+            synonyms: true,
+            documentation: true,
+        };
+        let by_name = |n: &str| {
+            broker_configs(&p)
+                .into_iter()
+                .find(|c| c.name == n)
+                .unwrap()
+                .into_result(all)
+        };
+        assert_eq!(configs.len(), PROPERTIES.len());
+        let dirs = by_name("log.dirs");
+        assert_eq!(dirs.value.as_deref(), Some("/data/x"));
+        assert_eq!(dirs.config_source, Source::StaticBroker as i8);
+        assert_eq!(dirs.synonyms.len(), 2);
+        assert_eq!(dirs.synonyms[1].value.as_deref(), Some("./ringlog-data"));
+        assert_eq!(dirs.synonyms[1].source, Source::Default as i8);
+        let delay = by_name("group.initial.rebalance.delay.ms");
+        assert_eq!(delay.value.as_deref(), Some("0"));
+        assert_eq!(delay.config_type, ConfigType::Int as i8);
+        let unset = by_name("log.retention.ms");
+        assert_eq!(unset.config_source, Source::Default as i8);
+        assert_eq!(unset.synonyms.len(), 1);
+        assert!(unset.documentation.is_some_and(|d| !d.is_empty()));
+    }
+
+    #[test]
+    fn topic_configs_fall_back_to_the_broker_then_the_default() {
+        let mut p = Properties::default();
+        p.set("log.retention.ms", "1000").unwrap();
+        let overrides = [("segment.bytes".to_owned(), "1048576".to_owned())].into();
+        let configs: Vec<_> = topic_configs(&p, &overrides)
+            .into_iter()
+            .map(|c| {
+                c.into_result(Detail {
+                    synonyms: true,
+                    documentation: false,
+                })
+            })
+            .collect();
+        let get = |n: &str| configs.iter().find(|c| c.name.as_str() == n).unwrap();
+        let seg = get("segment.bytes");
+        assert_eq!(seg.value.as_deref(), Some("1048576"));
+        assert_eq!(seg.config_source, Source::DynamicTopic as i8);
+        assert_eq!(
+            seg.synonyms
+                .iter()
+                .map(|s| (s.name.as_str(), s.source))
+                .collect::<Vec<_>>(),
+            [
+                ("segment.bytes", Source::DynamicTopic as i8),
+                ("log.segment.bytes", Source::Default as i8)
+            ]
+        );
+        let ret = get("retention.ms");
+        assert_eq!(ret.value.as_deref(), Some("1000"));
+        assert_eq!(ret.config_source, Source::StaticBroker as i8);
+        assert_eq!(ret.synonyms[0].name.as_str(), "log.retention.ms");
+        let policy = get("cleanup.policy");
+        assert_eq!(policy.value.as_deref(), Some("delete"));
+        assert_eq!(policy.config_source, Source::Default as i8);
+        assert!(seg.documentation.is_none(), "not asked for");
+    }
+
+    #[test]
+    fn every_topic_config_is_described_and_its_broker_synonym_exists_or_has_a_default() {
+        let described: Vec<&str> = TOPIC_CONFIG_DEFS.iter().map(|d| d.name).collect();
+        assert_eq!(described, crate::topic_config::TOPIC_CONFIGS);
+        for d in TOPIC_CONFIG_DEFS {
+            assert!(
+                crate::config::property(d.broker).is_some() == d.fixed_default.is_empty(),
+                "{}: a broker property or a fixed default, not both",
+                d.name
+            );
+        }
+    }
 }
