@@ -9,6 +9,9 @@ use crate::error::IoError;
 
 pub const RECOVERY_POINT_FILE: &str = "recovery-point-checkpoint";
 pub const LEADER_EPOCH_FILE: &str = "leader-epoch-checkpoint";
+/// The log start offset moved past the first segment's base (DeleteRecords), per partition
+/// (Kafka keeps one such file per log directory).
+pub const LOG_START_OFFSET_FILE: &str = "log-start-offset-checkpoint";
 
 /// Writes `lines` as a version-0 checkpoint file `dir/name`, replacing it atomically.
 pub async fn write_checkpoint(dir: &Path, name: &str, lines: &[String]) -> Result<(), IoError> {

@@ -29,7 +29,9 @@ use std::rc::Rc;
 use glommio::sync::{Permit, Semaphore};
 
 use crate::batch::{patch_offset_and_epoch, BatchHeader};
-use crate::checkpoint::{write_checkpoint, LEADER_EPOCH_FILE, RECOVERY_POINT_FILE};
+use crate::checkpoint::{
+    write_checkpoint, LEADER_EPOCH_FILE, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
+};
 use crate::config::LogConfig;
 use crate::error::{AppendError, FlushError, IoError};
 use crate::leader_epoch_cache::LeaderEpochCache;
@@ -57,6 +59,9 @@ pub(crate) struct LogState {
     /// sealed, or sealing (in roll order, the oldest first).
     pub segments: Vec<Segment>,
     pub epochs: LeaderEpochCache,
+    /// The log start offset as DeleteRecords (or, on a follower, the leader's) moved it; the
+    /// first segment's base offset when that is higher.
+    pub start_floor: Offset,
     pub recovery_point: Offset,
     pub unflushed_records: u64,
     pub first_unflushed_ms: Option<i64>,
@@ -130,8 +135,12 @@ impl LogState {
             .find(|s| s.base_offset == base_offset)
     }
 
+    /// The first offset served: the first segment's base, or where DeleteRecords moved it
+    /// (never past the log end: a truncation below it brings it down).
     pub fn log_start_offset(&self) -> Offset {
-        self.segments[0].base_offset
+        self.start_floor
+            .max(self.segments[0].base_offset)
+            .min(self.log_end_offset())
     }
 
     pub fn log_end_offset(&self) -> Offset {
@@ -533,6 +542,18 @@ impl Log {
         if written.is_ok() {
             self.inner.state.borrow_mut().checkpointed_recovery_point = Some(rp);
         }
+        self.poison_on_error(written)
+    }
+
+    pub(crate) async fn write_log_start_checkpoint(&self) -> Result<(), IoError> {
+        let _one = self.checkpoint_permit().await;
+        let start = self.log_start_offset();
+        let written = write_checkpoint(
+            &self.inner.dir,
+            LOG_START_OFFSET_FILE,
+            &[start.0.to_string()],
+        )
+        .await;
         self.poison_on_error(written)
     }
 

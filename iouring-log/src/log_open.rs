@@ -10,7 +10,8 @@ use glommio::sync::Semaphore;
 
 use crate::appender::{Appender, SegmentEnd};
 use crate::checkpoint::{
-    parse_checkpoint, read_file, sync_dir, write_checkpoint, LEADER_EPOCH_FILE, RECOVERY_POINT_FILE,
+    parse_checkpoint, read_file, sync_dir, write_checkpoint, LEADER_EPOCH_FILE,
+    LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
 };
 use crate::config::LogConfig;
 use crate::error::{IoError, OpenError};
@@ -82,12 +83,13 @@ fn list_segments(dir: &Path) -> Result<Vec<Offset>, OpenError> {
     Ok(bases)
 }
 
-async fn read_recovery_point(dir: &Path) -> Result<Offset, IoError> {
-    let bytes = read_file(&dir.join(RECOVERY_POINT_FILE)).await?;
-    let rp = bytes
+/// The offset a one-entry checkpoint file holds; 0 when it is missing or unreadable.
+async fn read_offset_checkpoint(dir: &Path, name: &str) -> Result<Offset, IoError> {
+    let bytes = read_file(&dir.join(name)).await?;
+    let offset = bytes
         .and_then(|b| parse_checkpoint(&b))
         .and_then(|lines| lines.first().and_then(|l| l.trim().parse::<i64>().ok()));
-    Ok(Offset(rp.unwrap_or(0)))
+    Ok(Offset(offset.unwrap_or(0).max(0)))
 }
 
 async fn read_epochs(dir: &Path) -> Result<LeaderEpochCache, IoError> {
@@ -245,7 +247,8 @@ impl Log {
         // glommio's directory operations need an absolute path.
         let dir = std::path::absolute(&dir).map_err(|e| IoError::new("resolving", &dir, e))?;
         let bases = list_segments(&dir)?;
-        let recovery_point = read_recovery_point(&dir).await?;
+        let recovery_point = read_offset_checkpoint(&dir, RECOVERY_POINT_FILE).await?;
+        let start_floor = read_offset_checkpoint(&dir, LOG_START_OFFSET_FILE).await?;
         let mut epochs = read_epochs(&dir).await?;
         let found = Found {
             dir: &dir,
@@ -263,10 +266,11 @@ impl Log {
         }
         let end = segments.last().expect("non-empty").next_offset;
         epochs.truncate_from_end(end);
-        epochs.truncate_from_start(segments[0].base_offset);
+        epochs.truncate_from_start(segments[0].base_offset.max(start_floor).min(end));
         let state = LogState {
             segments,
             epochs,
+            start_floor,
             // Everything up to the log end was validated and the active file synced above.
             recovery_point: end,
             unflushed_records: 0,

@@ -1,5 +1,5 @@
-//! Retention: deleting whole old segments by `retention.bytes` and `retention.ms`, and
-//! truncation of the log end for followers.
+//! Retention: deleting whole old segments by `retention.bytes` and `retention.ms` and below a
+//! log start offset moved by DeleteRecords, and truncation of the log end for followers.
 
 use crate::appender::{Appender, SegmentEnd};
 use crate::error::{FlushError, IoError};
@@ -23,14 +23,15 @@ pub struct SegmentFacts {
 }
 
 /// How many of the oldest segments retention deletes (Kafka's rules): a segment goes when its
-/// newest record is older than `retention.ms`, or while the log stays at least
-/// `retention.bytes` without it. Never the active segment, never a segment with offsets at or
-/// above `upper_bound` (the high watermark).
+/// newest record is older than `retention.ms`, while the log stays at least `retention.bytes`
+/// without it, or when all its offsets are below `log_start` (moved by DeleteRecords). Never
+/// the active segment, never a segment with offsets at or above `upper_bound` (the high
+/// watermark).
 pub fn segments_to_delete(
     segments: &[SegmentFacts],
-    retention_ms: Option<i64>,
-    retention_bytes: Option<u64>,
+    (retention_ms, retention_bytes): (Option<i64>, Option<u64>),
     now_ms: i64,
+    log_start: Offset,
     upper_bound: Offset,
 ) -> usize {
     let total: u64 = segments.iter().map(|s| s.size).sum();
@@ -43,7 +44,8 @@ pub fn segments_to_delete(
         let expired =
             retention_ms.is_some_and(|ms| s.largest_timestamp.is_some_and(|ts| now_ms - ts.0 > ms));
         let over_size = excess >= s.size && excess > 0;
-        if !(expired || over_size) {
+        let below_start = s.next_offset <= log_start;
+        if !(expired || over_size || below_start) {
             break;
         }
         excess = excess.saturating_sub(s.size);
@@ -92,15 +94,16 @@ impl Log {
             let cfg = &self.inner.config;
             let n = segments_to_delete(
                 &facts,
-                cfg.retention_ms,
-                cfg.retention_bytes,
+                (cfg.retention_ms, cfg.retention_bytes),
                 now_ms,
+                st.log_start_offset(),
                 upper_bound,
             );
             let removed: Vec<_> = st.segments.drain(..n).collect();
             let start = st.log_start_offset();
             st.epochs.truncate_from_start(start);
-            st.recovery_point = st.recovery_point.max(start);
+            // Only what is gone from the disk is past recovery, not a start inside a segment.
+            st.recovery_point = st.recovery_point.max(st.segments[0].base_offset);
             st.check();
             removed
         };
@@ -113,6 +116,34 @@ impl Log {
             self.write_recovery_point_checkpoint().await?;
         }
         Ok(removed.len())
+    }
+
+    /// Moves the log start offset up to `offset` (DeleteRecords on a leader; a follower following
+    /// its leader's): offsets below it are no longer served, and segments wholly below it are
+    /// deleted. Never past `upper_bound` (the high watermark) or the log end, never backwards;
+    /// persisted (`log-start-offset-checkpoint`) before it returns. Returns the log start offset.
+    pub async fn advance_log_start(
+        &self,
+        offset: Offset,
+        upper_bound: Offset,
+        now_ms: i64,
+    ) -> Result<Offset, FlushError> {
+        let target = offset.min(upper_bound).min(self.log_end_offset());
+        if target <= self.log_start_offset() {
+            return Ok(self.log_start_offset());
+        }
+        {
+            let _permit = self.mutation_permit().await?;
+            let mut st = self.inner.state.borrow_mut();
+            st.start_floor = st.start_floor.max(target);
+            let start = st.log_start_offset();
+            st.epochs.truncate_from_start(start);
+            st.check();
+        }
+        self.write_log_start_checkpoint().await?;
+        self.write_epoch_checkpoint().await?;
+        self.delete_old_segments(now_ms, target).await?;
+        Ok(self.log_start_offset())
     }
 
     /// Removes every batch from the one containing `offset` onwards (a follower truncating to
@@ -144,7 +175,19 @@ impl Log {
             seg.delete_files().await?;
         }
         let cut = self.cut_position(&view, offset).await?;
-        self.reactivate_truncated(cut).await
+        self.reactivate_truncated(cut).await?;
+        // The cut may fall inside the batch holding a moved log start: bring it down with it.
+        let lowered = {
+            let mut st = self.inner.state.borrow_mut();
+            let end = st.log_end_offset();
+            let lowered = st.start_floor > end;
+            st.start_floor = st.start_floor.min(end);
+            lowered
+        };
+        if lowered {
+            self.write_log_start_checkpoint().await?;
+        }
+        Ok(())
     }
 
     /// Seals the active segment so truncation can work on files only (writes drained).

@@ -473,3 +473,62 @@ fn an_idle_tail_is_parked_and_appends_resume_after_it() {
         all.iter().for_each(|r| check_record(r, VALUE));
     });
 }
+
+/// DeleteRecords' log start offset (`Log::advance_log_start`): offsets below it are out of
+/// range, segments wholly below it are deleted, it never moves back or past its bound, it
+/// survives a reopen, and a truncation below it brings it down.
+#[test]
+fn the_log_start_offset_moves_inside_a_segment_and_survives_reopen() {
+    run(|| async {
+        let dir = tmpdir();
+        let log = Log::open(dir.path(), small_segments(), 0).await.unwrap();
+        fill(&log, 3000).await;
+        let end = log.log_end_offset();
+        let segments_before = log.segment_base_offsets().len();
+        let start = log.advance_log_start(Offset(1234), end, 0).await.unwrap();
+        assert_eq!(start, Offset(1234));
+        assert_eq!(log.log_start_offset(), Offset(1234));
+        let bases = log.segment_base_offsets();
+        assert!(bases.len() < segments_before, "{bases:?}");
+        assert!(bases[0] <= Offset(1234) && bases.get(1).is_none_or(|b| *b > Offset(1234)));
+        assert!(matches!(
+            log.read(
+                Offset(1233),
+                ReadOptions {
+                    max_bytes: 1 << 20,
+                    max_offset: None,
+                    min_one_batch: true,
+                }
+            )
+            .await,
+            Err(iouring_log::ReadError::OffsetOutOfRange { .. })
+        ));
+        let from_start = read_records(&log, 1234, 1 << 20).await;
+        assert!(from_start.iter().any(|r| r.offset == 1234));
+        // Never backwards, never past the bound given (the high watermark).
+        assert_eq!(
+            log.advance_log_start(Offset(10), end, 0).await.unwrap(),
+            Offset(1234)
+        );
+        assert_eq!(
+            log.advance_log_start(Offset(5000), Offset(2000), 0)
+                .await
+                .unwrap(),
+            Offset(2000)
+        );
+        log.close().await.unwrap();
+        let log = Log::open(dir.path(), small_segments(), 0).await.unwrap();
+        assert_eq!(log.log_start_offset(), Offset(2000));
+        let all = read_all(&log).await;
+        assert_eq!(all.first().map(|r| r.offset <= 2000), Some(true));
+        assert_eq!(all.last().map(|r| r.offset), Some(2999));
+        // A follower truncating into the batch that holds the start brings the start down.
+        // (Batches hold 1 to 7 records: 2000 is inside one, or its first.)
+        let batch_base = read_records(&log, 2000, 1).await[0].offset;
+        log.truncate_to(Offset(2000)).await.unwrap();
+        assert_eq!(log.log_end_offset(), Offset(batch_base));
+        assert_eq!(log.log_start_offset(), Offset(batch_base));
+        fill(&log, 3100).await;
+        assert_eq!(read_all(&log).await.last().map(|r| r.offset), Some(3099));
+    });
+}

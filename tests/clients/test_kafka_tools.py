@@ -79,3 +79,100 @@ def test_describe_configs_through_librdkafka(make_broker):
     group = by["some-group"]
     assert group["consumer.session.timeout.ms"].value == "45000"
     assert group["consumer.session.timeout.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+
+
+def produce_values(bootstrap, topic, n):
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
+    for i in range(n):
+        p.produce(topic, f"v{i}".encode(), partition=0)
+        if i % 10 == 9:
+            p.flush(30)  # several batches, so offsets fall inside batches and segments
+    assert p.flush(30) == 0
+
+
+def first_offset_read(bootstrap, topic, start):
+    """The offset of the first record a consumer assigned at `start` gets, or its error."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{start}",
+                  "enable.auto.commit": False, "auto.offset.reset": "error"})
+    c.assign([TopicPartition(topic, 0, start)])
+    try:
+        for _ in range(30):
+            m = c.poll(1)
+            if m is None:
+                continue
+            if m.error():
+                return m.error()
+            return m.offset()
+    finally:
+        c.close()
+    raise AssertionError("nothing read")
+
+
+def log_files(b, topic):
+    import os
+    d = os.path.join(b.data_dir, f"{topic}-0")
+    return sorted(f for f in os.listdir(d) if f.endswith(".log"))
+
+
+def test_delete_records_moves_the_log_start_offset(make_broker, tmp_path):
+    from confluent_kafka import KafkaError, TopicPartition
+    b = make_broker(shards=1).start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    # Small segments: 300 records span several, so whole segments go.
+    admin.create_topics([NewTopic("purge", 1, 1, config={"segment.bytes": "1024"})])["purge"].result(30)
+    produce_values(b.bootstrap, "purge", 300)
+    segments_before = log_files(b, "purge")
+    assert len(segments_before) >= 3, segments_before
+
+    # Kafka's own tool, with its JSON file.
+    spec = tmp_path / "delete.json"
+    spec.write_text('{"version": 1, "partitions": [{"topic": "purge", "partition": 0, "offset": 145}]}')
+    r = kafka_tool("org.apache.kafka.tools.DeleteRecordsCommand", "--bootstrap-server", b.bootstrap,
+                   "--offset-json-file", str(spec))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "low_watermark: 145" in r.stdout, r.stdout
+    low, high = watermarks(b.bootstrap, "purge")
+    assert (low, high) == (145, 300)
+    r = kafka_tool("org.apache.kafka.tools.GetOffsetShell", "--bootstrap-server", b.bootstrap,
+                   "--topic", "purge", "--time", "-2")
+    assert r.returncode == 0 and r.stdout.strip() == "purge:0:145", r.stdout + r.stderr
+    segments_after = log_files(b, "purge")
+    assert len(segments_after) < len(segments_before), (segments_before, segments_after)
+    # Below the start: out of range; at it: the record at 145, even inside a batch.
+    # (librdkafka reports the broker's OFFSET_OUT_OF_RANGE as a failed offset reset when
+    # auto.offset.reset is "error".)
+    below = first_offset_read(b.bootstrap, "purge", 144)
+    assert isinstance(below, KafkaError) and below.code() == KafkaError._AUTO_OFFSET_RESET, below
+    assert "out of range" in below.str().lower(), below
+    assert first_offset_read(b.bootstrap, "purge", 145) == 145
+
+    # confluent-kafka's delete_records: past the high watermark is refused, -1 means "up to it"
+    # (OFFSET_END), and the start never moves back.
+    fut = admin.delete_records([TopicPartition("purge", 0, 301)])
+    err = list(fut.values())[0].exception(30)
+    assert err is not None and err.args[0].code() == KafkaError.OFFSET_OUT_OF_RANGE, err
+    res = list(admin.delete_records([TopicPartition("purge", 0, 10)]).values())[0].result(30)
+    assert res.low_watermark == 145
+    assert watermarks(b.bootstrap, "purge") == (145, 300)
+
+    # The start survives a restart.
+    b.stop()
+    b.start()
+    assert watermarks(b.bootstrap, "purge") == (145, 300)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    res = list(admin.delete_records([TopicPartition("purge", 0, -1)]).values())[0].result(30)
+    assert res.low_watermark == 300
+    assert watermarks(b.bootstrap, "purge") == (300, 300)
+    produce_values(b.bootstrap, "purge", 5)
+    assert first_offset_read(b.bootstrap, "purge", 300) == 300
+
+
+def watermarks(bootstrap, topic):
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    finally:
+        c.close()

@@ -621,3 +621,41 @@ def test_committed_offsets_survive_the_coordinators_node(cluster):
             probe.close()
 
     wait_for("the committed offsets from the new coordinator", lambda: fetched() == [(0, 42), (1, 7)], timeout=40)
+
+
+def test_deleted_records_stay_deleted_after_the_leader_dies(cluster):
+    """DeleteRecords moves the leader's log start offset; followers move theirs from the
+    leader's fetch answers, so after the leader is killed the new leader serves from the same
+    start: the deleted records do not come back."""
+    c = cluster
+    c.start_all()
+    create(c, "purged", partitions=1)
+    p = Producer({"bootstrap.servers": c.bootstrap(), "acks": "all"})
+    for i in range(200):
+        p.produce("purged", f"v{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": c.bootstrap()})
+    res = list(admin.delete_records([TopicPartition("purged", 0, 120)]).values())[0].result(30)
+    assert res.low_watermark == 120
+
+    def start_offsets():
+        out = {}
+        for node_id, b in c.nodes.items():
+            if b.proc.poll() is None:
+                d = os.path.join(b.data_dir, "purged-0", "log-start-offset-checkpoint")
+                out[node_id] = open(d).read().split() if os.path.exists(d) else None
+        return out
+    # Followers learn the leader's start with their next fetch (within replica.fetch.wait.max.ms).
+    wait_for("every replica moved its log start", lambda: all(
+        v == ["0", "1", "120"] for v in start_offsets().values()), timeout=30)
+    leader, _ = c.partitions("purged")[0]
+    c.nodes[leader].kill9()
+    wait_for("a new leader", lambda: c.partitions("purged").get(0, (leader, []))[0] not in (leader, -1),
+             timeout=30)
+    consumer = Consumer({"bootstrap.servers": c.bootstrap(), "group.id": "after-failover"})
+    try:
+        low, high = wait_for("watermarks from the new leader", lambda: (lambda w: w if w[1] == 200 else None)(
+            consumer.get_watermark_offsets(TopicPartition("purged", 0), timeout=10)), timeout=30)
+    finally:
+        consumer.close()
+    assert (low, high) == (120, 200)

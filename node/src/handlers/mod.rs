@@ -2,6 +2,7 @@
 //! implemented. Errors are mapped to Kafka error codes in `errors.rs`.
 
 pub mod api_versions;
+pub mod delete_records;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod fetch;
@@ -51,6 +52,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // Kafka 4.x serves 2-4 (KIP-896 removed 0-1).
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::DeleteRecords, 0, 2),
 ];
 
 pub fn supported_versions(api: ApiKey) -> Option<(i16, i16)> {
@@ -117,6 +119,7 @@ pub async fn dispatch(
         RequestKind::DescribeCluster(r) => {
             encode(&describe_cluster::handle(ctx, r, version), version)?
         }
+        RequestKind::DeleteRecords(r) => encode(&delete_records::handle(ctx, r).await, version)?,
         RequestKind::OffsetForLeaderEpoch(r) => {
             encode(&offset_for_leader_epoch::handle(ctx, r), version)?
         }

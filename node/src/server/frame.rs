@@ -311,6 +311,7 @@ mod tests {
             ApiKey::DeleteGroups => RequestKind::DeleteGroups(Default::default()),
             ApiKey::OffsetForLeaderEpoch => RequestKind::OffsetForLeaderEpoch(Default::default()),
             ApiKey::DescribeCluster => RequestKind::DescribeCluster(Default::default()),
+            ApiKey::DeleteRecords => RequestKind::DeleteRecords(Default::default()),
             other => panic!("add {other:?} to default_request"),
         }
     }

@@ -367,6 +367,15 @@ async fn apply_answer(ctx: &ShardCtx, f: &Followed, pd: PartitionData) -> bool {
         }
     }
     part.on_follower_appended(Offset(pd.high_watermark));
+    // The leader's log start offset moved (DeleteRecords): move this replica's too, up to its
+    // own high watermark, as Kafka's followers do.
+    let leader_start = Offset(pd.log_start_offset);
+    if leader_start > part.log.log_start_offset() {
+        let hw = part.high_watermark();
+        if let Err(e) = part.log.advance_log_start(leader_start, hw, now_ms()).await {
+            tracing::error!(topic = %part.topic, partition = part.index, error = %e, "moving the follower's log start offset failed");
+        }
+    }
     true
 }
 
