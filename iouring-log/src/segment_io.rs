@@ -186,6 +186,12 @@ pub async fn probe_direct_io(dir: &Path, shard: usize) -> std::io::Result<()> {
 /// Bytes of the file system holding `path` that an unprivileged writer may still use
 /// (`statvfs`'s `f_bavail`): whether a log failed on a full disk may be reopened.
 pub fn free_bytes(path: &Path) -> std::io::Result<u64> {
+    disk_space(path).map(|(_, usable)| usable)
+}
+
+/// `(total, usable)` bytes of the file system holding `path` (`statvfs`'s `f_blocks` and
+/// `f_bavail`), as DescribeLogDirs reports them.
+pub fn disk_space(path: &Path) -> std::io::Result<(u64, u64)> {
     use std::os::unix::ffi::OsStrExt;
     let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
@@ -195,5 +201,6 @@ pub fn free_bytes(path: &Path) -> std::io::Result<u64> {
     if unsafe { libc::statvfs(c_path.as_ptr(), &mut st) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+    let block = st.f_frsize as u64;
+    Ok((st.f_blocks as u64 * block, st.f_bavail as u64 * block))
 }

@@ -176,3 +176,31 @@ def watermarks(bootstrap, topic):
         return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
     finally:
         c.close()
+
+
+def test_log_dirs_command_reports_every_replica_with_its_size(make_broker):
+    import json
+    from confluent_kafka import Producer
+    b = make_broker(shards=2).start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic("dirs", 4, 1)])["dirs"].result(30)
+    p = Producer({"bootstrap.servers": b.bootstrap, "acks": 1})
+    for i in range(400):
+        p.produce("dirs", b"x" * 1000, partition=i % 4)
+    assert p.flush(30) == 0
+    r = kafka_tool("org.apache.kafka.tools.LogDirsCommand", "--bootstrap-server", b.bootstrap,
+                   "--describe", "--broker-list", "0,1", "--topic-list", "dirs")
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads(next(l for l in r.stdout.splitlines() if l.startswith("{")))
+    seen = {}
+    for broker in report["brokers"]:
+        (log_dir,) = broker["logDirs"]
+        assert log_dir["error"] is None and log_dir["logDir"] == b.data_dir, log_dir
+        for part in log_dir["partitions"]:
+            assert part["partition"] not in seen, f"{part['partition']} on two brokers"
+            seen[part["partition"]] = (broker["broker"], part["size"], part["offsetLag"])
+    assert sorted(seen) == [f"dirs-{i}" for i in range(4)], seen
+    assert {b for b, _, _ in seen.values()} == {0, 1}, "partitions on both shards"
+    for name, (_, size, lag) in seen.items():
+        # 100 records of 1000 bytes each, in batches with their headers.
+        assert 100_000 < size < 120_000 and lag == 0, (name, size, lag)

@@ -5,6 +5,7 @@ pub mod api_versions;
 pub mod delete_records;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_log_dirs;
 pub mod fetch;
 pub mod groups;
 pub mod init_producer_id;
@@ -53,6 +54,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::DescribeLogDirs, 1, 4),
 ];
 
 pub fn supported_versions(api: ApiKey) -> Option<(i16, i16)> {
@@ -119,6 +121,7 @@ pub async fn dispatch(
         RequestKind::DescribeCluster(r) => {
             encode(&describe_cluster::handle(ctx, r, version), version)?
         }
+        RequestKind::DescribeLogDirs(r) => encode(&describe_log_dirs::handle(ctx, r), version)?,
         RequestKind::DeleteRecords(r) => encode(&delete_records::handle(ctx, r).await, version)?,
         RequestKind::OffsetForLeaderEpoch(r) => {
             encode(&offset_for_leader_epoch::handle(ctx, r), version)?

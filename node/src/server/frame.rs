@@ -312,6 +312,7 @@ mod tests {
             ApiKey::OffsetForLeaderEpoch => RequestKind::OffsetForLeaderEpoch(Default::default()),
             ApiKey::DescribeCluster => RequestKind::DescribeCluster(Default::default()),
             ApiKey::DeleteRecords => RequestKind::DeleteRecords(Default::default()),
+            ApiKey::DescribeLogDirs => RequestKind::DescribeLogDirs(Default::default()),
             other => panic!("add {other:?} to default_request"),
         }
     }
