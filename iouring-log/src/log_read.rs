@@ -162,6 +162,24 @@ impl Log {
         Ok(())
     }
 
+    /// The log's largest record timestamp and the last offset of the first batch that holds
+    /// it (Kafka's `maxTimestampSoFar` of the segment with the largest one, the earliest such
+    /// segment); `None` for a log with no record. ListOffsets' MAX_TIMESTAMP finds the record
+    /// inside that batch.
+    pub fn max_timestamp_batch(&self) -> Option<(TimestampMs, Offset)> {
+        let st = self.inner.state.borrow();
+        let start = st.log_start_offset();
+        let mut best: Option<(TimestampMs, Offset)> = None;
+        for s in st.segments.iter().filter(|s| s.next_offset > start) {
+            if let Some((ts, last)) = s.indexes.max_timestamp_so_far {
+                if best.is_none_or(|(b, _)| ts > b) {
+                    best = Some((ts, last));
+                }
+            }
+        }
+        best
+    }
+
     /// Kafka's `fetchOffsetByTimestamp`: the first offset whose record timestamp is `>= ts`,
     /// with that timestamp; `None` if every record is older.
     pub async fn offset_for_timestamp(

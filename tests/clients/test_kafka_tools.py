@@ -204,3 +204,39 @@ def test_log_dirs_command_reports_every_replica_with_its_size(make_broker):
     for name, (_, size, lag) in seen.items():
         # 100 records of 1000 bytes each, in batches with their headers.
         assert 100_000 < size < 120_000 and lag == 0, (name, size, lag)
+
+
+def test_list_offsets_v7_to_v10_and_kafka_python_sees_kafka_4(make_broker):
+    """MAX_TIMESTAMP (-3) finds the record with the largest timestamp inside its batch (the
+    first of two equal ones); EARLIEST_LOCAL (-4) is the log start; LATEST_TIERED (-5) is -1,
+    nothing being tiered. kafka-python infers the broker's version from ApiVersions."""
+    from confluent_kafka import Producer
+    b = make_broker(shards=1).start()
+    creator = AdminClient({"bootstrap.servers": b.bootstrap})
+    creator.create_topics([NewTopic("times", 1, 1)])["times"].result(30)
+    p = Producer({"bootstrap.servers": b.bootstrap, "acks": 1, "linger.ms": 50})
+    stamps = [1_000, 5_000, 3_000, 2_000, 9_000, 4_000, 9_000, 8_000]
+    for i, ts in enumerate(stamps):
+        p.produce("times", f"v{i}".encode(), partition=0, timestamp=1_700_000_000_000 + ts)
+        if i == 2:
+            p.flush(30)  # two batches: the max lies inside the second
+    assert p.flush(30) == 0
+
+    def shell(time_arg):
+        r = kafka_tool("org.apache.kafka.tools.GetOffsetShell", "--bootstrap-server", b.bootstrap,
+                       "--topic", "times", "--time", time_arg)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout.strip()
+    assert shell("-3") == "times:0:4", "the first record with the largest timestamp"
+    assert shell("-4") == "times:0:0"
+    # Offset -1 (nothing tiered): GetOffsetShell prints no line for it, as against Kafka.
+    assert shell("-5") == ""
+    assert shell("-1") == "times:0:8"
+
+    from kafka import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+    try:
+        version = admin._client.check_version()
+    finally:
+        admin.close()
+    assert version >= (4, 0), version

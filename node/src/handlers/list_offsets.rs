@@ -1,4 +1,6 @@
-//! ListOffsets: earliest (-2), latest (-1) and by timestamp, from the logs this shard owns.
+//! ListOffsets: earliest (-2), latest (-1), by timestamp, the record with the largest timestamp
+//! (-3, v7+), earliest local (-4, v8+: the log start, every segment is local) and latest tiered
+//! (-5, v9+: -1, nothing is tiered), from the logs this shard owns.
 
 use std::rc::Rc;
 
@@ -13,6 +15,9 @@ use crate::shard::ShardCtx;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const LATEST_TIERED: i64 = -5;
 
 pub async fn handle(
     ctx: &Rc<ShardCtx>,
@@ -47,6 +52,22 @@ pub async fn handle(
                     match p.timestamp {
                         LATEST => pr.offset = part.high_watermark().0,
                         EARLIEST => pr.offset = part.log.log_start_offset().0,
+                        MAX_TIMESTAMP if version >= 7 => match max_timestamp(&part).await {
+                            Ok(Some((offset, ts))) => {
+                                pr.offset = offset;
+                                pr.timestamp = ts;
+                            }
+                            Ok(None) => {}
+                            Err(e) => {
+                                tracing::error!(topic = %name, error = %e, "max timestamp lookup failed");
+                                pr.error_code = ResponseError::KafkaStorageError.code();
+                            }
+                        },
+                        EARLIEST_LOCAL if version >= 8 => {
+                            pr.offset = part.log.log_start_offset().0;
+                        }
+                        // Nothing is tiered: Kafka answers -1 for a topic without remote storage.
+                        LATEST_TIERED if version >= 9 => {}
                         ts if ts >= 0 => match part.log.offset_for_timestamp(TimestampMs(ts)).await
                         {
                             Ok(Some((offset, found))) => {
@@ -68,4 +89,39 @@ pub async fn handle(
         resp.topics.push(tr);
     }
     resp
+}
+
+/// `(offset, timestamp)` of the first record holding the partition's largest timestamp, below
+/// the high watermark (Kafka answers none when that record is not yet committed).
+async fn max_timestamp(
+    part: &crate::partition::Partition,
+) -> Result<Option<(i64, i64)>, iouring_log::ReadError> {
+    let Some((ts, last)) = part.log.max_timestamp_batch() else {
+        return Ok(None);
+    };
+    let hw = part.high_watermark();
+    if last >= hw {
+        return Ok(None);
+    }
+    let opts = iouring_log::ReadOptions {
+        max_bytes: 1,
+        max_offset: Some(hw),
+        min_one_batch: true,
+    };
+    let read = part.log.read(last, opts).await?;
+    let mut bytes = bytes::Bytes::from(iouring_log::read_slices_to_vec(&read.slices).await?);
+    let Ok(set) = kafka_protocol::records::RecordBatchDecoder::decode(&mut bytes) else {
+        return Err(iouring_log::ReadError::Io(iouring_log::IoError::new(
+            "decoding the batch holding the largest timestamp",
+            part.log.dir(),
+            std::io::Error::other(format!("batch ending at offset {} is undecodable", last.0)),
+        )));
+    };
+    Ok(set
+        .records
+        .iter()
+        .find(|r| r.timestamp == ts.0)
+        .map(|r| (r.offset, r.timestamp))
+        // A LogAppendTime batch stamps every record with its max timestamp: its first record.
+        .or_else(|| set.records.first().map(|r| (r.offset, ts.0))))
 }

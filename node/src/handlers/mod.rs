@@ -32,7 +32,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 0, 9),
     // v13+ names topics by id; v15+ carries the fetcher's ReplicaState.
     (ApiKey::Fetch, 4, 17),
-    (ApiKey::ListOffsets, 1, 6),
+    // v7 MAX_TIMESTAMP, v8 EARLIEST_LOCAL, v9 LATEST_TIERED, v10 a timeout for tiered lookups.
+    (ApiKey::ListOffsets, 1, 10),
     (ApiKey::Metadata, 0, 13),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 7),
