@@ -2,7 +2,7 @@
 
 use crate::limits::{SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogConfig {
     /// `segment.bytes`: roll when the active segment would exceed this.
     pub segment_bytes: u64,

@@ -73,7 +73,8 @@ pub(crate) struct LogState {
 
 pub(crate) struct LogInner {
     pub dir: PathBuf,
-    pub config: LogConfig,
+    /// Changed at run time by `set_config` (a topic's configs altered).
+    pub config: Cell<LogConfig>,
     pub io: Rc<dyn SegmentIo>,
     pub state: RefCell<LogState>,
     pub mutation: Semaphore,
@@ -227,8 +228,16 @@ impl Log {
         &self.inner.dir
     }
 
-    pub fn config(&self) -> &LogConfig {
-        &self.inner.config
+    pub fn config(&self) -> LogConfig {
+        self.inner.config.get()
+    }
+
+    /// Applies new settings at run time (a topic's configs altered): the next append, roll,
+    /// flush and retention pass follow them. Segments already written keep their size.
+    pub fn set_config(&self, config: LogConfig) -> Result<(), crate::config::ConfigError> {
+        config.validate()?;
+        self.inner.config.set(config);
+        Ok(())
     }
 
     pub fn log_start_offset(&self) -> Offset {
@@ -380,7 +389,7 @@ impl Log {
         leader_epoch: LeaderEpoch,
         now_ms: i64,
     ) -> Result<AppendInfo, AppendError> {
-        let headers = validate_batches(batches, self.inner.config.segment_bytes)?;
+        let headers = validate_batches(batches, self.inner.config.get().segment_bytes)?;
         self.append_validated(batches, headers, Some(leader_epoch), now_ms)
             .await
     }
@@ -392,7 +401,7 @@ impl Log {
         batches: &[u8],
         now_ms: i64,
     ) -> Result<AppendInfo, AppendError> {
-        let headers = validate_batches(batches, self.inner.config.segment_bytes)?;
+        let headers = validate_batches(batches, self.inner.config.get().segment_bytes)?;
         self.append_validated(batches, headers, None, now_ms).await
     }
 
@@ -435,7 +444,7 @@ impl Log {
             epoch_changed |= st
                 .epochs
                 .assign(header.partition_leader_epoch, header.base_offset);
-            let interval = self.inner.config.index_interval_bytes;
+            let interval = self.inner.config.get().index_interval_bytes;
             let end = at + header.size_bytes as usize;
             st.active_mut()
                 .append_batch(&header, &prefix, &bytes[at + 16..end], interval);
@@ -460,6 +469,7 @@ impl Log {
         let due = self
             .inner
             .config
+            .get()
             .flush_messages
             .is_some_and(|n| st.unflushed_records >= n);
         if due {

@@ -118,7 +118,7 @@ impl Log {
     pub async fn maybe_flush(&self, now_ms: i64) -> Result<(), FlushError> {
         let due = {
             let st = self.inner.state.borrow();
-            match (self.inner.config.flush_ms, st.first_unflushed_ms) {
+            match (self.inner.config.get().flush_ms, st.first_unflushed_ms) {
                 (Some(ms), Some(first)) => now_ms - first >= ms,
                 _ => false,
             }

@@ -2,7 +2,7 @@
 //! a sanity check of their indexes), re-validating the rest batch by batch, truncating a torn
 //! or corrupt tail, and re-activating the last segment for appends.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -283,7 +283,7 @@ impl Log {
         let log = Log {
             inner: Rc::new(LogInner {
                 dir,
-                config,
+                config: Cell::new(config),
                 io,
                 state: RefCell::new(state),
                 mutation: Semaphore::new(1),

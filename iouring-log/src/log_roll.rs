@@ -33,7 +33,7 @@ impl Log {
         let due = {
             let st = self.inner.state.borrow();
             let a = st.active();
-            let cfg = &self.inner.config;
+            let cfg = self.inner.config.get();
             let full = a.size + batch_bytes > cfg.segment_bytes;
             let old = now_ms - a.rolling_timestamp_ms > cfg.segment_ms;
             let last = Offset(a.next_offset.0 + i64::from(last_offset_delta));

@@ -63,16 +63,16 @@ impl Log {
         now_ms: i64,
         upper_bound: Offset,
     ) -> Result<usize, FlushError> {
-        let roll_first = {
-            let st = self.inner.state.borrow();
-            let a = st.active();
-            let expired = self
-                .inner
-                .config
-                .retention_ms
-                .is_some_and(|ms| a.largest_timestamp().is_some_and(|ts| now_ms - ts.0 > ms));
-            expired && a.size > 0 && a.next_offset <= upper_bound
-        };
+        let roll_first =
+            {
+                let st = self.inner.state.borrow();
+                let a = st.active();
+                let expired =
+                    self.inner.config.get().retention_ms.is_some_and(|ms| {
+                        a.largest_timestamp().is_some_and(|ts| now_ms - ts.0 > ms)
+                    });
+                expired && a.size > 0 && a.next_offset <= upper_bound
+            };
         if roll_first {
             self.roll(now_ms).await?;
         }
@@ -91,7 +91,7 @@ impl Log {
                     active: !s.is_sealed(),
                 })
                 .collect();
-            let cfg = &self.inner.config;
+            let cfg = self.inner.config.get();
             let n = segments_to_delete(
                 &facts,
                 (cfg.retention_ms, cfg.retention_bytes),
@@ -248,7 +248,7 @@ impl Log {
         let p = path.as_path();
         let file = open_trimmed(self.inner.io.as_ref(), p, position).await?;
         let read_file = open_read_file(p).await?;
-        let interval = self.inner.config.index_interval_bytes;
+        let interval = self.inner.config.get().index_interval_bytes;
         let mut scratch_epochs = LeaderEpochCache::default();
         let scan =
             scan_segment(&read_file, p, base, position, interval, &mut scratch_epochs).await?;

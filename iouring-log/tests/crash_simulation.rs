@@ -135,7 +135,7 @@ async fn simulate(seed: u64) {
         io: Rc::new(faulty.clone()),
         progress_listener: None,
     };
-    let log = Log::open_with(dir.path(), mode.config.clone(), 0, options)
+    let log = Log::open_with(dir.path(), mode.config, 0, options)
         .await
         .unwrap_or_else(|e| panic!("seed {seed}: open: {e}"));
     faulty.crash_after_ops(rng.gen_range(1..600));
@@ -167,7 +167,7 @@ async fn check_recovered(
     report: &str,
 ) {
     let ctx = format!("seed {seed} ({:?}, {report})", mode.crash);
-    let log = Log::open(dir, mode.config.clone(), 0)
+    let log = Log::open(dir, mode.config, 0)
         .await
         .unwrap_or_else(|e| panic!("{ctx}: reopen failed: {e}"));
     let mut served = BTreeMap::new();
@@ -223,7 +223,7 @@ async fn check_recovered(
         .unwrap_or_else(|e| panic!("{ctx}: append after recovery: {e}"));
     assert_eq!(info.first_offset.0, end, "{ctx}");
     log.close().await.unwrap();
-    let log = Log::open(dir, mode.config.clone(), 0).await.unwrap();
+    let log = Log::open(dir, mode.config, 0).await.unwrap();
     assert_eq!(log.log_end_offset().0, end + 1, "{ctx}");
     log.close().await.unwrap();
 }

@@ -80,7 +80,7 @@ fn cold_reads_go_to_the_file_and_read_ahead() {
             ..LogConfig::default()
         };
         {
-            let log = Log::open(dir.path(), config.clone(), 0).await.unwrap();
+            let log = Log::open(dir.path(), config, 0).await.unwrap();
             append_values(&log, 0, 12_000, VALUE).await;
             log.close().await.unwrap();
         }

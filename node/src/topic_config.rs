@@ -209,7 +209,7 @@ impl TopicOverrides {
 
     /// These overrides on top of the broker's defaults, validated as `Log::open` validates.
     pub fn resolve(&self, defaults: &TopicDefaults) -> Result<TopicConfig, TopicConfigError> {
-        let d = defaults.log.clone();
+        let d = defaults.log;
         let log = LogConfig {
             segment_bytes: self.segment_bytes.unwrap_or(d.segment_bytes),
             segment_ms: self.segment_ms.unwrap_or(d.segment_ms),

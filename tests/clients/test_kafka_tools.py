@@ -240,3 +240,80 @@ def test_list_offsets_v7_to_v10_and_kafka_python_sees_kafka_4(make_broker):
     finally:
         admin.close()
     assert version >= (4, 0), version
+
+
+def test_topic_configs_are_altered_live_and_persist(make_broker):
+    from confluent_kafka import KafkaError, KafkaException, Producer
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+    b = make_broker(shards=2).start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic("altered", 1, 1)])["altered"].result(30)
+
+    def describe_topic():
+        r = kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", b.bootstrap, "--describe",
+                       "--entity-type", "topics", "--entity-name", "altered", "--all")
+        assert r.returncode == 0, r.stdout + r.stderr
+        return config_lines(r.stdout)
+
+    r = kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", b.bootstrap, "--alter",
+                   "--entity-type", "topics", "--entity-name", "altered",
+                   "--add-config", "segment.bytes=2048,retention.ms=86400000")
+    assert r.returncode == 0 and "Completed updating config" in r.stdout, r.stdout + r.stderr
+    configs = describe_topic()
+    assert configs["segment.bytes"][0] == "2048"
+    assert configs["segment.bytes"][1].startswith("DYNAMIC_TOPIC_CONFIG:segment.bytes=2048")
+    assert configs["retention.ms"][0] == "86400000"
+    # Applied to the open partition at once: 2 KiB segments roll while records arrive.
+    before = len(log_files(b, "altered"))
+    p = Producer({"bootstrap.servers": b.bootstrap, "acks": 1, "linger.ms": 0})
+    for i in range(60):
+        p.produce("altered", b"y" * 200, partition=0)
+        p.flush(30)
+    assert len(log_files(b, "altered")) >= before + 4, log_files(b, "altered")
+
+    # A value out of Kafka's bounds is refused with the config named; nothing changes.
+    bad = kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", b.bootstrap, "--alter",
+                     "--entity-type", "topics", "--entity-name", "altered", "--add-config", "segment.ms=0")
+    assert bad.returncode != 0 and "segment.ms" in bad.stdout + bad.stderr, bad.stdout + bad.stderr
+    r = kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", b.bootstrap, "--alter",
+                   "--entity-type", "topics", "--entity-name", "altered", "--delete-config", "retention.ms")
+    assert r.returncode == 0, r.stdout + r.stderr
+    configs = describe_topic()
+    assert configs["retention.ms"] == ("604800000", "DEFAULT_CONFIG:log.retention.ms=604800000")
+    assert configs["segment.bytes"][0] == "2048"
+
+    # librdkafka's IncrementalAlterConfigs: max.message.bytes applies to the next produce.
+    res = admin.incremental_alter_configs([ConfigResource(
+        "topic", "altered", incremental_configs=[
+            ConfigEntry("max.message.bytes", "1500", incremental_operation=AlterConfigOpType.SET)])])
+    list(res.values())[0].result(30)
+    small = Producer({"bootstrap.servers": b.bootstrap, "acks": 1, "compression.type": "none",
+                      "message.max.bytes": 100000})
+    errors = []
+    small.produce("altered", b"z" * 3000, partition=0, on_delivery=lambda err, msg: errors.append(err))
+    small.flush(30)
+    assert errors and errors[0] is not None and errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE, errors
+    # validate_only changes nothing; an unknown config and a broker config are refused.
+    res = admin.incremental_alter_configs([ConfigResource(
+        "topic", "altered", incremental_configs=[
+            ConfigEntry("retention.ms", "5000", incremental_operation=AlterConfigOpType.SET)])],
+        validate_only=True)
+    list(res.values())[0].result(30)
+    assert describe_topic()["retention.ms"][0] == "604800000"
+    for resource, err_code in [
+        (ConfigResource("topic", "altered", incremental_configs=[
+            ConfigEntry("no.such.config", "1", incremental_operation=AlterConfigOpType.SET)]),
+         KafkaError.INVALID_CONFIG),
+        (ConfigResource("broker", "0", incremental_configs=[
+            ConfigEntry("log.retention.ms", "1", incremental_operation=AlterConfigOpType.SET)]),
+         KafkaError.INVALID_REQUEST),
+    ]:
+        fut = list(admin.incremental_alter_configs([resource]).values())[0]
+        e = fut.exception(30)
+        assert isinstance(e, KafkaException) and e.args[0].code() == err_code, e
+
+    # Persisted: the overrides survive a restart.
+    b.stop()
+    b.start()
+    configs = describe_topic()
+    assert configs["segment.bytes"][0] == "2048" and configs["max.message.bytes"][0] == "1500"

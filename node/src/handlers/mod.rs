@@ -1,6 +1,7 @@
 //! Request handlers, one file per API, and the table of versions advertised: exactly those
 //! implemented. Errors are mapped to Kafka error codes in `errors.rs`.
 
+pub mod alter_configs;
 pub mod api_versions;
 pub mod delete_records;
 pub mod describe_cluster;
@@ -56,6 +57,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
 ];
 
 pub fn supported_versions(api: ApiKey) -> Option<(i16, i16)> {
@@ -122,6 +125,10 @@ pub async fn dispatch(
         RequestKind::DescribeCluster(r) => {
             encode(&describe_cluster::handle(ctx, r, version), version)?
         }
+        RequestKind::IncrementalAlterConfigs(r) => {
+            encode(&alter_configs::incremental(ctx, r).await, version)?
+        }
+        RequestKind::AlterConfigs(r) => encode(&alter_configs::alter_all(ctx, r).await, version)?,
         RequestKind::DescribeLogDirs(r) => encode(&describe_log_dirs::handle(ctx, r), version)?,
         RequestKind::DeleteRecords(r) => encode(&delete_records::handle(ctx, r).await, version)?,
         RequestKind::OffsetForLeaderEpoch(r) => {

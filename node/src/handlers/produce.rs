@@ -174,25 +174,25 @@ async fn append_partition(
         ));
     }
     // Kafka checks before appending: acks=all needs min.insync.replicas in sync.
-    if acks == -1 && part.in_sync_replicas() < part.min_insync_replicas {
+    if acks == -1 && part.in_sync_replicas() < part.min_insync_replicas() {
         return Err(Refused::new(
             ResponseError::NotEnoughReplicas,
             format!(
                 "{topic}-{}: {} in-sync replica(s), min.insync.replicas is {}",
                 pd.index,
                 part.in_sync_replicas(),
-                part.min_insync_replicas
+                part.min_insync_replicas()
             ),
         ));
     }
     let records = pd.records.unwrap_or_default();
-    if records.len() > part.max_message_bytes {
+    if records.len() > part.max_message_bytes() {
         return Err(Refused::new(
             ResponseError::MessageTooLarge,
             format!(
                 "{} bytes exceed max.message.bytes {}",
                 records.len(),
-                part.max_message_bytes
+                part.max_message_bytes()
             ),
         ));
     }

@@ -49,6 +49,14 @@ pub enum Command {
         count: i32,
         reply: Reply,
     },
+    /// A topic's config overrides changed (IncrementalAlterConfigs, AlterConfigs): `alter`
+    /// makes the new overrides from the current ones, or refuses (it validates them), so
+    /// concurrent alterations of one topic each apply to the other's result.
+    AlterTopicConfigs {
+        name: String,
+        alter: ConfigAlteration,
+        reply: Reply,
+    },
     /// A leader's ISR change (Kafka's AlterPartition), committed by compare-and-swap on the
     /// partition epoch.
     AlterPartition {
@@ -58,6 +66,11 @@ pub enum Command {
         reply: Reply,
     },
 }
+
+/// Makes a topic's new config overrides from its current ones (see
+/// [`Command::AlterTopicConfigs`]).
+pub type ConfigAlteration =
+    Box<dyn Fn(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, Refused> + Send>;
 
 /// A new snapshot for a shard; the shard answers on `applied` once it opened/closed its logs.
 pub struct SnapshotUpdate {
@@ -373,6 +386,7 @@ impl Controller {
             } => self.create_topic(&mut next, name, *partitions, *replication_factor, configs),
             Op::DeleteTopic { name } => delete_topic(&mut next, name),
             Op::CreatePartitions { name, count } => self.create_partitions(&mut next, name, *count),
+            Op::AlterTopicConfigs { name, alter } => alter_topic_configs(&mut next, name, alter),
             Op::AlterPartition {
                 topic,
                 partition,
@@ -538,6 +552,26 @@ impl Controller {
     }
 }
 
+fn alter_topic_configs(
+    snapshot: &mut Snapshot,
+    name: &str,
+    alter: &ConfigAlteration,
+) -> Result<bool, Refused> {
+    let topic = snapshot.topics.get_mut(name).ok_or_else(|| {
+        Refused::new(
+            ResponseError::UnknownTopicOrPartition,
+            format!("topic '{name}' does not exist"),
+        )
+    })?;
+    let configs = alter(&topic.configs)?;
+    if topic.configs == configs {
+        return Ok(false);
+    }
+    tracing::info!(topic = name, ?configs, "topic configs altered");
+    topic.configs = configs;
+    Ok(true)
+}
+
 fn delete_topic(snapshot: &mut Snapshot, name: &str) -> Result<bool, Refused> {
     refuse_internal(name, "deleted")?;
     if snapshot.topics.remove(name).is_none() {
@@ -570,6 +604,10 @@ enum Op {
     CreatePartitions {
         name: String,
         count: i32,
+    },
+    AlterTopicConfigs {
+        name: String,
+        alter: ConfigAlteration,
     },
     AlterPartition {
         topic: String,
@@ -605,6 +643,9 @@ impl Command {
             Command::DeleteTopic { name, reply } => (Op::DeleteTopic { name }, reply),
             Command::CreatePartitions { name, count, reply } => {
                 (Op::CreatePartitions { name, count }, reply)
+            }
+            Command::AlterTopicConfigs { name, alter, reply } => {
+                (Op::AlterTopicConfigs { name, alter }, reply)
             }
             Command::AlterPartition {
                 topic,

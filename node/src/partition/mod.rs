@@ -26,10 +26,8 @@ pub struct Partition {
     /// Held from the idempotent producer's sequence check until its batch is appended and
     /// recorded, so a retry arriving on another connection meanwhile is seen as a duplicate.
     append_lock: Semaphore,
-    /// `max.message.bytes` of the topic: the largest batch accepted.
-    pub max_message_bytes: usize,
-    /// `min.insync.replicas` of the topic: what an `acks=all` produce needs.
-    pub min_insync_replicas: usize,
+    /// The topic's `max.message.bytes` and `min.insync.replicas` (altered at run time).
+    limits: Cell<Limits>,
     /// The producer state version last snapshotted, and when.
     snapshot_version: Cell<u64>,
     snapshot_at_ms: Cell<i64>,
@@ -66,8 +64,7 @@ impl Partition {
             log,
             producers: RefCell::default(),
             append_lock: Semaphore::new(1),
-            max_message_bytes: limits.max_message_bytes,
-            min_insync_replicas: limits.min_insync_replicas,
+            limits: Cell::new(limits),
             snapshot_version: Cell::new(0),
             snapshot_at_ms: Cell::new(0),
             hw_checkpointed: Cell::new(0),
@@ -79,6 +76,21 @@ impl Partition {
             }),
             notify,
         }
+    }
+
+    /// `max.message.bytes` of the topic: the largest batch accepted.
+    pub fn max_message_bytes(&self) -> usize {
+        self.limits.get().max_message_bytes
+    }
+
+    /// `min.insync.replicas` of the topic: what an `acks=all` produce needs.
+    pub fn min_insync_replicas(&self) -> usize {
+        self.limits.get().min_insync_replicas
+    }
+
+    /// The topic's configs were altered: new limits from now on.
+    pub fn set_limits(&self, limits: Limits) {
+        self.limits.set(limits);
     }
 
     /// The partition's "high watermark, role or log moved" signal (long-polling fetches wait

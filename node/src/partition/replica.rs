@@ -72,7 +72,7 @@ impl Partition {
             }
             (_, Some(leader)) if leader == cx.me => {
                 let config = LeaderConfig {
-                    min_insync: self.min_insync_replicas,
+                    min_insync: self.min_insync_replicas(),
                     replica_lag_max_ms: cx.replica_lag_max_ms,
                     isr_change_retry_ms: ISR_CHANGE_RETRY_MS,
                 };
@@ -215,7 +215,7 @@ impl Partition {
                         ResponseError::NotEnoughReplicasAfterAppend,
                         format!(
                             "{}-{}: the ISR fell below min.insync.replicas {} before offset {end} was replicated",
-                            self.topic, self.index, self.min_insync_replicas
+                            self.topic, self.index, self.min_insync_replicas()
                         ),
                     ))
                 }

@@ -313,6 +313,10 @@ mod tests {
             ApiKey::DescribeCluster => RequestKind::DescribeCluster(Default::default()),
             ApiKey::DeleteRecords => RequestKind::DeleteRecords(Default::default()),
             ApiKey::DescribeLogDirs => RequestKind::DescribeLogDirs(Default::default()),
+            ApiKey::AlterConfigs => RequestKind::AlterConfigs(Default::default()),
+            ApiKey::IncrementalAlterConfigs => {
+                RequestKind::IncrementalAlterConfigs(Default::default())
+            }
             other => panic!("add {other:?} to default_request"),
         }
     }

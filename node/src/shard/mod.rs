@@ -235,7 +235,7 @@ impl ShardCtx {
     /// A topic's effective configs: broker defaults overridden by the topic's own.
     pub fn topic_config(&self, topic: &TopicMeta) -> Result<TopicConfig, TopicConfigError> {
         let defaults = TopicDefaults {
-            log: self.config.log.clone(),
+            log: self.config.log,
             max_message_bytes: self.config.message_max_bytes,
             min_insync_replicas: self.config.min_insync_replicas,
         };

@@ -75,7 +75,48 @@ impl ShardCtx {
                 self.remove_partition(&part).await
             })
             .await;
+        self.apply_altered_configs(&snapshot);
         *self.snapshot.borrow_mut() = snapshot;
+    }
+
+    /// Gives the open partitions of topics whose configs changed since the last snapshot their
+    /// new settings (IncrementalAlterConfigs): the log's segment size, roll, flush and
+    /// retention settings and the partition's batch size and `min.insync.replicas` limits.
+    fn apply_altered_configs(&self, snapshot: &Snapshot) {
+        let old = self.snapshot.borrow().clone();
+        for topic in snapshot.topics.values() {
+            if old
+                .topics
+                .get(&topic.name)
+                .is_none_or(|o| o.configs == topic.configs)
+            {
+                continue;
+            }
+            let config = match self.topic_config(topic) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(shard = self.shard, topic = %topic.name, error = %e, "altered topic config invalid; partitions keep their settings");
+                    continue;
+                }
+            };
+            let parts: Vec<Rc<Partition>> = self
+                .partitions
+                .borrow()
+                .iter()
+                .filter(|((t, _), _)| *t == topic.name)
+                .map(|(_, p)| p.clone())
+                .collect();
+            for part in parts {
+                if let Err(e) = part.log.set_config(config.log) {
+                    tracing::error!(shard = self.shard, topic = %topic.name, partition = part.index, error = %e, "altered log config refused");
+                    continue;
+                }
+                part.set_limits(Limits {
+                    max_message_bytes: config.max_message_bytes,
+                    min_insync_replicas: config.min_insync_replicas,
+                });
+            }
+        }
     }
 
     /// Closes the log of a partition of a deleted topic and removes its folder, on glommio's

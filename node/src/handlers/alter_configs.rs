@@ -1,0 +1,298 @@
+//! IncrementalAlterConfigs and AlterConfigs for topics: the new overrides are validated as
+//! CreateTopics validates them (Kafka's bounds and the log's own), persisted in the cluster
+//! metadata by the control plane, and applied live by every shard that holds a partition of
+//! the topic (segment size and age, flush and retention settings, `max.message.bytes`,
+//! `min.insync.replicas`). `validate_only` checks without changing anything.
+//!
+//! Broker configs are all static here (none changes at run time) and group configs tune
+//! protocols ringlog does not serve: altering either is refused with INVALID_REQUEST.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use kafka_protocol::messages::alter_configs_request::AlterConfigsRequest;
+use kafka_protocol::messages::alter_configs_response::{
+    AlterConfigsResourceResponse, AlterConfigsResponse,
+};
+use kafka_protocol::messages::incremental_alter_configs_request::IncrementalAlterConfigsRequest;
+use kafka_protocol::messages::incremental_alter_configs_response::{
+    self as incremental, IncrementalAlterConfigsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use crate::error::Refused;
+use crate::metadata::controller::{Command, ConfigAlteration};
+use crate::shard::ShardCtx;
+use crate::topic_config::{TopicDefaults, TopicOverrides, TOPIC_CONFIG_DEFS};
+
+const TOPIC: i8 = 2;
+const BROKER: i8 = 4;
+const GROUP: i8 = 32;
+
+/// IncrementalAlterConfigs' operations.
+const SET: i8 = 0;
+const DELETE: i8 = 1;
+const APPEND: i8 = 2;
+const SUBTRACT: i8 = 3;
+
+/// One change to a topic's overrides.
+#[derive(Clone)]
+enum Change {
+    Set(String, String),
+    Delete(String),
+    Append(String, String),
+    Subtract(String, String),
+}
+
+pub async fn incremental(
+    ctx: &Rc<ShardCtx>,
+    req: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let mut resp = IncrementalAlterConfigsResponse::default();
+    for res in req.resources {
+        let changes: Result<Vec<Change>, Refused> = res
+            .configs
+            .iter()
+            .map(|c| {
+                let name = c.name.to_string();
+                let value = c.value.as_ref().map(|v| v.to_string());
+                let need = |v: Option<String>| {
+                    v.ok_or_else(|| invalid_config(format!("'{name}' needs a value")))
+                };
+                Ok(match c.config_operation {
+                    SET => Change::Set(name.clone(), need(value)?),
+                    DELETE => Change::Delete(name),
+                    APPEND => Change::Append(name.clone(), need(value)?),
+                    SUBTRACT => Change::Subtract(name.clone(), need(value)?),
+                    op => {
+                        return Err(invalid_request(format!(
+                            "unknown config operation {op} for '{name}'"
+                        )))
+                    }
+                })
+            })
+            .collect();
+        let alteration = changes.map(|changes| -> ConfigAlteration {
+            Box::new(move |current| apply_changes(current, &changes))
+        });
+        let resource = (res.resource_type, res.resource_name.as_str());
+        let (code, message) = outcome(ctx, resource, alteration, req.validate_only).await;
+        let mut r = incremental::AlterConfigsResourceResponse::default();
+        r.resource_type = res.resource_type;
+        r.resource_name = res.resource_name.clone();
+        (r.error_code, r.error_message) = (code, message);
+        resp.responses.push(r);
+    }
+    resp
+}
+
+/// AlterConfigs: the given configs replace every override of the resource.
+pub async fn alter_all(ctx: &Rc<ShardCtx>, req: AlterConfigsRequest) -> AlterConfigsResponse {
+    let mut resp = AlterConfigsResponse::default();
+    for res in req.resources {
+        let replacement: Result<BTreeMap<String, String>, Refused> = res
+            .configs
+            .iter()
+            .map(|c| {
+                let value = c.value.as_ref().ok_or_else(|| {
+                    invalid_config(format!("'{}' needs a value", c.name.as_str()))
+                })?;
+                Ok((c.name.to_string(), value.to_string()))
+            })
+            .collect();
+        let alteration =
+            replacement.map(|all| -> ConfigAlteration { Box::new(move |_| Ok(all.clone())) });
+        let resource = (res.resource_type, res.resource_name.as_str());
+        let (code, message) = outcome(ctx, resource, alteration, req.validate_only).await;
+        let mut r = AlterConfigsResourceResponse::default();
+        r.resource_type = res.resource_type;
+        r.resource_name = res.resource_name.clone();
+        (r.error_code, r.error_message) = (code, message);
+        resp.responses.push(r);
+    }
+    resp
+}
+
+/// The error code and message of altering one resource (0 and none when done).
+async fn outcome(
+    ctx: &ShardCtx,
+    resource: (i8, &str),
+    alteration: Result<ConfigAlteration, Refused>,
+    validate_only: bool,
+) -> (i16, Option<StrBytes>) {
+    let result = match alteration {
+        Ok(change) => alter(ctx, resource, change, validate_only).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(()) => (0, None),
+        Err(e) => (e.error.code(), Some(StrBytes::from_string(e.message))),
+    }
+}
+
+/// Alters one resource: a topic's overrides through the control plane (validated there
+/// against the current ones), or the refusal of other resource types.
+async fn alter(
+    ctx: &ShardCtx,
+    (kind, name): (i8, &str),
+    change: ConfigAlteration,
+    validate_only: bool,
+) -> Result<(), Refused> {
+    match kind {
+        TOPIC => {}
+        BROKER => {
+            return Err(invalid_request(
+                "broker configs cannot change at run time in ringlog (none is dynamic); \
+                 set them in the config file or with --set and restart",
+            ))
+        }
+        GROUP => {
+            return Err(invalid_request(
+                "group configs tune KIP-848 consumer groups and share groups, which ringlog \
+                 does not serve",
+            ))
+        }
+        other => {
+            return Err(invalid_request(format!(
+                "resource type {other} cannot be altered (topics 2)"
+            )))
+        }
+    }
+    let defaults = TopicDefaults {
+        log: ctx.config.log,
+        max_message_bytes: ctx.config.message_max_bytes,
+        min_insync_replicas: ctx.config.min_insync_replicas,
+    };
+    let validated: ConfigAlteration = Box::new(move |current| {
+        let next = change(current)?;
+        TopicOverrides::parse(&next)
+            .and_then(|o| o.resolve(&defaults))
+            .map_err(|e| invalid_config(e.to_string()))?;
+        Ok(next)
+    });
+    if validate_only {
+        let snapshot = ctx.snapshot.borrow().clone();
+        let topic = snapshot.topics.get(name).ok_or_else(|| {
+            Refused::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("topic '{name}' does not exist"),
+            )
+        })?;
+        return validated(&topic.configs).map(|_| ());
+    }
+    let name = name.to_owned();
+    ctx.control(|reply| Command::AlterTopicConfigs {
+        name,
+        alter: validated,
+        reply,
+    })
+    .await
+}
+
+/// The overrides after `changes`, in order. APPEND and SUBTRACT apply to list configs only
+/// (`cleanup.policy`), as in Kafka.
+fn apply_changes(
+    current: &BTreeMap<String, String>,
+    changes: &[Change],
+) -> Result<BTreeMap<String, String>, Refused> {
+    let mut next = current.clone();
+    for change in changes {
+        match change {
+            Change::Set(k, v) => {
+                next.insert(k.clone(), v.clone());
+            }
+            Change::Delete(k) => {
+                next.remove(k);
+            }
+            Change::Append(k, v) | Change::Subtract(k, v) => {
+                let is_list = TOPIC_CONFIG_DEFS
+                    .iter()
+                    .any(|d| d.name == k && d.kind == crate::config::ConfigType::List);
+                if !is_list {
+                    return Err(invalid_config(format!(
+                        "'{k}' is not a list config: APPEND and SUBTRACT apply to lists only"
+                    )));
+                }
+                let default = TOPIC_CONFIG_DEFS
+                    .iter()
+                    .find(|d| d.name == k)
+                    .map_or("", |d| d.fixed_default);
+                let base = next.get(k).map_or(default, String::as_str);
+                let mut items: Vec<String> = base
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+                for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                    let at = items.iter().position(|i| i == item);
+                    match (change, at) {
+                        (Change::Append(..), None) => items.push(item.to_owned()),
+                        (Change::Subtract(..), Some(i)) => {
+                            items.remove(i);
+                        }
+                        _ => {}
+                    }
+                }
+                next.insert(k.clone(), items.join(","));
+            }
+        }
+    }
+    Ok(next)
+}
+
+fn invalid_config(message: impl Into<String>) -> Refused {
+    Refused::new(ResponseError::InvalidConfig, message)
+}
+
+fn invalid_request(message: impl Into<String>) -> Refused {
+    Refused::new(ResponseError::InvalidRequest, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn changes_apply_in_order_and_lists_take_append_and_subtract() {
+        let current = map(&[("retention.ms", "1000"), ("segment.bytes", "1048576")]);
+        let next = apply_changes(
+            &current,
+            &[
+                Change::Set("retention.ms".into(), "2000".into()),
+                Change::Delete("segment.bytes".into()),
+                Change::Append("cleanup.policy".into(), "delete".into()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            next,
+            map(&[("retention.ms", "2000"), ("cleanup.policy", "delete")])
+        );
+        let fewer = apply_changes(
+            &next,
+            &[Change::Subtract("cleanup.policy".into(), "delete".into())],
+        )
+        .unwrap();
+        assert_eq!(fewer["cleanup.policy"], "");
+        let refused = apply_changes(
+            &current,
+            &[Change::Append("retention.ms".into(), "5".into())],
+        )
+        .unwrap_err();
+        assert_eq!(refused.error, ResponseError::InvalidConfig);
+        assert!(
+            refused.message.contains("not a list"),
+            "{}",
+            refused.message
+        );
+    }
+}
