@@ -317,3 +317,53 @@ def test_topic_configs_are_altered_live_and_persist(make_broker):
     b.start()
     configs = describe_topic()
     assert configs["segment.bytes"][0] == "2048" and configs["max.message.bytes"][0] == "1500"
+
+
+def test_consumer_group_command_deletes_offsets(make_broker):
+    """OffsetDelete through Kafka's ConsumerGroupCommand: an empty group loses the offsets of a
+    topic; a group with a member subscribed to the topic keeps them (GROUP_SUBSCRIBED_TO_TOPIC);
+    an unknown group is refused."""
+    import time
+    from confluent_kafka import Consumer, TopicPartition
+    b = make_broker(shards=1, settings={"group.initial.rebalance.delay.ms": "0"}).start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for t in ("od-a", "od-b"):
+        admin.create_topics([NewTopic(t, 1, 1)])[t].result(30)
+        produce_values(b.bootstrap, t, 5)
+    committer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "od"})
+    committer.commit(offsets=[TopicPartition("od-a", 0, 3), TopicPartition("od-b", 0, 4)], asynchronous=False)
+    committer.close()
+
+    def committed():
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "od"})
+        try:
+            return {tp.topic: tp.offset for tp in c.committed(
+                [TopicPartition("od-a", 0), TopicPartition("od-b", 0)], timeout=10)}
+        finally:
+            c.close()
+    assert committed() == {"od-a": 3, "od-b": 4}
+
+    def delete_offsets(group, topic):
+        return kafka_tool("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", "--bootstrap-server",
+                          b.bootstrap, "--delete-offsets", "--group", group, "--topic", topic)
+    r = delete_offsets("od", "od-a")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"od-a\s+0\s+Successful", r.stdout), r.stdout
+    assert committed() == {"od-a": -1001, "od-b": 4}
+
+    # A live member subscribed to od-b: its offsets stay.
+    member = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "od", "session.timeout.ms": 6000,
+                       "enable.auto.commit": False})
+    member.subscribe(["od-b"])
+    deadline = time.time() + 30
+    while not member.assignment() and time.time() < deadline:
+        member.poll(0.2)
+    assert member.assignment(), "the member joined"
+    r = delete_offsets("od", "od-b")
+    assert "subscribed" in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
+    member.close()
+    assert committed()["od-b"] == 4
+
+    r = delete_offsets("no-such-group", "od-a")
+    # (The tool exits 0 and prints the error.)
+    assert "GroupIdNotFoundException" in r.stdout + r.stderr, r.stdout + r.stderr

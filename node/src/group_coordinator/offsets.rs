@@ -126,4 +126,59 @@ impl Coordinator {
             }
         }
     }
+
+    /// OffsetDelete: removes a group's committed offsets of the given partitions (tombstones
+    /// in `__consumer_offsets`). Kafka's rules: the group must exist; an empty group, or a
+    /// consumer group whose members do not subscribe to the topic, loses them; a partition of
+    /// a subscribed topic gets GROUP_SUBSCRIBED_TO_TOPIC; a non-empty group of another
+    /// protocol type NON_EMPTY_GROUP for the whole request.
+    pub async fn delete_offsets(
+        &self,
+        host: &dyn Host,
+        group: &str,
+        partitions: Vec<(String, i32)>,
+        now: i64,
+    ) -> Result<Vec<Result<(), ResponseError>>, ResponseError> {
+        let p = self.locate(host, group)?;
+        let (results, gone) = {
+            let groups = self.groups.borrow();
+            let g = groups
+                .get(group)
+                .filter(|g| g.state != super::membership::GroupState::Dead)
+                .ok_or(ResponseError::GroupIdNotFound)?;
+            let consumer = g.protocol_type.as_deref() == Some("consumer");
+            if !g.is_empty() && !consumer {
+                return Err(ResponseError::NonEmptyGroup);
+            }
+            let subscribed = if g.is_empty() {
+                Default::default()
+            } else {
+                g.subscribed_topics()
+            };
+            let mut gone = Vec::new();
+            let results = partitions
+                .into_iter()
+                .map(|(topic, partition)| {
+                    if subscribed.contains(&topic) {
+                        return Err(ResponseError::GroupSubscribedToTopic);
+                    }
+                    if g.offsets.contains_key(&(topic.clone(), partition)) {
+                        gone.push((topic, partition));
+                    }
+                    Ok(())
+                })
+                .collect::<Vec<_>>();
+            (results, gone)
+        };
+        if gone.is_empty() {
+            return Ok(results);
+        }
+        append(host, p, tombstones(group, gone.iter().cloned(), false), now).await?;
+        self.with_group(group, None, |g| {
+            for key in &gone {
+                g.offsets.remove(key);
+            }
+        });
+        Ok(results)
+    }
 }

@@ -52,6 +52,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetDelete, 0, 0),
     // Kafka 4.x serves 2-4 (KIP-896 removed 0-1).
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::DescribeCluster, 0, 2),
@@ -122,6 +123,7 @@ pub async fn dispatch(
         RequestKind::ListGroups(r) => encode(&groups::list(ctx, r, version), version)?,
         RequestKind::DescribeGroups(r) => encode(&groups::describe(ctx, r, version), version)?,
         RequestKind::DeleteGroups(r) => encode(&groups::delete(ctx, r).await, version)?,
+        RequestKind::OffsetDelete(r) => encode(&groups::offset_delete(ctx, r).await, version)?,
         RequestKind::DescribeCluster(r) => {
             encode(&describe_cluster::handle(ctx, r, version), version)?
         }

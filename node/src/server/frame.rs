@@ -314,6 +314,7 @@ mod tests {
             ApiKey::DeleteRecords => RequestKind::DeleteRecords(Default::default()),
             ApiKey::DescribeLogDirs => RequestKind::DescribeLogDirs(Default::default()),
             ApiKey::AlterConfigs => RequestKind::AlterConfigs(Default::default()),
+            ApiKey::OffsetDelete => RequestKind::OffsetDelete(Default::default()),
             ApiKey::IncrementalAlterConfigs => {
                 RequestKind::IncrementalAlterConfigs(Default::default())
             }

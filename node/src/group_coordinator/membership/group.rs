@@ -140,6 +140,31 @@ impl Group {
         self.state == GroupState::Empty
     }
 
+    /// Topics the members subscribe to, from their consumer protocol metadata for the
+    /// group's protocol (Kafka's `ConsumerProtocolSubscription`; a newer version than this
+    /// crate knows is read as the newest it knows, as Kafka reads forward-compatible ones).
+    /// Metadata that does not decode subscribes to nothing.
+    pub fn subscribed_topics(&self) -> std::collections::HashSet<String> {
+        use kafka_protocol::messages::ConsumerProtocolSubscription;
+        use kafka_protocol::protocol::Decodable;
+        let Some(protocol) = &self.protocol else {
+            return Default::default();
+        };
+        let mut topics = std::collections::HashSet::new();
+        for m in self.members.values() {
+            let mut bytes = m.metadata(protocol);
+            if bytes.len() < 2 {
+                continue;
+            }
+            let version = i16::from_be_bytes([bytes[0], bytes[1]]).clamp(0, 3);
+            let _ = bytes::Buf::get_i16(&mut bytes);
+            if let Ok(sub) = ConsumerProtocolSubscription::decode(&mut bytes, version) {
+                topics.extend(sub.topics.iter().map(|t| t.to_string()));
+            }
+        }
+        topics
+    }
+
     /// Created by a request that was then refused: no member, no generation, no offsets, and
     /// nobody waiting for a member id.
     pub fn never_used(&self) -> bool {

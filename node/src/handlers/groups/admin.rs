@@ -1,4 +1,4 @@
-//! ListGroups, DescribeGroups and DeleteGroups.
+//! ListGroups, DescribeGroups, DeleteGroups and OffsetDelete.
 
 use std::rc::Rc;
 
@@ -12,6 +12,10 @@ use kafka_protocol::messages::describe_groups_response::{
 };
 use kafka_protocol::messages::list_groups_request::ListGroupsRequest;
 use kafka_protocol::messages::list_groups_response::{ListGroupsResponse, ListedGroup};
+use kafka_protocol::messages::offset_delete_request::OffsetDeleteRequest;
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponse, OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
 use kafka_protocol::messages::GroupId;
 
 use crate::group_coordinator::membership::GroupState;
@@ -96,6 +100,44 @@ pub async fn delete(ctx: &Rc<ShardCtx>, req: DeleteGroupsRequest) -> DeleteGroup
         r.error_code = code(ctx.groups.delete(&**ctx, &id.0, now_ms()).await);
         r.group_id = id;
         resp.results.push(r);
+    }
+    resp
+}
+
+/// OffsetDelete: the group's committed offsets of the listed partitions are removed.
+pub async fn offset_delete(ctx: &Rc<ShardCtx>, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    let mut resp = OffsetDeleteResponse::default();
+    let partitions: Vec<(String, i32)> = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.name.0.to_string(), p.partition_index))
+        })
+        .collect();
+    let results = match ctx
+        .groups
+        .delete_offsets(&**ctx, &req.group_id.0, partitions, now_ms())
+        .await
+    {
+        Ok(results) => results,
+        Err(e) => {
+            resp.error_code = e.code();
+            return resp;
+        }
+    };
+    let mut results = results.into_iter();
+    for t in req.topics {
+        let mut tr = OffsetDeleteResponseTopic::default();
+        tr.name = t.name.clone();
+        for p in t.partitions {
+            let mut pr = OffsetDeleteResponsePartition::default();
+            pr.partition_index = p.partition_index;
+            pr.error_code = code(results.next().unwrap_or(Ok(())));
+            tr.partitions.push(pr);
+        }
+        resp.topics.push(tr);
     }
     resp
 }

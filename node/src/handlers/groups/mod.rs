@@ -8,7 +8,7 @@ mod find_coordinator;
 mod join_sync;
 mod offsets;
 
-pub use admin::{delete, describe, list};
+pub use admin::{delete, describe, list, offset_delete};
 pub use find_coordinator::find_coordinator;
 pub use join_sync::{heartbeat, join, leave, sync};
 pub use offsets::{offset_commit, offset_fetch};
