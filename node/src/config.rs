@@ -11,6 +11,8 @@ use std::path::PathBuf;
 
 use iouring_log::LogConfig;
 
+use crate::partition::timestamps::{TimestampPolicy, TimestampType};
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("unknown config property '{0}' (see README: Configuration)")]
@@ -180,6 +182,24 @@ pub const PROPERTIES: &[Property] = &[
         "fdatasync when the oldest unsynced message is this old (-1: never).",
     ),
     prop(
+        "log.message.timestamp.type",
+        "CreateTime",
+        ConfigType::String,
+        "CreateTime keeps the producer's record timestamps; LogAppendTime stamps each batch with its append time.",
+    ),
+    prop(
+        "log.message.timestamp.before.max.ms",
+        "9223372036854775807",
+        ConfigType::Long,
+        "How far in the past a CreateTime record's timestamp may be (larger: INVALID_TIMESTAMP).",
+    ),
+    prop(
+        "log.message.timestamp.after.max.ms",
+        "3600000",
+        ConfigType::Long,
+        "How far in the future a CreateTime record's timestamp may be (larger: INVALID_TIMESTAMP).",
+    ),
+    prop(
         "message.max.bytes",
         "1048588",
         ConfigType::Int,
@@ -338,6 +358,8 @@ pub struct BrokerConfig {
     pub message_max_bytes: usize,
     /// `min.insync.replicas`: the default of topics that do not set it.
     pub min_insync_replicas: usize,
+    /// `log.message.timestamp.*`: the default of topics that do not set them.
+    pub timestamps: TimestampPolicy,
     pub replica: ReplicaConfig,
     pub socket_request_max_bytes: usize,
     /// `queued.max.request.bytes`: memory all connections of the node may hold in request
@@ -579,6 +601,7 @@ impl Properties {
                 }
                 v as usize
             },
+            timestamps: self.timestamps()?,
             replica: self.replica()?,
             socket_request_max_bytes: self.int("socket.request.max.bytes")?,
             queued_max_request_bytes: self.queued_max_request_bytes()?,
@@ -586,6 +609,26 @@ impl Properties {
             group: self.group()?,
             metadata: self.metadata()?,
             properties: self.clone(),
+        })
+    }
+
+    /// `log.message.timestamp.*` (Kafka 4.x's defaults: CreateTime, any past, one hour ahead).
+    fn timestamps(&self) -> Result<TimestampPolicy, ConfigError> {
+        let key = "log.message.timestamp.type";
+        let kind = TimestampType::parse(self.get(key))
+            .ok_or_else(|| self.invalid(key, "must be CreateTime or LogAppendTime"))?;
+        let bound = |key: &str| -> Result<Option<i64>, ConfigError> {
+            let v: i64 = self.int(key)?;
+            match v {
+                i64::MAX => Ok(None),
+                0.. => Ok(Some(v)),
+                _ => Err(self.invalid(key, "must be at least 0")),
+            }
+        };
+        Ok(TimestampPolicy {
+            kind,
+            before_max_ms: bound("log.message.timestamp.before.max.ms")?,
+            after_max_ms: bound("log.message.timestamp.after.max.ms")?,
         })
     }
 
@@ -733,6 +776,13 @@ impl BrokerConfig {
     /// The Kafka broker id of shard `shard` of this node.
     pub fn broker_id(&self, shard: usize) -> BrokerId {
         crate::ids::broker_id(self.node_id.0, shard)
+    }
+
+    /// Kafka's default timestamp settings (tests that build limits by hand).
+    pub fn default_timestamps() -> TimestampPolicy {
+        Properties::default()
+            .timestamps()
+            .expect("the defaults are valid")
     }
 
     /// The shard of this node that is Kafka broker `broker_id`, if any.

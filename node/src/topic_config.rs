@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use iouring_log::LogConfig;
 
 use crate::config::ConfigType;
+use crate::partition::timestamps::{TimestampPolicy, TimestampType};
 
 /// Per-topic configs a topic may override (Kafka's topic-level names).
 pub const TOPIC_CONFIGS: &[&str] = &[
@@ -28,6 +29,9 @@ pub const TOPIC_CONFIGS: &[&str] = &[
     "cleanup.policy",
     "min.insync.replicas",
     "unclean.leader.election.enable",
+    "message.timestamp.type",
+    "message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms",
 ];
 
 /// What DescribeConfigs says of a topic config: the broker property it defaults to (its
@@ -120,6 +124,28 @@ pub const TOPIC_CONFIG_DEFS: &[TopicConfigDef] = &[
         kind: ConfigType::Boolean,
         doc: "Whether a replica outside the ISR may become leader when no in-sync one is left.",
     },
+    TopicConfigDef {
+        name: "message.timestamp.type",
+        broker: "log.message.timestamp.type",
+        fixed_default: "",
+        kind: ConfigType::String,
+        doc:
+            "CreateTime keeps the producer's timestamps; LogAppendTime stamps each batch on append.",
+    },
+    TopicConfigDef {
+        name: "message.timestamp.before.max.ms",
+        broker: "log.message.timestamp.before.max.ms",
+        fixed_default: "",
+        kind: ConfigType::Long,
+        doc: "How far in the past a CreateTime record's timestamp may be (INVALID_TIMESTAMP).",
+    },
+    TopicConfigDef {
+        name: "message.timestamp.after.max.ms",
+        broker: "log.message.timestamp.after.max.ms",
+        fixed_default: "",
+        kind: ConfigType::Long,
+        doc: "How far in the future a CreateTime record's timestamp may be (INVALID_TIMESTAMP).",
+    },
 ];
 
 /// A topic config refused: the key, the value and why.
@@ -150,6 +176,10 @@ pub struct TopicOverrides {
     index_interval_bytes: Option<u64>,
     max_message_bytes: Option<usize>,
     min_insync_replicas: Option<usize>,
+    timestamp_type: Option<TimestampType>,
+    /// `Some(None)`: no bound (Long.MAX, as Kafka writes it).
+    timestamp_before_max_ms: Option<Option<i64>>,
+    timestamp_after_max_ms: Option<Option<i64>>,
 }
 
 /// The effective settings of a topic's partitions.
@@ -160,6 +190,8 @@ pub struct TopicConfig {
     pub max_message_bytes: usize,
     /// `min.insync.replicas`: an `acks=all` produce needs this many in-sync replicas.
     pub min_insync_replicas: usize,
+    /// `message.timestamp.*`.
+    pub timestamps: TimestampPolicy,
 }
 
 /// The broker-wide defaults a topic's overrides apply to.
@@ -168,6 +200,7 @@ pub struct TopicDefaults {
     pub log: LogConfig,
     pub max_message_bytes: usize,
     pub min_insync_replicas: usize,
+    pub timestamps: TimestampPolicy,
 }
 
 impl TopicOverrides {
@@ -189,6 +222,18 @@ impl TopicOverrides {
                 "index.interval.bytes" => o.index_interval_bytes = Some(int(0)?.max(1) as u64),
                 "max.message.bytes" => o.max_message_bytes = Some(int(0)? as usize),
                 "min.insync.replicas" => o.min_insync_replicas = Some(int(1)? as usize),
+                "message.timestamp.type" => {
+                    o.timestamp_type = Some(
+                        TimestampType::parse(value)
+                            .ok_or_else(|| invalid(key, value, "CreateTime or LogAppendTime"))?,
+                    )
+                }
+                "message.timestamp.before.max.ms" => {
+                    o.timestamp_before_max_ms = Some(Some(int(0)?).filter(|v| *v != i64::MAX))
+                }
+                "message.timestamp.after.max.ms" => {
+                    o.timestamp_after_max_ms = Some(Some(int(0)?).filter(|v| *v != i64::MAX))
+                }
                 "unclean.leader.election.enable" if value == "true" || value == "false" => {}
                 "unclean.leader.election.enable" => {
                     return Err(invalid(key, value, "true or false"))
@@ -226,6 +271,15 @@ impl TopicOverrides {
             min_insync_replicas: self
                 .min_insync_replicas
                 .unwrap_or(defaults.min_insync_replicas),
+            timestamps: TimestampPolicy {
+                kind: self.timestamp_type.unwrap_or(defaults.timestamps.kind),
+                before_max_ms: self
+                    .timestamp_before_max_ms
+                    .unwrap_or(defaults.timestamps.before_max_ms),
+                after_max_ms: self
+                    .timestamp_after_max_ms
+                    .unwrap_or(defaults.timestamps.after_max_ms),
+            },
         })
     }
 }
@@ -237,6 +291,7 @@ pub fn validate(configs: &BTreeMap<String, String>) -> Result<(), TopicConfigErr
         log: LogConfig::default(),
         max_message_bytes: 1,
         min_insync_replicas: 1,
+        timestamps: crate::config::BrokerConfig::default_timestamps(),
     };
     TopicOverrides::parse(configs)?.resolve(&defaults)?;
     Ok(())
@@ -289,6 +344,7 @@ mod tests {
             log: LogConfig::default(),
             max_message_bytes: 1000,
             min_insync_replicas: 1,
+            timestamps: crate::config::BrokerConfig::default_timestamps(),
         };
         let c = o.resolve(&defaults).unwrap();
         assert_eq!(c.min_insync_replicas, 2);

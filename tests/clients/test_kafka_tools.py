@@ -367,3 +367,65 @@ def test_consumer_group_command_deletes_offsets(make_broker):
     r = delete_offsets("no-such-group", "od-a")
     # (The tool exits 0 and prints the error.)
     assert "GroupIdNotFoundException" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_log_append_time_and_timestamp_bounds(make_broker):
+    """message.timestamp.type=LogAppendTime stamps batches with the broker's time (consumers see
+    TIMESTAMP_LOG_APPEND_TIME); CreateTime topics refuse records more than
+    message.timestamp.after.max.ms ahead (Kafka 4.x's default: one hour) or, when set,
+    message.timestamp.before.max.ms behind, with INVALID_TIMESTAMP; an alteration to
+    LogAppendTime applies to the next batch."""
+    import time
+    from confluent_kafka import (Consumer, KafkaError, Producer, TopicPartition,
+                                 TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME)
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+    b = make_broker(shards=1).start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for name, cfg in [("stamped", {"message.timestamp.type": "LogAppendTime"}),
+                      ("bounded", {"message.timestamp.before.max.ms": "86400000"}),
+                      ("plain", {})]:
+        admin.create_topics([NewTopic(name, 1, 1, config=cfg)])[name].result(30)
+    now = int(time.time() * 1000)
+    day = 86_400_000
+
+    def produce(topic, ts):
+        results = []
+        p = Producer({"bootstrap.servers": b.bootstrap, "acks": 1, "linger.ms": 0})
+        p.produce(topic, b"v", partition=0, timestamp=ts,
+                  on_delivery=lambda err, msg: results.append((err, msg.timestamp())))
+        p.flush(30)
+        return results[0]
+
+    def first_timestamps(topic, n):
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"ts-{topic}",
+                      "enable.auto.commit": False})
+        c.assign([TopicPartition(topic, 0, 0)])
+        out = []
+        deadline = time.time() + 30
+        while len(out) < n and time.time() < deadline:
+            m = c.poll(1)
+            if m is not None and m.error() is None:
+                out.append(m.timestamp())
+        c.close()
+        return out
+
+    err, _ = produce("stamped", now - 30 * day)
+    assert err is None, err
+    (kind, ts), = first_timestamps("stamped", 1)
+    assert kind == TIMESTAMP_LOG_APPEND_TIME and abs(ts - now) < 60_000, (kind, ts, now)
+
+    err, _ = produce("plain", now + 2 * 3_600_000)
+    assert err is not None and err.code() == KafkaError.INVALID_TIMESTAMP, err
+    assert produce("plain", now + 60_000)[0] is None, "a minute ahead is fine"
+    assert produce("plain", now - 365 * day)[0] is None, "no bound on the past by default"
+
+    err, _ = produce("bounded", now - 2 * day)
+    assert err is not None and err.code() == KafkaError.INVALID_TIMESTAMP, err
+    assert produce("bounded", now - day // 2)[0] is None
+
+    res = admin.incremental_alter_configs([ConfigResource("topic", "plain", incremental_configs=[
+        ConfigEntry("message.timestamp.type", "LogAppendTime", incremental_operation=AlterConfigOpType.SET)])])
+    list(res.values())[0].result(30)
+    assert produce("plain", now - 365 * day)[0] is None
+    kinds = [k for k, _ in first_timestamps("plain", 3)]
+    assert kinds == [TIMESTAMP_CREATE_TIME, TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME], kinds

@@ -163,6 +163,7 @@ async fn alter(
         log: ctx.config.log,
         max_message_bytes: ctx.config.message_max_bytes,
         min_insync_replicas: ctx.config.min_insync_replicas,
+        timestamps: ctx.config.timestamps,
     };
     let validated: ConfigAlteration = Box::new(move |current| {
         let next = change(current)?;

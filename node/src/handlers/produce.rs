@@ -19,6 +19,7 @@ use kafka_protocol::ResponseError;
 
 use crate::limits::PRODUCE_ACK_TIMEOUT_MAX_MS;
 use crate::partition::append::{batch_refused, Appended, Refused};
+use crate::partition::timestamps;
 use crate::partition::Partition;
 use crate::shard::{now_ms, ShardCtx};
 
@@ -88,7 +89,7 @@ pub async fn complete(ctx: &ShardCtx, pending: PendingProduce) -> ProduceRespons
     resp
 }
 
-/// `(base offset, log start offset)` once acknowledgeable. An `acks=all` wait gives up when
+/// `(base offset, log start offset, log append time)` once acknowledgeable. An `acks=all` wait gives up when
 /// the broker stops (its followers' fetches end, the high watermark cannot move; the
 /// partition's leadership moves away): NOT_LEADER_OR_FOLLOWER, and the client retries on the
 /// new leader.
@@ -97,7 +98,7 @@ async fn wait(
     part: &Partition,
     appended: Appended,
     deadline: std::time::Instant,
-) -> Result<(i64, i64), Refused> {
+) -> Result<(i64, i64, Option<i64>), Refused> {
     let done = async { Some(part.wait_acknowledgeable(&appended).await) };
     let timeout = async {
         glommio::timer::sleep(deadline.saturating_duration_since(std::time::Instant::now())).await;
@@ -115,7 +116,11 @@ async fn wait(
     };
     let done = futures_lite::future::or(done, stopping);
     match futures_lite::future::or(done, timeout).await {
-        Some(Ok(())) => Ok((appended.base_offset.0, part.log.log_start_offset().0)),
+        Some(Ok(())) => Ok((
+            appended.base_offset.0,
+            part.log.log_start_offset().0,
+            appended.log_append_time,
+        )),
         Some(Err(refused)) => Err(refused),
         None => Err(Refused::new(
             ResponseError::RequestTimedOut,
@@ -134,15 +139,18 @@ pub async fn handle(ctx: &Rc<ShardCtx>, req: ProduceRequest, version: i16) -> Pr
 
 fn partition_response(
     index: i32,
-    result: Result<(i64, i64), Refused>,
+    result: Result<(i64, i64, Option<i64>), Refused>,
     version: i16,
 ) -> PartitionProduceResponse {
     let mut p = PartitionProduceResponse::default();
     p.index = index;
     p.log_append_time_ms = -1;
     match result {
-        Ok((base, start)) => {
+        Ok((base, start, append_time)) => {
             p.base_offset = base;
+            if version >= 2 {
+                p.log_append_time_ms = append_time.unwrap_or(-1);
+            }
             if version >= 5 {
                 p.log_start_offset = start;
             }
@@ -197,11 +205,13 @@ async fn append_partition(
         ));
     }
     let header = only_batch(&records)?;
+    let now = now_ms();
+    let (records, header, log_append_time) =
+        timestamps::apply(records, header, part.timestamp_policy(), now)?;
     let epoch = ctx.leader_epoch(&part);
-    let mut appended = part
-        .append_as_leader(&records, &header, epoch, now_ms())
-        .await?;
+    let mut appended = part.append_as_leader(&records, &header, epoch, now).await?;
     appended.replicated = (acks == -1).then_some(epoch);
+    appended.log_append_time = log_append_time;
     Ok((part, appended))
 }
 

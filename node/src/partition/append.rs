@@ -42,6 +42,8 @@ pub struct Appended {
     /// the records; nothing more on a partition with one replica), while this replica still
     /// leads in the leader epoch the records were appended in.
     pub replicated: Option<LeaderEpoch>,
+    /// The append time the batch was stamped with (a LogAppendTime topic).
+    pub log_append_time: Option<i64>,
 }
 
 impl Partition {
@@ -109,6 +111,7 @@ impl Partition {
             end_offset: info.last_offset.next(),
             wait,
             replicated: None,
+            log_append_time: None,
         })
     }
 
@@ -125,6 +128,7 @@ impl Partition {
             end_offset: Offset(last_offset + 1),
             wait,
             replicated: None,
+            log_append_time: None,
         }
     }
 
@@ -242,6 +246,7 @@ mod tests {
                 let limits = crate::partition::Limits {
                     max_message_bytes: 1 << 20,
                     min_insync_replicas: 1,
+                    timestamps: crate::config::BrokerConfig::default_timestamps(),
                 };
                 let part = Rc::new(Partition::new("t".into(), 0, log, limits, Rc::default()));
                 let warm = part.append(&batch(-1, 0, 1)).await.unwrap();

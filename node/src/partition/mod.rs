@@ -7,6 +7,7 @@ pub mod hw_checkpoint;
 pub mod producer_snapshot;
 pub mod producer_state;
 pub mod replica;
+pub mod timestamps;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -46,6 +47,8 @@ pub struct Partition {
 pub struct Limits {
     pub max_message_bytes: usize,
     pub min_insync_replicas: usize,
+    /// `message.timestamp.*`: LogAppendTime stamping or CreateTime bounds.
+    pub timestamps: timestamps::TimestampPolicy,
 }
 
 impl Partition {
@@ -86,6 +89,11 @@ impl Partition {
     /// `min.insync.replicas` of the topic: what an `acks=all` produce needs.
     pub fn min_insync_replicas(&self) -> usize {
         self.limits.get().min_insync_replicas
+    }
+
+    /// The topic's `message.timestamp.*` settings.
+    pub fn timestamp_policy(&self) -> timestamps::TimestampPolicy {
+        self.limits.get().timestamps
     }
 
     /// The topic's configs were altered: new limits from now on.

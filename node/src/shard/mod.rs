@@ -238,6 +238,7 @@ impl ShardCtx {
             log: self.config.log,
             max_message_bytes: self.config.message_max_bytes,
             min_insync_replicas: self.config.min_insync_replicas,
+            timestamps: self.config.timestamps,
         };
         TopicOverrides::parse(&topic.configs)?.resolve(&defaults)
     }

@@ -114,6 +114,7 @@ impl ShardCtx {
                 part.set_limits(Limits {
                     max_message_bytes: config.max_message_bytes,
                     min_insync_replicas: config.min_insync_replicas,
+                    timestamps: config.timestamps,
                 });
             }
         }
@@ -175,6 +176,7 @@ impl ShardCtx {
         let limits = Limits {
             max_message_bytes: config.max_message_bytes,
             min_insync_replicas: config.min_insync_replicas,
+            timestamps: config.timestamps,
         };
         let part = Partition::new(topic.name.clone(), p, log, limits, notify);
         if let Err(e) = part.restore_producers().await {
