@@ -429,3 +429,23 @@ def test_log_append_time_and_timestamp_bounds(make_broker):
     assert produce("plain", now - 365 * day)[0] is None
     kinds = [k for k, _ in first_timestamps("plain", 3)]
     assert kinds == [TIMESTAMP_CREATE_TIME, TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME], kinds
+
+
+def test_topic_command_describes_through_describe_topic_partitions(make_broker):
+    """Kafka 4.x's admin client describes topics with DescribeTopicPartitions when the broker
+    offers it, a page of partitions at a time: three topics of five partitions, four partitions
+    a page, come back whole, each with its leader, replicas and ISR."""
+    b = make_broker(shards=2).start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for t in ("pages-a", "pages-b", "pages-c"):
+        admin.create_topics([NewTopic(t, 5, 1)])[t].result(30)
+    r = kafka_tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", b.bootstrap, "--describe",
+                   "--topic", "pages-.*", "--partition-size-limit-per-response", "4")
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [l for l in r.stdout.splitlines() if "Partition:" in l]
+    seen = sorted((l.split("Topic:")[1].split()[0], int(l.split("Partition:")[1].split()[0])) for l in lines)
+    assert seen == [(t, p) for t in ("pages-a", "pages-b", "pages-c") for p in range(5)], r.stdout
+    for l in lines:
+        leader = l.split("Leader:")[1].split()[0]
+        assert leader in ("0", "1") and f"Replicas: {leader}" in l and f"Isr: {leader}" in l, l
+        assert "Elr: " in l, l

@@ -12,7 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use crate::metadata::placement::Slot;
-use crate::metadata::{validate_topic_name, Command, TopicMeta};
+use crate::metadata::{validate_topic_name, Command, PartitionMeta, TopicMeta};
 use crate::shard::ShardCtx;
 
 pub async fn handle(ctx: &Rc<ShardCtx>, req: MetadataRequest, version: i16) -> MetadataResponse {
@@ -98,38 +98,19 @@ fn fill_topic(ctx: &ShardCtx, t: &mut MetadataResponseTopic, m: &TopicMeta, vers
         .iter()
         .enumerate()
         .map(|(i, p)| {
+            let view = partition_view(ctx, p);
             let mut mp = MetadataResponsePartition::default();
             mp.partition_index = i as i32;
             if version >= 7 {
                 mp.leader_epoch = p.leader_epoch.0;
             }
-            let replicas = if p.replicas.is_empty() {
-                vec![Slot {
-                    node: p.node.unwrap_or(ctx.config.node_id.0),
-                    shard: p.shard,
-                }]
-            } else {
-                p.replicas.clone()
-            };
-            let live = |node: i32| {
-                node == ctx.config.node_id.0 || ctx.snapshot.borrow().node(node).is_some()
-            };
-            let id = |s: &Slot| crate::ids::broker_id(s.node, s.shard);
-            mp.replica_nodes = replicas.iter().map(id).collect();
-            mp.isr_nodes = if p.is_replicated() {
-                replicas
-                    .iter()
-                    .filter(|s| p.isr.contains(&s.node))
-                    .map(id)
-                    .collect()
-            } else {
-                replicas.iter().filter(|s| live(s.node)).map(id).collect()
-            };
+            mp.replica_nodes = view.replicas;
+            mp.isr_nodes = view.isr;
             if version >= 5 {
-                mp.offline_replicas = replicas.iter().filter(|s| !live(s.node)).map(id).collect();
+                mp.offline_replicas = view.offline;
             }
-            match ctx.leader_endpoint(p) {
-                Some((leader, _, _)) => mp.leader_id = leader,
+            match view.leader {
+                Some(leader) => mp.leader_id = leader,
                 None => {
                     // No live replica leads it: offline until one may.
                     mp.error_code = ResponseError::LeaderNotAvailable.code();
@@ -139,4 +120,48 @@ fn fill_topic(ctx: &ShardCtx, t: &mut MetadataResponseTopic, m: &TopicMeta, vers
             mp
         })
         .collect();
+}
+
+/// A partition as clients see it: its leader (`None`: no live replica may lead now), replicas,
+/// in-sync replicas, eligible leader replicas (KIP-966) and offline replicas, as broker ids.
+pub(crate) struct PartitionView {
+    pub leader: Option<BrokerId>,
+    pub replicas: Vec<BrokerId>,
+    pub isr: Vec<BrokerId>,
+    pub elr: Vec<BrokerId>,
+    pub offline: Vec<BrokerId>,
+}
+
+pub(crate) fn partition_view(ctx: &ShardCtx, p: &PartitionMeta) -> PartitionView {
+    let replicas = if p.replicas.is_empty() {
+        vec![Slot {
+            node: p.node.unwrap_or(ctx.config.node_id.0),
+            shard: p.shard,
+        }]
+    } else {
+        p.replicas.clone()
+    };
+    let live =
+        |node: i32| node == ctx.config.node_id.0 || ctx.snapshot.borrow().node(node).is_some();
+    let id = |s: &Slot| crate::ids::broker_id(s.node, s.shard);
+    let isr = if p.is_replicated() {
+        replicas
+            .iter()
+            .filter(|s| p.isr.contains(&s.node))
+            .map(id)
+            .collect()
+    } else {
+        replicas.iter().filter(|s| live(s.node)).map(id).collect()
+    };
+    PartitionView {
+        leader: ctx.leader_endpoint(p).map(|(leader, _, _)| leader),
+        replicas: replicas.iter().map(id).collect(),
+        isr,
+        elr: replicas
+            .iter()
+            .filter(|s| p.elr.contains(&s.node))
+            .map(id)
+            .collect(),
+        offline: replicas.iter().filter(|s| !live(s.node)).map(id).collect(),
+    }
 }

@@ -7,6 +7,7 @@ pub mod delete_records;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_log_dirs;
+pub mod describe_topic_partitions;
 pub mod fetch;
 pub mod groups;
 pub mod init_producer_id;
@@ -60,6 +61,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DescribeTopicPartitions, 0, 0),
 ];
 
 pub fn supported_versions(api: ApiKey) -> Option<(i16, i16)> {
@@ -131,6 +133,9 @@ pub async fn dispatch(
             encode(&alter_configs::incremental(ctx, r).await, version)?
         }
         RequestKind::AlterConfigs(r) => encode(&alter_configs::alter_all(ctx, r).await, version)?,
+        RequestKind::DescribeTopicPartitions(r) => {
+            encode(&describe_topic_partitions::handle(ctx, r), version)?
+        }
         RequestKind::DescribeLogDirs(r) => encode(&describe_log_dirs::handle(ctx, r), version)?,
         RequestKind::DeleteRecords(r) => encode(&delete_records::handle(ctx, r).await, version)?,
         RequestKind::OffsetForLeaderEpoch(r) => {

@@ -315,6 +315,9 @@ mod tests {
             ApiKey::DescribeLogDirs => RequestKind::DescribeLogDirs(Default::default()),
             ApiKey::AlterConfigs => RequestKind::AlterConfigs(Default::default()),
             ApiKey::OffsetDelete => RequestKind::OffsetDelete(Default::default()),
+            ApiKey::DescribeTopicPartitions => {
+                RequestKind::DescribeTopicPartitions(Default::default())
+            }
             ApiKey::IncrementalAlterConfigs => {
                 RequestKind::IncrementalAlterConfigs(Default::default())
             }
