@@ -303,6 +303,24 @@ def test_kafkas_own_topic_tool_describes_the_cluster(cluster):
     assert offsets.returncode == 0, offsets.stdout + offsets.stderr
     ends = [int(l.rsplit(":", 1)[1]) for l in offsets.stdout.split()]
     assert sum(ends) == 20000, offsets.stdout
+    # A manual replica assignment over the cluster's brokers (node * 1000 + shard): each
+    # partition's replicas where named, the first leading; two replicas on one node refused.
+    created = kafka_tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", nodes[0].bootstrap,
+                         "--create", "--topic", "assigned", "--replica-assignment", "2000:3000,3000:1000")
+    assert created.returncode == 0, created.stdout + created.stderr
+
+    def assigned():
+        r = kafka_tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", nodes[1].bootstrap,
+                       "--describe", "--topic", "assigned")
+        lines = [l for l in r.stdout.splitlines() if "Partition:" in l]
+        return lines if len(lines) == 2 and all(
+            len(l.split("Isr:")[1].split()[0].split(",")) == 2 for l in lines) else None
+    lines = wait_for("the assigned replicas in sync", assigned, timeout=60)
+    assert [(l.split("Leader:")[1].split()[0], l.split("Replicas:")[1].split()[0]) for l in lines] == [
+        ("2000", "2000,3000"), ("3000", "3000,1000")], lines
+    refused = kafka_tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", nodes[0].bootstrap,
+                         "--create", "--topic", "same-node", "--replica-assignment", "1000:1001")
+    assert refused.returncode != 0 and "InvalidReplicaAssignment" in refused.stdout + refused.stderr
 
 
 def test_a_node_killed_and_restarted_at_once_rejoins_with_every_acknowledged_record(cluster):

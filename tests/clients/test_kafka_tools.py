@@ -449,3 +449,32 @@ def test_topic_command_describes_through_describe_topic_partitions(make_broker):
         leader = l.split("Leader:")[1].split()[0]
         assert leader in ("0", "1") and f"Replicas: {leader}" in l and f"Isr: {leader}" in l, l
         assert "Elr: " in l, l
+
+
+def test_topics_created_and_grown_with_a_manual_replica_assignment(make_broker):
+    """CreateTopics and CreatePartitions with a manual replica assignment (Kafka's TopicCommand
+    --replica-assignment): partitions land on the shards (brokers) named; an assignment that
+    breaks the placement rules is refused with INVALID_REPLICA_ASSIGNMENT."""
+    b = make_broker(shards=2).start()
+
+    def topics(*args):
+        return kafka_tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", b.bootstrap, *args)
+
+    def leaders(topic):
+        r = topics("--describe", "--topic", topic)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return [l.split("Leader:")[1].split()[0] for l in r.stdout.splitlines() if "Partition:" in l]
+
+    r = topics("--create", "--topic", "manual", "--replica-assignment", "1,0,1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert leaders("manual") == ["1", "0", "1"]
+    r = topics("--alter", "--topic", "manual", "--partitions", "5", "--replica-assignment", "1,0,1,0,0")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert leaders("manual") == ["1", "0", "1", "0", "0"]
+    for bad, why in [("0:1", "two replicas on node 0"), ("7", "broker 7 is not a live broker")]:
+        r = topics("--create", "--topic", f"bad-{len(why)}", "--replica-assignment", bad)
+        out = r.stdout + r.stderr
+        assert r.returncode != 0 and "InvalidReplicaAssignment" in out and why in out, out
+    # Records go where the assignment put them and read back.
+    produce_values(b.bootstrap, "manual", 20)
+    assert watermarks(b.bootstrap, "manual") == (0, 20)

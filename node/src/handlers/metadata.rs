@@ -71,6 +71,7 @@ async fn topic(
                 partitions,
                 replication_factor: 1,
                 configs: Default::default(),
+                assignment: None,
                 reply,
             })
             .await;

@@ -8,7 +8,7 @@ use kafka_protocol::messages::create_partitions_request::CreatePartitionsRequest
 use kafka_protocol::messages::create_partitions_response::{
     CreatePartitionsResponse, CreatePartitionsTopicResult,
 };
-use kafka_protocol::messages::create_topics_request::CreateTopicsRequest;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicResult, CreateTopicsResponse,
 };
@@ -33,10 +33,12 @@ pub async fn create(
     let mut resp = CreateTopicsResponse::default();
     for t in req.topics {
         let name = t.name.0.to_string();
-        let partitions = if t.num_partitions == -1 {
-            ctx.config.num_partitions
-        } else {
-            t.num_partitions
+        let assignment = manual_assignment(&t);
+        let manual = assignment.as_ref().ok().and_then(|a| a.as_ref());
+        let partitions = match manual {
+            Some(a) => a.len() as i32,
+            None if t.num_partitions == -1 => ctx.config.num_partitions,
+            None => t.num_partitions,
         };
         let mut configs = BTreeMap::new();
         for c in &t.configs {
@@ -46,21 +48,21 @@ pub async fn create(
             );
         }
         // -1: the broker's default (Kafka's default.replication.factor, 1).
-        let factor = if t.replication_factor == -1 {
-            1
-        } else {
-            t.replication_factor
+        let factor = match manual {
+            Some(a) => a.first().map_or(0, Vec::len) as i16,
+            None if t.replication_factor == -1 => 1,
+            None => t.replication_factor,
         };
         let live_nodes = ctx.snapshot.borrow().nodes.len().max(1);
-        let result = if let Err(e) = check_replication_factor(i32::from(factor), live_nodes) {
+        let result = if let Err(e) = &assignment {
+            Err(e.clone())
+        } else if let (None, Err(e)) = (
+            manual,
+            check_replication_factor(i32::from(factor), live_nodes),
+        ) {
             Err(Refused::new(
                 ResponseError::InvalidReplicationFactor,
                 e.to_string(),
-            ))
-        } else if !t.assignments.is_empty() {
-            Err(Refused::new(
-                ResponseError::InvalidRequest,
-                "manual replica assignment is not supported",
             ))
         } else if req.validate_only {
             validate_topic_name(&name).and_then(|_| {
@@ -69,11 +71,13 @@ pub async fn create(
             })
         } else {
             let n = name.clone();
+            let assignment = manual.cloned();
             ctx.control(|reply| Command::CreateTopic {
                 name: n,
                 partitions,
                 replication_factor: i32::from(factor),
                 configs,
+                assignment,
                 reply,
             })
             .await
@@ -146,17 +150,22 @@ pub async fn create_partitions(
     let mut resp = CreatePartitionsResponse::default();
     for t in req.topics {
         let name = t.name.0.to_string();
-        let result = if t.assignments.is_some() {
-            Err(Refused::new(
-                ResponseError::InvalidRequest,
-                "manual replica assignment is not supported",
-            ))
-        } else if req.validate_only {
+        let assignment: Option<Vec<Vec<i32>>> = t.assignments.as_ref().map(|a| {
+            a.iter()
+                .map(|p| p.broker_ids.iter().map(|b| b.0).collect())
+                .collect()
+        });
+        let result = if req.validate_only {
             Ok(())
         } else {
             let count = t.count;
-            ctx.control(|reply| Command::CreatePartitions { name, count, reply })
-                .await
+            ctx.control(|reply| Command::CreatePartitions {
+                name,
+                count,
+                assignment,
+                reply,
+            })
+            .await
         };
         let mut r = CreatePartitionsTopicResult::default();
         r.name = t.name.clone();
@@ -171,4 +180,43 @@ pub async fn create_partitions(
         resp.results.push(r);
     }
     resp
+}
+
+/// A CreateTopics topic's manual replica assignment, in partition order, by Kafka's rules:
+/// with one, `num_partitions` and `replication_factor` must be -1 (INVALID_REQUEST) and the
+/// partitions 0..n-1 each listed once (INVALID_REPLICA_ASSIGNMENT). The control plane checks
+/// the replicas themselves (`placement::assigned_replicas`).
+fn manual_assignment(t: &CreatableTopic) -> Result<Option<Vec<Vec<i32>>>, Refused> {
+    if t.assignments.is_empty() {
+        return Ok(None);
+    }
+    if t.num_partitions != -1 || t.replication_factor != -1 {
+        return Err(Refused::new(
+            ResponseError::InvalidRequest,
+            "a manual replica assignment needs num_partitions and replication_factor -1",
+        ));
+    }
+    let mut by_index: Vec<(i32, Vec<i32>)> = t
+        .assignments
+        .iter()
+        .map(|a| {
+            (
+                a.partition_index,
+                a.broker_ids.iter().map(|b| b.0).collect(),
+            )
+        })
+        .collect();
+    by_index.sort_by_key(|(i, _)| *i);
+    for (expected, (index, _)) in by_index.iter().enumerate() {
+        if *index != expected as i32 {
+            return Err(Refused::new(
+                ResponseError::InvalidReplicaAssignment,
+                format!(
+                    "the assignment must list partitions 0..{} once each; found partition {index} where {expected} belongs",
+                    by_index.len()
+                ),
+            ));
+        }
+    }
+    Ok(Some(by_index.into_iter().map(|(_, b)| b).collect()))
 }

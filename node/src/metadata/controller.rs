@@ -22,7 +22,9 @@ use replication::controller::{
 use replication::{IsrChange, ReplicaId};
 
 use super::names::{refuse_internal, validate_topic_name};
-use super::placement::{place_partitions, place_replicas, Load, Slot};
+use super::placement::{
+    assigned_replicas, place_partitions, place_replicas, Load, NodeShards, Slot,
+};
 use super::snapshot::{PartitionMeta, Snapshot, TopicMeta};
 use super::store::{MetadataStore, Saved};
 use crate::error::Refused;
@@ -38,6 +40,9 @@ pub enum Command {
         partitions: i32,
         replication_factor: i32,
         configs: BTreeMap<String, String>,
+        /// Manual replica assignment: Kafka broker ids per partition (then `partitions` and
+        /// `replication_factor` follow from it).
+        assignment: Option<Vec<Vec<i32>>>,
         reply: Reply,
     },
     DeleteTopic {
@@ -47,6 +52,8 @@ pub enum Command {
     CreatePartitions {
         name: String,
         count: i32,
+        /// Manual replica assignment of the new partitions.
+        assignment: Option<Vec<Vec<i32>>>,
         reply: Reply,
     },
     /// A topic's config overrides changed (IncrementalAlterConfigs, AlterConfigs): `alter`
@@ -383,9 +390,20 @@ impl Controller {
                 partitions,
                 replication_factor,
                 configs,
-            } => self.create_topic(&mut next, name, *partitions, *replication_factor, configs),
+                assignment,
+            } => self.create_topic(
+                &mut next,
+                name,
+                (*partitions, *replication_factor),
+                configs,
+                assignment.as_deref(),
+            ),
             Op::DeleteTopic { name } => delete_topic(&mut next, name),
-            Op::CreatePartitions { name, count } => self.create_partitions(&mut next, name, *count),
+            Op::CreatePartitions {
+                name,
+                count,
+                assignment,
+            } => self.create_partitions(&mut next, name, *count, assignment.as_deref()),
             Op::AlterTopicConfigs { name, alter } => alter_topic_configs(&mut next, name, alter),
             Op::AlterPartition {
                 topic,
@@ -446,10 +464,11 @@ impl Controller {
         &mut self,
         snapshot: &mut Snapshot,
         name: &str,
-        partitions: i32,
-        replication_factor: i32,
+        (partitions, replication_factor): (i32, i32),
         configs: &BTreeMap<String, String>,
+        assignment: Option<&[Vec<i32>]>,
     ) -> Result<bool, Refused> {
+        let partitions = assignment.map_or(partitions, |a| a.len() as i32);
         validate_topic_name(name)?;
         if snapshot.topics.contains_key(name) {
             return Err(Refused::new(
@@ -465,7 +484,10 @@ impl Controller {
         }
         crate::topic_config::validate(configs)
             .map_err(|e| Refused::new(ResponseError::InvalidConfig, e.to_string()))?;
-        let placed = self.place(snapshot, 0, partitions, replication_factor)?;
+        let placed = match assignment {
+            Some(a) => self.assign(a)?,
+            None => self.place(snapshot, 0, partitions, replication_factor)?,
+        };
         let topic = TopicMeta {
             name: name.to_owned(),
             id: uuid::Uuid::new_v4(),
@@ -481,6 +503,7 @@ impl Controller {
         snapshot: &mut Snapshot,
         name: &str,
         count: i32,
+        assignment: Option<&[Vec<i32>]>,
     ) -> Result<bool, Refused> {
         refuse_internal(
             name,
@@ -505,7 +528,26 @@ impl Controller {
                 format!("topic '{name}' has {have} partitions; asked for {count}"),
             ));
         }
-        let more = self.place(snapshot, have, count, factor)?;
+        let more = match assignment {
+            Some(a) if a.len() as i32 != count - have => {
+                return Err(Refused::new(
+                    ResponseError::InvalidReplicaAssignment,
+                    format!(
+                        "{} assignments for the {} new partitions of '{name}'",
+                        a.len(),
+                        count - have
+                    ),
+                ))
+            }
+            Some(a) if a.first().map_or(0, Vec::len) != factor as usize => {
+                return Err(Refused::new(
+                    ResponseError::InvalidReplicaAssignment,
+                    format!("'{name}' has {factor} replicas per partition; the assignment differs"),
+                ))
+            }
+            Some(a) => self.assign(a)?,
+            None => self.place(snapshot, have, count, factor)?,
+        };
         snapshot
             .topics
             .get_mut(name)
@@ -513,6 +555,31 @@ impl Controller {
             .partitions
             .extend(more);
         Ok(true)
+    }
+
+    /// Partitions placed as a manual assignment says (checked by the placement rules: see
+    /// `placement::assigned_replicas`), over the cluster's live nodes or this node's shards.
+    fn assign(&mut self, assignment: &[Vec<i32>]) -> Result<Vec<PartitionMeta>, Refused> {
+        let live = self.store.live_nodes();
+        let single = live.is_none();
+        let nodes = live.unwrap_or_else(|| {
+            vec![NodeShards {
+                node: self.settings.node,
+                shards: self.shards,
+            }]
+        });
+        let slots = assigned_replicas(assignment, &nodes)
+            .map_err(|e| Refused::new(ResponseError::InvalidReplicaAssignment, e))?;
+        Ok(slots
+            .into_iter()
+            .map(|s| {
+                if single {
+                    PartitionMeta::single(None, s[0].shard)
+                } else {
+                    PartitionMeta::placed(s)
+                }
+            })
+            .collect())
     }
 
     /// Partitions `from..to` with `factor` replicas each: over this node's shards alone (one
@@ -597,6 +664,7 @@ enum Op {
         partitions: i32,
         replication_factor: i32,
         configs: BTreeMap<String, String>,
+        assignment: Option<Vec<Vec<i32>>>,
     },
     DeleteTopic {
         name: String,
@@ -604,6 +672,7 @@ enum Op {
     CreatePartitions {
         name: String,
         count: i32,
+        assignment: Option<Vec<Vec<i32>>>,
     },
     AlterTopicConfigs {
         name: String,
@@ -630,6 +699,7 @@ impl Command {
                 partitions,
                 replication_factor,
                 configs,
+                assignment,
                 reply,
             } => (
                 Op::CreateTopic {
@@ -637,13 +707,24 @@ impl Command {
                     partitions,
                     replication_factor,
                     configs,
+                    assignment,
                 },
                 reply,
             ),
             Command::DeleteTopic { name, reply } => (Op::DeleteTopic { name }, reply),
-            Command::CreatePartitions { name, count, reply } => {
-                (Op::CreatePartitions { name, count }, reply)
-            }
+            Command::CreatePartitions {
+                name,
+                count,
+                assignment,
+                reply,
+            } => (
+                Op::CreatePartitions {
+                    name,
+                    count,
+                    assignment,
+                },
+                reply,
+            ),
             Command::AlterTopicConfigs { name, alter, reply } => {
                 (Op::AlterTopicConfigs { name, alter }, reply)
             }

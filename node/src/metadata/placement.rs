@@ -160,6 +160,60 @@ fn least(node: NodeShards, key: impl Fn(&Slot) -> (usize, usize)) -> Slot {
 
 /// A single node's partitions `from..to` (one replica each) over its `shards` shards: partition
 /// `p` on shard `p % shards`, what [`place_replicas`] gives for one node and no prior load.
+/// The replicas of a manual assignment (Kafka broker ids per partition, in partition order),
+/// checked by the placement rules: every partition has replicas, all the same number, at most
+/// [`REPLICATION_FACTOR_MAX`]; each replica on a live broker (a shard of a live node); never two
+/// replicas of a partition on one node. The first replica of each is its preferred leader.
+pub fn assigned_replicas(
+    assignment: &[Vec<i32>],
+    nodes: &[NodeShards],
+) -> Result<Vec<Vec<Slot>>, String> {
+    let factor = assignment.first().map_or(0, Vec::len);
+    if factor == 0 {
+        return Err("an assignment needs at least one replica for every partition".into());
+    }
+    if factor > REPLICATION_FACTOR_MAX {
+        return Err(format!(
+            "{factor} replicas; at most {REPLICATION_FACTOR_MAX}"
+        ));
+    }
+    assignment
+        .iter()
+        .enumerate()
+        .map(|(p, brokers)| {
+            if brokers.len() != factor {
+                return Err(format!(
+                    "partition {p} has {} replicas, partition 0 has {factor}: all partitions need the same number",
+                    brokers.len()
+                ));
+            }
+            let mut slots: Vec<Slot> = Vec::with_capacity(factor);
+            for &id in brokers {
+                let slot = Slot {
+                    node: id.div_euclid(1000),
+                    shard: id.rem_euclid(1000) as usize,
+                };
+                let live = id >= 0
+                    && nodes
+                        .iter()
+                        .any(|n| n.node == slot.node && slot.shard < n.shards);
+                if !live {
+                    return Err(format!("partition {p}: broker {id} is not a live broker"));
+                }
+                if slots.iter().any(|s| s.node == slot.node) {
+                    return Err(format!(
+                        "partition {p}: two replicas on node {} (brokers {}): the shards of a node share its machine",
+                        slot.node,
+                        brokers.iter().map(i32::to_string).collect::<Vec<_>>().join(",")
+                    ));
+                }
+                slots.push(slot);
+            }
+            Ok(slots)
+        })
+        .collect()
+}
+
 pub fn place_partitions(from: i32, to: i32, shards: usize) -> Vec<PartitionMeta> {
     (from..to)
         .map(|p| PartitionMeta::single(None, p as usize % shards))
@@ -270,5 +324,26 @@ mod tests {
         let single = place_partitions(0, 7, 3);
         let shards: Vec<usize> = placed.iter().map(|r| r[0].shard).collect();
         assert_eq!(shards, single.iter().map(|p| p.shard).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn manual_assignments_follow_the_placement_rules() {
+        let live = nodes(3, 2);
+        let ok = assigned_replicas(&[vec![1000, 2001], vec![3001, 1000]], &live).unwrap();
+        assert_eq!(
+            ok[1],
+            [Slot { node: 3, shard: 1 }, Slot { node: 1, shard: 0 }]
+        );
+        for (bad, why) in [
+            (vec![vec![1000, 1001]], "two replicas on node 1"),
+            (vec![vec![1000], vec![2000, 3000]], "same number"),
+            (vec![vec![4000]], "broker 4000 is not a live broker"),
+            (vec![vec![1002]], "broker 1002 is not a live broker"),
+            (vec![vec![-1]], "broker -1 is not a live broker"),
+            (vec![vec![]], "at least one replica"),
+        ] {
+            let e = assigned_replicas(&bad, &live).unwrap_err();
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
     }
 }

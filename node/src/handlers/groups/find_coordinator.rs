@@ -42,6 +42,7 @@ async fn offsets_topic(ctx: &Rc<ShardCtx>) -> Result<i32, ResponseError> {
             partitions,
             replication_factor,
             configs,
+            assignment: None,
             reply,
         })
         .await;
