@@ -236,6 +236,12 @@ public final class GroupCheck {
 
                     @Override
                     public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
+                        // Once the members are told to stop, the first to leave starts another
+                        // rebalance the others may complete before they see the flag: that
+                        // generation is shutdown churn, not the group's final one.
+                        if (stop.get()) {
+                            return;
+                        }
                         int gen = c.groupMetadata().generationId();
                         synchronized (Member.this) {
                             assignedIn.computeIfAbsent(gen, g -> new HashSet<>()).addAll(partitions);
