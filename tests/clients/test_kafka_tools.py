@@ -478,3 +478,26 @@ def test_topics_created_and_grown_with_a_manual_replica_assignment(make_broker):
     # Records go where the assignment put them and read back.
     produce_values(b.bootstrap, "manual", 20)
     assert watermarks(b.bootstrap, "manual") == (0, 20)
+
+
+def test_authorized_operations_are_reported_when_asked(make_broker):
+    """Metadata (topics) and DescribeCluster report authorized operations when a client asks:
+    every operation of the resource type, as Kafka without an authorizer (ringlog has none yet)."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation
+    b = make_broker(shards=1).start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic("authz", 1, 1)])["authz"].result(30)
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(30)
+    assert set(cluster.authorized_operations) == {
+        AclOperation.CREATE, AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.CLUSTER_ACTION,
+        AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE,
+    }, cluster.authorized_operations
+    topic = admin.describe_topics(TopicCollection(["authz"]), include_authorized_operations=True)["authz"].result(30)
+    assert set(topic.authorized_operations) == {
+        AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE, AclOperation.ALTER,
+        AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS,
+    }, topic.authorized_operations
+    # Not asked: not computed (None).
+    plain = admin.describe_cluster().result(30)
+    assert not plain.authorized_operations, plain.authorized_operations

@@ -11,13 +11,11 @@ use kafka_protocol::messages::describe_cluster_response::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use crate::handlers::authorized;
 use crate::shard::ShardCtx;
 
 /// `EndpointType` 1: brokers (2, controllers, is for KRaft controller listeners).
 const BROKERS: i8 = 1;
-
-/// Kafka's "authorized operations not computed".
-const OPERATIONS_NOT_COMPUTED: i32 = i32::MIN;
 
 pub fn handle(
     ctx: &Rc<ShardCtx>,
@@ -25,7 +23,10 @@ pub fn handle(
     version: i16,
 ) -> DescribeClusterResponse {
     let mut resp = DescribeClusterResponse::default();
-    resp.cluster_authorized_operations = OPERATIONS_NOT_COMPUTED;
+    resp.cluster_authorized_operations = authorized::report(
+        req.include_cluster_authorized_operations,
+        authorized::ALL_CLUSTER_OPERATIONS,
+    );
     if version >= 1 {
         resp.endpoint_type = BROKERS;
         if req.endpoint_type != BROKERS {

@@ -14,17 +14,12 @@ use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use crate::handlers::authorized::ALL_TOPIC_OPERATIONS;
 use crate::handlers::metadata::partition_view;
 use crate::shard::ShardCtx;
 
 /// Kafka's `max.request.partition.size.limit` default.
 const PARTITIONS_PER_ANSWER_MAX: i32 = 2000;
-
-/// The operations a client may do on a topic, as a bit set of Kafka's ACL operations (READ 3,
-/// WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11):
-/// every one, ringlog having no authorizer yet.
-const ALL_TOPIC_OPERATIONS: i32 =
-    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
 
 pub fn handle(
     ctx: &Rc<ShardCtx>,

@@ -11,6 +11,7 @@ use kafka_protocol::messages::{BrokerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use crate::handlers::authorized;
 use crate::metadata::placement::Slot;
 use crate::metadata::{validate_topic_name, Command, PartitionMeta, TopicMeta};
 use crate::shard::ShardCtx;
@@ -22,6 +23,17 @@ pub async fn handle(ctx: &Rc<ShardCtx>, req: MetadataRequest, version: i16) -> M
         resp.cluster_id = Some(StrBytes::from_string(ctx.cluster_id()));
     }
     resp.controller_id = ctx.controller_broker();
+    // Asked for in v8-v10 (v11 moved the cluster's to DescribeCluster).
+    if (8..=10).contains(&version) {
+        resp.cluster_authorized_operations = authorized::report(
+            req.include_cluster_authorized_operations,
+            authorized::ALL_CLUSTER_OPERATIONS,
+        );
+    }
+    let topic_operations = authorized::report(
+        version >= 8 && req.include_topic_authorized_operations,
+        authorized::ALL_TOPIC_OPERATIONS,
+    );
     let auto_create =
         ctx.config.auto_create_topics && (version < 4 || req.allow_auto_topic_creation);
     let names: Option<Vec<String>> = req.topics.map(|ts| {
@@ -35,8 +47,11 @@ pub async fn handle(ctx: &Rc<ShardCtx>, req: MetadataRequest, version: i16) -> M
         _ => ctx.snapshot.borrow().topics.keys().cloned().collect(),
     };
     for name in names {
-        resp.topics
-            .push(topic(ctx, &name, auto_create, version).await);
+        let mut t = topic(ctx, &name, auto_create, version).await;
+        if version >= 8 {
+            t.topic_authorized_operations = topic_operations;
+        }
+        resp.topics.push(t);
     }
     resp
 }

@@ -3,6 +3,7 @@
 
 pub mod alter_configs;
 pub mod api_versions;
+pub mod authorized;
 pub mod delete_records;
 pub mod describe_cluster;
 pub mod describe_configs;
