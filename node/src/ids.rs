@@ -26,6 +26,11 @@ pub fn node_of(broker: i32) -> i32 {
     broker.div_euclid(1000)
 }
 
+/// The shard (of node [`node_of`]) that is Kafka broker `broker`.
+pub fn shard_of(broker: i32) -> usize {
+    broker.rem_euclid(1000) as usize
+}
+
 /// A leader epoch in the persisted metadata, as the plain number Kafka stores.
 pub mod leader_epoch_serde {
     use super::*;

@@ -22,13 +22,10 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use crate::error::Refused;
+use crate::handlers::describe_configs::{BROKER, GROUP, TOPIC};
 use crate::metadata::controller::{Command, ConfigAlteration};
 use crate::shard::ShardCtx;
-use crate::topic_config::{TopicDefaults, TopicOverrides, TOPIC_CONFIG_DEFS};
-
-const TOPIC: i8 = 2;
-const BROKER: i8 = 4;
-const GROUP: i8 = 32;
+use crate::topic_config::{TopicOverrides, TOPIC_CONFIG_DEFS};
 
 /// IncrementalAlterConfigs' operations.
 const SET: i8 = 0;
@@ -159,12 +156,7 @@ async fn alter(
             )))
         }
     }
-    let defaults = TopicDefaults {
-        log: ctx.config.log,
-        max_message_bytes: ctx.config.message_max_bytes,
-        min_insync_replicas: ctx.config.min_insync_replicas,
-        timestamps: ctx.config.timestamps,
-    };
+    let defaults = ctx.topic_defaults();
     let validated: ConfigAlteration = Box::new(move |current| {
         let next = change(current)?;
         TopicOverrides::parse(&next)

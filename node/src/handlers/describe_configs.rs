@@ -21,10 +21,10 @@ use crate::config::{ConfigType, Properties, PROPERTIES};
 use crate::shard::ShardCtx;
 use crate::topic_config::TOPIC_CONFIG_DEFS;
 
-/// Kafka's resource types.
-const TOPIC: i8 = 2;
-const BROKER: i8 = 4;
-const GROUP: i8 = 32;
+/// Kafka's config resource types (AlterConfigs uses them too).
+pub(crate) const TOPIC: i8 = 2;
+pub(crate) const BROKER: i8 = 4;
+pub(crate) const GROUP: i8 = 32;
 
 /// Kafka's config sources.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -190,8 +190,8 @@ pub fn assigned_replicas(
             let mut slots: Vec<Slot> = Vec::with_capacity(factor);
             for &id in brokers {
                 let slot = Slot {
-                    node: id.div_euclid(1000),
-                    shard: id.rem_euclid(1000) as usize,
+                    node: crate::ids::node_of(id),
+                    shard: crate::ids::shard_of(id),
                 };
                 let live = id >= 0
                     && nodes

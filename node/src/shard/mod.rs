@@ -232,15 +232,19 @@ impl ShardCtx {
         }
     }
 
-    /// A topic's effective configs: broker defaults overridden by the topic's own.
-    pub fn topic_config(&self, topic: &TopicMeta) -> Result<TopicConfig, TopicConfigError> {
-        let defaults = TopicDefaults {
+    /// The broker defaults a topic's overrides apply to.
+    pub fn topic_defaults(&self) -> TopicDefaults {
+        TopicDefaults {
             log: self.config.log,
             max_message_bytes: self.config.message_max_bytes,
             min_insync_replicas: self.config.min_insync_replicas,
             timestamps: self.config.timestamps,
-        };
-        TopicOverrides::parse(&topic.configs)?.resolve(&defaults)
+        }
+    }
+
+    /// A topic's effective configs: broker defaults overridden by the topic's own.
+    pub fn topic_config(&self, topic: &TopicMeta) -> Result<TopicConfig, TopicConfigError> {
+        TopicOverrides::parse(&topic.configs)?.resolve(&self.topic_defaults())
     }
 
     /// Sends a command to the control plane and waits for its answer.
