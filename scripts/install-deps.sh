@@ -37,6 +37,7 @@ RINGLOG_APT_DEPS=(
   "protoc:protobuf-compiler" # etcd-client's build script compiles etcd's .proto files
   "etcd:etcd-server"     # cluster metadata store (node/tests/etcd_*.rs, scripts/cluster.sh)
   "etcdctl:etcd-client"  # inspecting a cluster's metadata by hand
+  "promtool:prometheus"  # tests/clients/test_metrics.py: a real Prometheus scrapes the endpoint
 )
 
 # Packages without a command of their own, checked with dpkg.

@@ -116,6 +116,12 @@ pub const PROPERTIES: &[Property] = &[
         "Host and base port given to clients (empty: as listeners).",
     ),
     prop(
+        "metrics.listen",
+        "",
+        ConfigType::String,
+        "HOST:PORT of the Prometheus endpoint (GET /metrics); empty: no endpoint.",
+    ),
+    prop(
         "num.shards",
         "0",
         ConfigType::Int,
@@ -362,6 +368,8 @@ pub struct BrokerConfig {
     pub timestamps: TimestampPolicy,
     pub replica: ReplicaConfig,
     pub socket_request_max_bytes: usize,
+    /// `metrics.listen`: where the Prometheus endpoint listens (`None`: nowhere).
+    pub metrics_listen: Option<SocketAddr>,
     /// `queued.max.request.bytes`: memory all connections of the node may hold in request
     /// frames (`None`: unbounded, -1 as in Kafka).
     pub queued_max_request_bytes: Option<usize>,
@@ -605,6 +613,7 @@ impl Properties {
             replica: self.replica()?,
             socket_request_max_bytes: self.int("socket.request.max.bytes")?,
             queued_max_request_bytes: self.queued_max_request_bytes()?,
+            metrics_listen: self.metrics_listen()?,
             read_cache_bytes: self.read_cache_bytes(shards)?,
             group: self.group()?,
             metadata: self.metadata()?,
@@ -630,6 +639,30 @@ impl Properties {
             before_max_ms: bound("log.message.timestamp.before.max.ms")?,
             after_max_ms: bound("log.message.timestamp.after.max.ms")?,
         })
+    }
+
+    /// `metrics.listen`: empty for no endpoint, else HOST:PORT (an IP address or localhost).
+    fn metrics_listen(&self) -> Result<Option<SocketAddr>, ConfigError> {
+        let key = "metrics.listen";
+        let raw = self.get(key).trim();
+        if raw.is_empty() {
+            return Ok(None);
+        }
+        let (host, port) = raw
+            .rsplit_once(':')
+            .ok_or_else(|| self.invalid(key, "expected HOST:PORT"))?;
+        let port: u16 = port
+            .parse()
+            .map_err(|_| self.invalid(key, "port is not a number from 0 to 65535"))?;
+        let host = host.trim_matches(['[', ']']);
+        let ip: IpAddr = match host {
+            "localhost" => IpAddr::from([127, 0, 0, 1]),
+            "" => IpAddr::from([0, 0, 0, 0]),
+            h => h
+                .parse()
+                .map_err(|_| self.invalid(key, "host must be an IP address or localhost"))?,
+        };
+        Ok(Some(SocketAddr::new(ip, port)))
     }
 
     /// `queued.max.request.bytes`: -1 (Kafka's default) is unbounded; ringlog's default is
@@ -858,6 +891,26 @@ mod tests {
     fn request_budget_is_bounded_by_default_and_minus_one_lifts_it() {
         let mut p = Properties::default();
         assert_eq!(p.build().unwrap().queued_max_request_bytes, Some(512 << 20));
+        assert_eq!(p.build().unwrap().metrics_listen, None);
+        p.set("metrics.listen", "localhost:9404").unwrap();
+        assert_eq!(
+            p.build().unwrap().metrics_listen,
+            Some("127.0.0.1:9404".parse().unwrap())
+        );
+        for bad in [
+            "9404",
+            "127.0.0.1:http",
+            "example.com:9404",
+            "1.2.3.4:70000",
+        ] {
+            p.set("metrics.listen", bad).unwrap();
+            let err = p.build().unwrap_err().to_string();
+            assert!(
+                err.contains("metrics.listen") && err.contains(bad),
+                "{bad}: {err}"
+            );
+        }
+        p.set("metrics.listen", "").unwrap();
         p.set("queued.max.request.bytes", "-1").unwrap();
         assert_eq!(p.build().unwrap().queued_max_request_bytes, None);
         p.set("queued.max.request.bytes", "4096").unwrap();

@@ -57,4 +57,12 @@ pub enum StartError {
     Shard { shard: usize, reason: String },
     #[error("starting the control plane: {0}")]
     ControlPlane(#[source] std::io::Error),
+    #[error("metrics.listen {addr}: cannot listen: {source}")]
+    MetricsListen {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("starting the metrics endpoint: {0}")]
+    Metrics(#[source] std::io::Error),
 }

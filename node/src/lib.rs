@@ -27,6 +27,7 @@ pub mod ids;
 pub mod limits;
 pub mod log_output;
 pub mod metadata;
+pub mod metrics;
 pub mod partition;
 pub mod server;
 pub mod shard;

@@ -31,6 +31,8 @@ pub struct Node {
     pub stopping: Arc<AtomicBool>,
     shards: Vec<glommio::ExecutorJoinHandle<()>>,
     controller: std::thread::JoinHandle<()>,
+    /// The Prometheus endpoint's thread (`metrics.listen`).
+    metrics: Option<std::thread::JoinHandle<()>>,
 }
 
 /// Keeps large buffers on the heap instead of fresh mmaps (each would page-fault and be
@@ -129,9 +131,20 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
     let mut shards = Vec::new();
     let cpus = allowed_cpus();
     let request_budget = RequestBudget::new(config.queued_max_request_bytes);
+    // Bound before any shard starts: a port in use is a start error, not a log line.
+    let metrics_listener = match config.metrics_listen {
+        Some(addr) => Some(
+            std::net::TcpListener::bind(addr)
+                .map_err(|source| StartError::MetricsListen { addr, source })?,
+        ),
+        None => None,
+    };
+    let mut metrics_asks = Vec::new();
     for shard in 0..config.shards {
         let (tx, rx) = fmpsc::unbounded();
         to_shards.push(tx);
+        let (ask_tx, asks) = fmpsc::unbounded();
+        metrics_asks.push(ask_tx);
         let (config, commands, stopping, producer_ids, lease, request_budget) = (
             config.clone(),
             commands.clone(),
@@ -165,8 +178,9 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
                     topology: glommio::sync::Semaphore::new(1),
                     reopen_due: Default::default(),
                     request_budget,
+                    metrics: Default::default(),
                 });
-                run_shard(ctx, rx).await;
+                run_shard(ctx, rx, asks).await;
             })
             .map_err(|e| StartError::Shard {
                 shard,
@@ -187,10 +201,30 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
                 .run(command_rx)
         })
         .map_err(StartError::ControlPlane)?;
+    let metrics = match metrics_listener {
+        Some(listener) => {
+            let endpoint = crate::metrics::endpoint::Endpoint {
+                listener,
+                shards: metrics_asks,
+                request_budget: request_budget.clone(),
+                request_budget_capacity: config.queued_max_request_bytes,
+                node_id: config.node_id.0,
+                stopping: stopping.clone(),
+            };
+            Some(
+                std::thread::Builder::new()
+                    .name("metrics".into())
+                    .spawn(move || endpoint.run())
+                    .map_err(StartError::Metrics)?,
+            )
+        }
+        None => None,
+    };
     Ok(Node {
         stopping,
         shards,
         controller,
+        metrics,
     })
 }
 
@@ -211,6 +245,12 @@ impl Node {
         }
         if self.controller.join().is_err() {
             tracing::error!("control-plane thread panicked");
+        }
+        // The endpoint stops with the node (it looks at the flag a shard's failure sets too).
+        if let Some(m) = self.metrics {
+            if m.join().is_err() {
+                tracing::error!("metrics thread panicked");
+            }
         }
     }
 }

@@ -202,6 +202,26 @@ impl Coordinator {
         out
     }
 
+    /// The groups this shard coordinates, for the metrics: state, members and committed
+    /// offsets.
+    pub fn report(&self) -> Vec<crate::metrics::report::GroupReport> {
+        self.groups
+            .borrow()
+            .values()
+            .filter(|g| g.state != GroupState::Dead)
+            .map(|g| crate::metrics::report::GroupReport {
+                group: g.id.clone(),
+                state: g.state.name(),
+                members: g.members.len(),
+                committed: g
+                    .offsets
+                    .iter()
+                    .map(|((t, p), v)| (t.clone(), *p, v.offset))
+                    .collect(),
+            })
+            .collect()
+    }
+
     pub fn describe(&self, host: &dyn Host, group: &str) -> Result<GroupSummary, ResponseError> {
         self.locate(host, group)?;
         let groups = self.groups.borrow();

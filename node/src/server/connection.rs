@@ -14,6 +14,7 @@ use std::future::Future;
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::rc::Rc;
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use futures_lite::io::{ReadHalf, WriteHalf};
@@ -36,10 +37,17 @@ use crate::shard::ShardCtx;
 /// An answer being prepared: `None` when no response is due.
 type Answer = Pin<Box<dyn Future<Output = Result<Option<Outgoing>, ConnectionError>>>>;
 
+/// Which API a request was and when its frame was read, for its latency.
+#[derive(Clone, Copy)]
+struct Timing {
+    api_key: i16,
+    read_at: Instant,
+}
+
 /// The answers of one connection in request order, between the reader and the writer task.
 #[derive(Default)]
 struct Pipeline {
-    answers: RefCell<VecDeque<Answer>>,
+    answers: RefCell<VecDeque<(Answer, Timing)>>,
     /// Requests read whose answer is not written yet (queued, or being awaited or written).
     unanswered: Cell<usize>,
     /// Notified when an answer is queued or written, and when the reader or writer stops.
@@ -50,8 +58,8 @@ struct Pipeline {
 }
 
 impl Pipeline {
-    fn push(&self, answer: Answer) {
-        self.answers.borrow_mut().push_back(answer);
+    fn push(&self, answer: Answer, timing: Timing) {
+        self.answers.borrow_mut().push_back((answer, timing));
         self.unanswered.set(self.unanswered.get() + 1);
         self.changed.notify_all();
     }
@@ -86,7 +94,8 @@ pub async fn serve_connection(ctx: &Rc<ShardCtx>, stream: TcpStream) {
     let pipeline = Rc::new(Pipeline::default());
     let writer = glommio::spawn_local({
         let pipeline = pipeline.clone();
-        async move { write_answers(&pipeline, write_half, fd).await }
+        let ctx = ctx.clone();
+        async move { write_answers(&ctx, &pipeline, write_half, fd).await }
     });
     let result = serve_requests(ctx, &pipeline, read_half, host).await;
     if ctx.stop.is_stopping() && pipeline.unanswered.get() > 0 {
@@ -116,11 +125,17 @@ async fn serve_requests(
     };
     loop {
         let frame = read_frame_or_stop(ctx, pipeline, &mut reader, &mut stream).await?;
+        let read_at = Instant::now();
+        ctx.metrics.received(frame.len() + 4);
         let request = match decode_request(frame)? {
             Decoded::ApiVersionsUnsupported { correlation_id } => {
                 pipeline.wait_below(1).await;
                 let out = handlers::api_versions::unsupported(correlation_id);
-                pipeline.push(Box::pin(async move { Ok(Some(out)) }));
+                let timing = Timing {
+                    api_key: ApiKey::ApiVersions as i16,
+                    read_at,
+                };
+                pipeline.push(Box::pin(async move { Ok(Some(out)) }), timing);
                 continue;
             }
             Decoded::Request {
@@ -137,6 +152,10 @@ async fn serve_requests(
             }
         }
         let correlation_id = header.correlation_id;
+        let timing = Timing {
+            api_key: api as i16,
+            read_at,
+        };
         tracing::trace!(?api, version, correlation_id, client = %client.id, "request");
         match *body {
             RequestKind::Produce(req) => {
@@ -144,27 +163,33 @@ async fn serve_requests(
                 let acks = req.acks;
                 let pending = handlers::produce::append(ctx, req, version).await;
                 if acks == 0 {
+                    // Fire and forget: done once appended.
+                    ctx.metrics
+                        .record_request(timing.api_key, read_at.elapsed(), Instant::now());
                     continue;
                 }
                 let ctx = ctx.clone();
-                pipeline.push(Box::pin(async move {
-                    let resp = handlers::produce::complete(&ctx, pending).await;
-                    let body = handlers::encode(&resp, version).map_err(|e| {
-                        ConnectionError::Malformed {
-                            api,
-                            version,
-                            reason: e.to_string(),
-                        }
-                    })?;
-                    with_header(body, api, version, correlation_id).map(Some)
-                }));
+                pipeline.push(
+                    Box::pin(async move {
+                        let resp = handlers::produce::complete(&ctx, pending).await;
+                        let body = handlers::encode(&resp, version).map_err(|e| {
+                            ConnectionError::Malformed {
+                                api,
+                                version,
+                                reason: e.to_string(),
+                            }
+                        })?;
+                        with_header(body, api, version, correlation_id).map(Some)
+                    }),
+                    timing,
+                );
             }
             other => {
                 // Everything but Produce runs alone, after the answers before it are written.
                 pipeline.wait_below(1).await;
                 let answer =
                     handle_request(ctx, &client, (api, version, correlation_id), other).await;
-                pipeline.push(Box::pin(async move { answer }));
+                pipeline.push(Box::pin(async move { answer }), timing);
             }
         }
     }
@@ -213,6 +238,7 @@ fn with_header(
 /// The writer task: awaits each answer in request order and writes it; stops when the reader
 /// is done and every answer is written, or on the first failure (which stops the reader).
 async fn write_answers(
+    ctx: &ShardCtx,
     pipeline: &Pipeline,
     mut stream: WriteHalf<TcpStream>,
     fd: RawFd,
@@ -220,7 +246,7 @@ async fn write_answers(
     loop {
         let seen = pipeline.changed.generation();
         let next = pipeline.answers.borrow_mut().pop_front();
-        let Some(answer) = next else {
+        let Some((answer, timing)) = next else {
             if pipeline.reader_done.get() {
                 return Ok(());
             }
@@ -228,10 +254,22 @@ async fn write_answers(
             continue;
         };
         let written = match answer.await {
-            Ok(Some(out)) => write_outgoing(&mut stream, fd, out).await,
+            Ok(Some(out)) => {
+                let bytes = out.len() + 4;
+                let written = write_outgoing(&mut stream, fd, out).await;
+                if written.is_ok() {
+                    ctx.metrics.sent(bytes);
+                }
+                written
+            }
             Ok(None) => Ok(()),
             Err(e) => Err(e),
         };
+        if written.is_ok() {
+            let now = Instant::now();
+            ctx.metrics
+                .record_request(timing.api_key, now - timing.read_at, now);
+        }
         pipeline.unanswered.set(pipeline.unanswered.get() - 1);
         pipeline.changed.notify_all();
         if let Err(e) = written {

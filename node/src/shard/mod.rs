@@ -55,6 +55,8 @@ pub struct ShardCtx {
     pub reopen_due: RefCell<HashMap<(String, i32), std::time::Instant>>,
     /// The node's request budget (`queued.max.request.bytes`), shared by every shard.
     pub request_budget: Arc<crate::server::budget::RequestBudget>,
+    /// What the shard counts for the metrics endpoint.
+    pub metrics: crate::metrics::recorder::ShardMetrics,
 }
 
 pub fn now_ms() -> i64 {

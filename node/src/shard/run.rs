@@ -15,10 +15,16 @@ use crate::limits::{
     STOP_POLL_INTERVAL,
 };
 use crate::metadata::SnapshotUpdate;
+use crate::metrics::endpoint::Ask;
 use crate::server::connection::serve_connection;
 
-/// Runs shard `shard` until `stopping` is set; returns after its logs are closed.
-pub async fn run_shard(ctx: Rc<ShardCtx>, mut updates: fmpsc::UnboundedReceiver<SnapshotUpdate>) {
+/// Runs shard `shard` until `stopping` is set; returns after its logs are closed. `asks` are
+/// the metrics endpoint's requests for the shard's report.
+pub async fn run_shard(
+    ctx: Rc<ShardCtx>,
+    mut updates: fmpsc::UnboundedReceiver<SnapshotUpdate>,
+    mut asks: fmpsc::UnboundedReceiver<Ask>,
+) {
     let addr = std::net::SocketAddr::new(
         ctx.config.listen.ip(),
         ctx.config.listen.port() + ctx.shard as u16,
@@ -71,7 +77,18 @@ pub async fn run_shard(ctx: Rc<ShardCtx>, mut updates: fmpsc::UnboundedReceiver<
     })
     .detach();
     let group_ticker = spawn_group_ticker(ctx.clone());
+    let reporter = glommio::spawn_local({
+        let ctx = ctx.clone();
+        async move {
+            while let Some(reply) = asks.next().await {
+                // The endpoint may have given up waiting: nothing to do then.
+                let _ = reply.send(ctx.metrics_report());
+            }
+        }
+    })
+    .detach();
     accept_until_stopped(&ctx, listener).await;
+    reporter.cancel();
     group_ticker.cancel();
     maintenance.cancel();
     // In-flight requests finish: connections close after their current request, within
@@ -146,6 +163,7 @@ async fn accept_until_stopped(ctx: &Rc<ShardCtx>, listener: TcpListener) {
             None => return,
             Some(Ok(stream)) => {
                 let ctx = ctx.clone();
+                ctx.metrics.connection_accepted();
                 glommio::spawn_local(async move {
                     ctx.connections.set(ctx.connections.get() + 1);
                     serve_connection(&ctx, stream).await;

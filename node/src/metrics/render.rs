@@ -1,0 +1,500 @@
+//! A scrape's text from the shards' reports: every metric family ringlog exposes, with
+//! Kafka's vocabulary in names and labels (`request="Produce"`, log end offset, high
+//! watermark, log start offset, consumer group lag).
+
+use std::collections::HashMap;
+
+use kafka_protocol::messages::ApiKey;
+
+use super::exposition::{Exposition, Kind, Sample};
+use super::process::ProcessFacts;
+use super::report::{PartitionReport, ShardReport};
+
+/// What the endpoint knows of the node itself.
+pub struct NodeFacts {
+    pub node_id: i32,
+    /// `queued.max.request.bytes` (`None`: unbounded).
+    pub request_budget_capacity: Option<usize>,
+    pub request_budget_available: usize,
+    pub request_budget_waiting: usize,
+    pub process: ProcessFacts,
+}
+
+/// Kafka's name of an API (`Produce`, `Fetch`, …), as in its `request` label.
+fn api_name(key: i16) -> String {
+    match ApiKey::try_from(key) {
+        Ok(api) => format!("{api:?}"),
+        Err(()) => format!("Unknown{key}"),
+    }
+}
+
+fn shard_label(shard: usize) -> Vec<(&'static str, String)> {
+    vec![("shard", shard.to_string())]
+}
+
+fn partition_labels(p: &PartitionReport) -> Vec<(&'static str, String)> {
+    vec![
+        ("topic", p.topic.clone()),
+        ("partition", p.partition.to_string()),
+    ]
+}
+
+/// Families with one sample per shard: name, type, help, the figure.
+type ShardFigure = (&'static str, Kind, &'static str, fn(&ShardReport) -> f64);
+
+const SHARD_FAMILIES: &[ShardFigure] = &[
+    (
+        "ringlog_network_received_bytes_total",
+        Kind::Counter,
+        "Request bytes read from clients (size prefixes included).",
+        |r| r.bytes_received as f64,
+    ),
+    (
+        "ringlog_network_sent_bytes_total",
+        Kind::Counter,
+        "Response bytes written to clients (size prefixes and record bytes included).",
+        |r| r.bytes_sent as f64,
+    ),
+    (
+        "ringlog_connections",
+        Kind::Gauge,
+        "Client connections open.",
+        |r| r.connections_open as f64,
+    ),
+    (
+        "ringlog_connections_accepted_total",
+        Kind::Counter,
+        "Client connections accepted.",
+        |r| r.connections_accepted as f64,
+    ),
+    (
+        "ringlog_io_uring_file_reads_total",
+        Kind::Counter,
+        "File reads the shard submitted to io_uring.",
+        |r| r.executor.file_reads as f64,
+    ),
+    (
+        "ringlog_io_uring_file_read_bytes_total",
+        Kind::Counter,
+        "Bytes read by the shard's io_uring file reads.",
+        |r| r.executor.file_read_bytes as f64,
+    ),
+    (
+        "ringlog_io_uring_file_writes_total",
+        Kind::Counter,
+        "File writes the shard submitted to io_uring.",
+        |r| r.executor.file_writes as f64,
+    ),
+    (
+        "ringlog_io_uring_file_written_bytes_total",
+        Kind::Counter,
+        "Bytes written by the shard's io_uring file writes.",
+        |r| r.executor.file_written_bytes as f64,
+    ),
+    (
+        "ringlog_shard_busy_seconds_total",
+        Kind::Counter,
+        "Time the shard's executor spent running tasks and polling I/O.",
+        |r| r.executor.busy.as_secs_f64(),
+    ),
+    (
+        "ringlog_shard_tasks_executed_total",
+        Kind::Counter,
+        "Tasks the shard's executor ran.",
+        |r| r.executor.tasks_executed as f64,
+    ),
+    (
+        "ringlog_read_cache_budget_bytes",
+        Kind::Gauge,
+        "The shard's share of log.read.cache.bytes.",
+        |r| r.read_cache.budget_bytes as f64,
+    ),
+    (
+        "ringlog_read_cache_bytes",
+        Kind::Gauge,
+        "Segment file chunks the shard's read cache holds.",
+        |r| r.read_cache.used_bytes as f64,
+    ),
+    (
+        "ringlog_read_cache_hits_total",
+        Kind::Counter,
+        "Reads of segment files served from the read cache.",
+        |r| r.read_cache.hits as f64,
+    ),
+    (
+        "ringlog_read_cache_misses_total",
+        Kind::Counter,
+        "Reads of segment files that went to the device.",
+        |r| r.read_cache.misses as f64,
+    ),
+    (
+        "ringlog_read_cache_evictions_total",
+        Kind::Counter,
+        "Chunks evicted from the read cache.",
+        |r| r.read_cache.evicted as f64,
+    ),
+    (
+        "ringlog_tail_bytes",
+        Kind::Gauge,
+        "Memory the in-memory tails of the shard's active segments hold.",
+        |r| r.tail_bytes as f64,
+    ),
+];
+
+/// The scrape's text. `reports[i]` is shard `i`'s report, `None` when it did not answer.
+pub fn render(reports: &[Option<ShardReport>], node: &NodeFacts) -> String {
+    let mut e = Exposition::default();
+    let up: Vec<&ShardReport> = reports.iter().flatten().collect();
+    e.family(
+        "ringlog_build_info",
+        Kind::Gauge,
+        "The broker's version and node id (always 1).",
+        vec![Sample::new(
+            vec![
+                ("version", env!("CARGO_PKG_VERSION").to_owned()),
+                ("node_id", node.node_id.to_string()),
+            ],
+            1.0,
+        )],
+    );
+    e.family(
+        "ringlog_shard_up",
+        Kind::Gauge,
+        "1 if the shard answered this scrape in time, 0 if not (its figures are missing).",
+        reports
+            .iter()
+            .enumerate()
+            .map(|(i, r)| Sample::new(shard_label(i), f64::from(u8::from(r.is_some())))),
+    );
+    process_families(&mut e, &node.process);
+    request_families(&mut e, &up);
+    memory_families(&mut e, node);
+    for &(name, kind, help, figure) in SHARD_FAMILIES {
+        e.family(
+            name,
+            kind,
+            help,
+            up.iter()
+                .map(|r| Sample::new(shard_label(r.shard), figure(r))),
+        );
+    }
+    partition_families(&mut e, &up);
+    group_families(&mut e, &up);
+    e.finish()
+}
+
+fn process_families(e: &mut Exposition, p: &ProcessFacts) {
+    let one = |v: Option<f64>| v.map(|v| Sample::new(Vec::new(), v));
+    e.family(
+        "process_cpu_seconds_total",
+        Kind::Counter,
+        "User and system CPU time of the broker process.",
+        one(p.cpu_seconds),
+    );
+    e.family(
+        "process_resident_memory_bytes",
+        Kind::Gauge,
+        "Resident memory of the broker process.",
+        one(p.resident_bytes.map(|v| v as f64)),
+    );
+    e.family(
+        "process_open_fds",
+        Kind::Gauge,
+        "Open file descriptors of the broker process.",
+        one(p.open_fds.map(|v| v as f64)),
+    );
+    e.family(
+        "process_start_time_seconds",
+        Kind::Gauge,
+        "When the broker process started, in seconds since the Unix epoch.",
+        one(p.start_time_seconds),
+    );
+}
+
+fn request_families(e: &mut Exposition, up: &[&ShardReport]) {
+    let mut counts = Vec::new();
+    let mut latency = Vec::new();
+    for r in up {
+        for a in &r.apis {
+            let labels = vec![
+                ("shard", r.shard.to_string()),
+                ("request", api_name(a.api_key)),
+            ];
+            counts.push(Sample::new(labels.clone(), a.count as f64));
+            for (q, v) in &a.quantiles {
+                let mut l = labels.clone();
+                l.push(("quantile", q.to_string()));
+                latency.push(Sample::new(l, v.unwrap_or(f64::NAN)));
+            }
+            latency.push(Sample {
+                suffix: "_sum",
+                labels: labels.clone(),
+                value: a.sum_seconds,
+            });
+            latency.push(Sample {
+                suffix: "_count",
+                labels,
+                value: a.count as f64,
+            });
+        }
+    }
+    e.family(
+        "ringlog_requests_total",
+        Kind::Counter,
+        "Requests served, per API (Kafka's RequestsPerSec).",
+        counts,
+    );
+    e.family(
+        "ringlog_request_latency_seconds",
+        Kind::Summary,
+        "Time from a request read to its response written, per API (Kafka's TotalTimeMs); quantiles over the last 60 to 120 seconds, NaN when no request came in that time.",
+        latency,
+    );
+}
+
+fn memory_families(e: &mut Exposition, node: &NodeFacts) {
+    let one = |v: f64| vec![Sample::new(Vec::new(), v)];
+    if let Some(cap) = node.request_budget_capacity {
+        e.family(
+            "ringlog_request_budget_bytes",
+            Kind::Gauge,
+            "queued.max.request.bytes: memory all connections may hold in request frames (absent when unbounded).",
+            one(cap as f64),
+        );
+        e.family(
+            "ringlog_request_budget_available_bytes",
+            Kind::Gauge,
+            "Request budget not held by any request.",
+            one(node.request_budget_available as f64),
+        );
+    }
+    e.family(
+        "ringlog_request_budget_waiting_connections",
+        Kind::Gauge,
+        "Connections waiting for request budget before reading their next request.",
+        one(node.request_budget_waiting as f64),
+    );
+}
+
+/// Gauges with one sample per replica: name, help, the figure (`None`: not reported).
+type PartitionFigure = (
+    &'static str,
+    &'static str,
+    fn(&PartitionReport) -> Option<f64>,
+);
+
+const PARTITION_FAMILIES: &[PartitionFigure] = &[
+    (
+        "ringlog_partition_leader",
+        "1 if this node's replica leads the partition, 0 if it follows.",
+        |p| Some(f64::from(u8::from(p.leader))),
+    ),
+    (
+        "ringlog_partition_log_start_offset",
+        "The replica's log start offset (Kafka's LogStartOffset).",
+        |p| Some(p.log_start_offset as f64),
+    ),
+    (
+        "ringlog_partition_log_end_offset",
+        "The replica's log end offset (Kafka's LogEndOffset).",
+        |p| Some(p.log_end_offset as f64),
+    ),
+    (
+        "ringlog_partition_high_watermark",
+        "The replica's high watermark: consumers read below it.",
+        |p| Some(p.high_watermark as f64),
+    ),
+    (
+        "ringlog_partition_size_bytes",
+        "Bytes in the replica's log segments (Kafka's Size).",
+        |p| Some(p.size_bytes as f64),
+    ),
+    (
+        "ringlog_partition_replicas",
+        "Replicas of the partition (reported by its leader).",
+        |p| p.leader.then_some(p.replicas as f64),
+    ),
+    (
+        "ringlog_partition_in_sync_replicas",
+        "In-sync replicas of the partition, the leader included (reported by its leader).",
+        |p| p.leader.then_some(p.in_sync_replicas as f64),
+    ),
+];
+
+/// Gauges counting a shard's replicas: name, help, which replicas count.
+type PartitionCount = (&'static str, &'static str, fn(&PartitionReport) -> bool);
+
+const PARTITION_COUNTS: &[PartitionCount] = &[
+    (
+        "ringlog_leader_partitions",
+        "Partitions the shard leads (Kafka's LeaderCount).",
+        |p| p.leader,
+    ),
+    (
+        "ringlog_under_replicated_partitions",
+        "Partitions the shard leads with fewer in-sync replicas than replicas (Kafka's UnderReplicatedPartitions).",
+        |p| p.leader && p.in_sync_replicas < p.replicas,
+    ),
+    (
+        "ringlog_offline_log_partitions",
+        "Replicas whose log failed (an I/O error) and serve nothing until reopened.",
+        |p| p.offline,
+    ),
+];
+
+fn partition_families(e: &mut Exposition, up: &[&ShardReport]) {
+    for &(name, help, figure) in PARTITION_FAMILIES {
+        let samples = up
+            .iter()
+            .flat_map(|r| &r.partitions)
+            .filter_map(|p| figure(p).map(|v| Sample::new(partition_labels(p), v)));
+        e.family(name, Kind::Gauge, help, samples);
+    }
+    for &(name, help, counted) in PARTITION_COUNTS {
+        let samples = up.iter().map(|r| {
+            let n = r.partitions.iter().filter(|p| counted(p)).count();
+            Sample::new(shard_label(r.shard), n as f64)
+        });
+        e.family(name, Kind::Gauge, help, samples);
+    }
+}
+
+fn group_families(e: &mut Exposition, up: &[&ShardReport]) {
+    // Consumers read up to the high watermark: lag is measured from it, as Kafka's
+    // ConsumerGroupCommand does. Only partitions led on this node are known here.
+    let high_watermarks: HashMap<(&str, i32), i64> = up
+        .iter()
+        .flat_map(|r| &r.partitions)
+        .filter(|p| p.leader)
+        .map(|p| ((p.topic.as_str(), p.partition), p.high_watermark))
+        .collect();
+    let groups: Vec<_> = up.iter().flat_map(|r| &r.groups).collect();
+    e.family(
+        "ringlog_consumer_group_members",
+        Kind::Gauge,
+        "Members of each group this node coordinates.",
+        groups
+            .iter()
+            .map(|g| Sample::new(vec![("group", g.group.clone())], g.members as f64)),
+    );
+    e.family(
+        "ringlog_consumer_group_state",
+        Kind::Gauge,
+        "1 for each group's state (Empty, PreparingRebalance, CompletingRebalance, Stable).",
+        groups.iter().map(|g| {
+            Sample::new(
+                vec![("group", g.group.clone()), ("state", g.state.to_owned())],
+                1.0,
+            )
+        }),
+    );
+    let committed: Vec<_> = groups
+        .iter()
+        .flat_map(|g| g.committed.iter().map(move |c| (g.group.as_str(), c)))
+        .collect();
+    let labels = |group: &str, topic: &str, partition: i32| {
+        vec![
+            ("group", group.to_owned()),
+            ("topic", topic.to_owned()),
+            ("partition", partition.to_string()),
+        ]
+    };
+    e.family(
+        "ringlog_consumer_group_committed_offset",
+        Kind::Gauge,
+        "Each group's committed offset per partition.",
+        committed
+            .iter()
+            .map(|(g, (t, p, o))| Sample::new(labels(g, t, *p), *o as f64)),
+    );
+    e.family(
+        "ringlog_consumer_group_lag",
+        Kind::Gauge,
+        "High watermark minus the committed offset, per group and partition (partitions led on this node only).",
+        committed.iter().filter_map(|(g, (t, p, o))| {
+            let hw = high_watermarks.get(&(t.as_str(), *p))?;
+            Some(Sample::new(labels(g, t, *p), (hw - o).max(0) as f64))
+        }),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::recorder::ApiReport;
+    use super::super::report::GroupReport;
+    use super::*;
+
+    fn partition(topic: &str, partition: i32, leader: bool, hw: i64) -> PartitionReport {
+        PartitionReport {
+            topic: topic.into(),
+            partition,
+            leader,
+            log_start_offset: 0,
+            log_end_offset: hw + 1,
+            high_watermark: hw,
+            size_bytes: 100,
+            replicas: 3,
+            in_sync_replicas: if leader { 2 } else { 0 },
+            offline: false,
+        }
+    }
+
+    fn facts() -> NodeFacts {
+        NodeFacts {
+            node_id: 1,
+            request_budget_capacity: Some(1024),
+            request_budget_available: 1000,
+            request_budget_waiting: 0,
+            process: ProcessFacts::default(),
+        }
+    }
+
+    #[test]
+    fn lag_comes_from_the_leaders_high_watermark() {
+        let r0 = ShardReport {
+            shard: 0,
+            partitions: vec![partition("t", 0, true, 10), partition("t", 1, false, 7)],
+            groups: vec![GroupReport {
+                group: "g".into(),
+                state: "Stable",
+                members: 2,
+                committed: vec![("t".into(), 0, 4), ("t".into(), 1, 3)],
+            }],
+            apis: vec![ApiReport {
+                api_key: 0,
+                count: 3,
+                sum_seconds: 0.003,
+                quantiles: vec![(0.5, Some(0.001)), (0.99, None)],
+            }],
+            ..Default::default()
+        };
+        let text = render(&[Some(r0), None], &facts());
+        assert!(
+            text.contains(
+                "ringlog_consumer_group_lag{group=\"g\",topic=\"t\",partition=\"0\"} 6\n"
+            ),
+            "{text}"
+        );
+        // Partition 1 is led elsewhere: its lag is not known here.
+        assert!(
+            !text.contains("ringlog_consumer_group_lag{group=\"g\",topic=\"t\",partition=\"1\"}")
+        );
+        assert!(text.contains(
+            "ringlog_consumer_group_committed_offset{group=\"g\",topic=\"t\",partition=\"1\"} 3\n"
+        ));
+        assert!(text.contains("ringlog_shard_up{shard=\"0\"} 1\nringlog_shard_up{shard=\"1\"} 0\n"));
+        assert!(text.contains("ringlog_under_replicated_partitions{shard=\"0\"} 1\n"));
+        assert!(text.contains("ringlog_requests_total{shard=\"0\",request=\"Produce\"} 3\n"));
+        assert!(text.contains("ringlog_request_latency_seconds{shard=\"0\",request=\"Produce\",quantile=\"0.99\"} NaN\n"));
+        assert!(text.contains(
+            "ringlog_request_latency_seconds_count{shard=\"0\",request=\"Produce\"} 3\n"
+        ));
+        assert!(text.contains("ringlog_request_budget_bytes 1024\n"));
+        // Every family once: each TYPE line names a distinct family.
+        let types: Vec<&str> = text.lines().filter(|l| l.starts_with("# TYPE")).collect();
+        let mut distinct = types.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(types.len(), distinct.len());
+    }
+}
