@@ -12,6 +12,9 @@ pub const LEADER_EPOCH_FILE: &str = "leader-epoch-checkpoint";
 /// The log start offset moved past the first segment's base (DeleteRecords), per partition
 /// (Kafka keeps one such file per log directory).
 pub const LOG_START_OFFSET_FILE: &str = "log-start-offset-checkpoint";
+/// Where the log cleaner got to: every segment below this offset was cleaned (Kafka keeps one
+/// such file per log directory; ringlog one per partition, beside the others).
+pub const CLEANER_OFFSET_FILE: &str = "cleaner-offset-checkpoint";
 
 /// Writes `lines` as a version-0 checkpoint file `dir/name`, replacing it atomically.
 pub async fn write_checkpoint(dir: &Path, name: &str, lines: &[String]) -> Result<(), IoError> {

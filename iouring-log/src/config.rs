@@ -2,7 +2,7 @@
 
 use crate::limits::{SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LogConfig {
     /// `segment.bytes`: roll when the active segment would exceed this.
     pub segment_bytes: u64,
@@ -20,6 +20,41 @@ pub struct LogConfig {
     pub retention_bytes: Option<u64>,
     /// `retention.ms`: delete segments whose newest record is older; `None` = forever.
     pub retention_ms: Option<i64>,
+    /// `cleanup.policy` and the log cleaner's settings.
+    pub compaction: Compaction,
+}
+
+/// `cleanup.policy` (`delete`, `compact`, or both) and the compaction settings, Kafka's
+/// topic configs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Compaction {
+    /// `delete` in `cleanup.policy`: `retention.ms` and `retention.bytes` delete old segments.
+    pub delete: bool,
+    /// `compact` in `cleanup.policy`: the log cleaner keeps the latest record of each key.
+    pub compact: bool,
+    /// `min.cleanable.dirty.ratio`: the log is cleaned when its dirty bytes are at least this
+    /// share of its cleanable bytes.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: records younger than this are never compacted.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a log whose oldest dirty record is older than this is cleaned
+    /// whatever its dirty ratio (`None`: no such bound).
+    pub max_compaction_lag_ms: Option<i64>,
+    /// `delete.retention.ms`: how long a tombstone stays once it is in the cleaned part.
+    pub delete_retention_ms: i64,
+}
+
+impl Default for Compaction {
+    fn default() -> Self {
+        Compaction {
+            delete: true,
+            compact: false,
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: None,
+            delete_retention_ms: 24 * 3600 * 1000,
+        }
+    }
 }
 
 impl Default for LogConfig {
@@ -32,6 +67,7 @@ impl Default for LogConfig {
             flush_ms: None,
             retention_bytes: None,
             retention_ms: Some(7 * 24 * 3600 * 1000),
+            compaction: Compaction::default(),
         }
     }
 }
@@ -50,9 +86,25 @@ pub enum ConfigError {
     FlushMs { value: i64 },
     #[error("retention.ms {value} must not be negative")]
     RetentionMs { value: i64 },
+    #[error("cleanup.policy must name delete, compact or both")]
+    CleanupPolicy,
+    #[error("min.cleanable.dirty.ratio {value} is out of range [0, 1]")]
+    DirtyRatio { value: String },
+    #[error("{key} {value} must not be negative")]
+    CompactionMs { key: &'static str, value: i64 },
 }
 
 impl LogConfig {
+    /// `(retention.ms, retention.bytes)` as they apply: neither without `delete` in
+    /// `cleanup.policy` (a compacted-only log keeps every key's latest record forever).
+    pub fn retention(&self) -> (Option<i64>, Option<u64>) {
+        if self.compaction.delete {
+            (self.retention_ms, self.retention_bytes)
+        } else {
+            (None, None)
+        }
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !(SEGMENT_BYTES_MIN..=SEGMENT_BYTES_MAX).contains(&self.segment_bytes) {
             return Err(ConfigError::SegmentBytes {
@@ -75,6 +127,27 @@ impl LogConfig {
         }
         if let Some(v) = self.retention_ms.filter(|v| *v < 0) {
             return Err(ConfigError::RetentionMs { value: v });
+        }
+        let c = &self.compaction;
+        if !c.delete && !c.compact {
+            return Err(ConfigError::CleanupPolicy);
+        }
+        if !(0.0..=1.0).contains(&c.min_cleanable_dirty_ratio) {
+            return Err(ConfigError::DirtyRatio {
+                value: c.min_cleanable_dirty_ratio.to_string(),
+            });
+        }
+        for (key, value) in [
+            ("min.compaction.lag.ms", c.min_compaction_lag_ms),
+            (
+                "max.compaction.lag.ms",
+                c.max_compaction_lag_ms.unwrap_or(0),
+            ),
+            ("delete.retention.ms", c.delete_retention_ms),
+        ] {
+            if value < 0 {
+                return Err(ConfigError::CompactionMs { key, value });
+            }
         }
         Ok(())
     }

@@ -15,6 +15,7 @@ pub mod aligned_buf;
 pub mod appender;
 pub mod batch;
 pub mod checkpoint;
+pub mod cleaner;
 pub mod config;
 pub mod error;
 pub mod fault_injection;

@@ -62,6 +62,8 @@ pub(crate) struct LogState {
     /// The log start offset as DeleteRecords (or, on a follower, the leader's) moved it; the
     /// first segment's base offset when that is higher.
     pub start_floor: Offset,
+    /// The cleaner checkpoint: every segment below it was cleaned (its offsets may have gaps).
+    pub cleaned_below: Offset,
     pub recovery_point: Offset,
     pub unflushed_records: u64,
     pub first_unflushed_ms: Option<i64>,
@@ -506,9 +508,11 @@ impl Log {
                 _ => Ok(()),
             },
             None => {
+                // A follower's batches follow the leader's offsets: they only increase (a
+                // cleaned segment of the leader's skips the offsets of removed records).
                 let mut expected = st.log_end_offset();
                 for (_, h) in headers {
-                    if h.base_offset != expected {
+                    if h.base_offset < expected {
                         return Err(AppendError::OffsetMismatch {
                             expected,
                             got: h.base_offset,

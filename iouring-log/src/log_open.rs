@@ -10,8 +10,8 @@ use glommio::sync::Semaphore;
 
 use crate::appender::{Appender, SegmentEnd};
 use crate::checkpoint::{
-    parse_checkpoint, read_file, sync_dir, write_checkpoint, LEADER_EPOCH_FILE,
-    LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
+    parse_checkpoint, read_file, sync_dir, write_checkpoint, CLEANER_OFFSET_FILE,
+    LEADER_EPOCH_FILE, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
 };
 use crate::config::LogConfig;
 use crate::error::{IoError, OpenError};
@@ -20,7 +20,7 @@ use crate::log::{Log, LogInner, LogState};
 use crate::notify::{Notify, Progress};
 use crate::offset_index::OffsetIndex;
 use crate::read_cache::CachedSegment;
-use crate::recovery::{next_offset_from_index, scan_segment};
+use crate::recovery::{next_offset_from_index, scan_segment, Gaps};
 use crate::segment::{
     delete_segment_files, open_read_file, open_trimmed, read_partial_block, segment_file,
     write_index_files, ActiveSegment, Segment, SegmentIndexes, SegmentState, INDEX_SUFFIX,
@@ -161,6 +161,7 @@ async fn load_scanned(
     dir: &Path,
     base: Offset,
     config: &LogConfig,
+    gaps: Gaps,
     epochs: &mut LeaderEpochCache,
 ) -> Result<(Segment, bool), IoError> {
     let path = segment_file(dir, base, LOG_SUFFIX);
@@ -172,9 +173,9 @@ async fn load_scanned(
     let scan = scan_segment(
         &read_file_handle,
         &path,
-        base,
-        file_size,
+        (base, file_size),
         config.index_interval_bytes,
+        gaps,
         epochs,
     )
     .await?;
@@ -246,6 +247,8 @@ impl Log {
         std::fs::create_dir_all(&dir).map_err(|e| IoError::new("creating", &dir, e))?;
         // glommio's directory operations need an absolute path.
         let dir = std::path::absolute(&dir).map_err(|e| IoError::new("resolving", &dir, e))?;
+        let cleaned_below = read_offset_checkpoint(&dir, CLEANER_OFFSET_FILE).await?;
+        crate::cleaner::finish_interrupted_cleaning(&dir, &config).await?;
         let bases = list_segments(&dir)?;
         let recovery_point = read_offset_checkpoint(&dir, RECOVERY_POINT_FILE).await?;
         let start_floor = read_offset_checkpoint(&dir, LOG_START_OFFSET_FILE).await?;
@@ -254,6 +257,8 @@ impl Log {
             dir: &dir,
             bases: &bases,
             recovery_point,
+            cleaned_below,
+            compacted: config.compaction.compact,
         };
         let mut segments = load_segments(found, io.as_ref(), &config, &mut epochs).await?;
         if segments.is_empty() {
@@ -271,6 +276,7 @@ impl Log {
             segments,
             epochs,
             start_floor,
+            cleaned_below,
             // Everything up to the log end was validated and the active file synced above.
             recovery_point: end,
             unflushed_records: 0,
@@ -327,6 +333,20 @@ struct Found<'a> {
     dir: &'a Path,
     bases: &'a [Offset],
     recovery_point: Offset,
+    /// The cleaner checkpoint: segments below it may have offset gaps.
+    cleaned_below: Offset,
+    /// A compacted topic's log: any segment may (a follower's copies of cleaned ones).
+    compacted: bool,
+}
+
+impl Found<'_> {
+    fn gaps_in(&self, base: Offset) -> Gaps {
+        if self.compacted || base < self.cleaned_below {
+            Gaps::Allowed
+        } else {
+            Gaps::Damage
+        }
+    }
 }
 
 async fn load_segments(
@@ -339,6 +359,7 @@ async fn load_segments(
         dir,
         bases,
         recovery_point,
+        ..
     } = found;
     let mut segments: Vec<Segment> = Vec::with_capacity(bases.len());
     for (i, &base) in bases.iter().enumerate() {
@@ -362,12 +383,15 @@ async fn load_segments(
             }
             tracing::warn!(dir = %dir.display(), base_offset = base.0, "index missing or corrupt; rebuilding");
         }
-        let (mut seg, stopped) = load_scanned(dir, base, config, epochs).await?;
+        let gaps = found.gaps_in(base);
+        let (mut seg, stopped) = load_scanned(dir, base, config, gaps, epochs).await?;
         let next_base = bases.get(i + 1).copied();
         // A segment before the last one is whole when its offsets run up to the next one's
         // base. It may still end in zero padding or a torn write, not trimmed yet: the crash
-        // came while a background seal was finishing it.
-        let gap = next_base.is_some_and(|next| seg.next_offset != next);
+        // came while a background seal was finishing it. A cleaned segment may end before the
+        // next base (its last records were removed), but not in damage.
+        let gap = next_base
+            .is_some_and(|next| seg.next_offset != next && (gaps == Gaps::Damage || stopped));
         if stopped && next_base.is_some() {
             let path = seg.log_path.as_path();
             let trimmed = open_trimmed(io, path, seg.size).await?;

@@ -20,7 +20,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::rc::Rc;
 
 use glommio::io::{BufferedFile, DmaBuffer, OpenOptions, ReadResult};
@@ -52,7 +52,10 @@ thread_local! {
 /// with O_DIRECT for reads (on first use).
 pub struct CachedSegment {
     id: u64,
-    path: Rc<PathBuf>,
+    /// Where the file is: moved when the log cleaner replaces the segment ([`relocate`]).
+    ///
+    /// [`relocate`]: CachedSegment::relocate
+    path: RefCell<Rc<PathBuf>>,
     direct: RefCell<Option<Rc<BufferedFile>>>,
     /// Itself, weakly: its place in the open-handles queue.
     me: std::rc::Weak<CachedSegment>,
@@ -67,14 +70,20 @@ impl CachedSegment {
         });
         Rc::new_cyclic(|me| CachedSegment {
             id,
-            path,
+            path: RefCell::new(path),
             direct: RefCell::new(None),
             me: me.clone(),
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    pub fn path(&self) -> Rc<PathBuf> {
+        self.path.borrow().clone()
+    }
+
+    /// The file was renamed (a replaced segment kept for its readers): reads that open it
+    /// from now on open it there.
+    pub fn relocate(&self, path: Rc<PathBuf>) {
+        *self.path.borrow_mut() = path;
     }
 
     async fn direct(&self) -> Result<Rc<BufferedFile>, IoError> {
@@ -87,10 +96,11 @@ impl CachedSegment {
         // disks (no poll queues) fails with EOPNOTSUPP.
         let mut options = OpenOptions::new();
         options.read(true).custom_flags(libc::O_DIRECT);
-        let file = on_helper_thread(options.buffered_open(self.path.as_path()))
+        let path = self.path();
+        let file = on_helper_thread(options.buffered_open(path.as_path()))
             .await
             .map(Rc::new)
-            .map_err(|e| IoError::new("opening for direct reads", self.path.as_path(), e))?;
+            .map_err(|e| IoError::new("opening for direct reads", path.as_path(), e))?;
         // Two first reads may both open it; the first one stored wins, the other is dropped.
         if let Some(f) = self.direct.borrow().as_ref() {
             return Ok(f.clone());
@@ -394,13 +404,13 @@ async fn read_chunk(
     // The same ticker as for helper-thread operations keeps the reactor looking.
     let read = on_helper_thread(file.read_at(position, CHUNK))
         .await
-        .map_err(|e| IoError::new("reading", segment.path(), std::io::Error::from(e)))?;
+        .map_err(|e| IoError::new("reading", segment.path().as_path(), std::io::Error::from(e)))?;
     if read.len() < final_len {
         let e = std::io::Error::other(format!(
             "short read at {position}: {} of {final_len} bytes",
             read.len()
         ));
-        return Err(IoError::new("reading", segment.path(), e));
+        return Err(IoError::new("reading", segment.path().as_path(), e));
     }
     Ok(Rc::new(CachedChunk {
         bytes: ChunkBytes::Read(read),

@@ -6,6 +6,9 @@
 //!   fails, and the log is truncated there. Nothing before the damage is dropped.
 //! - Corruption in the middle of a segment after the recovery point truncates the log at the
 //!   damage: later batches cannot be trusted to be contiguous, as in Kafka.
+//! - Offsets must run on without gaps, except in segments the log cleaner rewrote (below the
+//!   log's cleaner checkpoint) and in logs of compacted topics (a follower's copies of cleaned
+//!   segments): there they must only increase ([`Gaps`]).
 //! - A missing or unreadable `.index`/`.timeindex` of a segment before the recovery point is
 //!   rebuilt from its `.log`.
 
@@ -75,14 +78,23 @@ impl Window<'_> {
     }
 }
 
+/// Whether a scan accepts offsets that skip ahead between batches: a segment the log cleaner
+/// rewrote (or a follower's copy of one) has gaps where records were removed; any other
+/// segment's offsets are contiguous, and a gap there is damage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gaps {
+    Allowed,
+    Damage,
+}
+
 /// Validates every batch of a segment file from position 0, rebuilding its indexes and
 /// assigning the leader epochs its batches carry.
 pub async fn scan_segment(
     file: &BufferedFile,
     path: &std::path::Path,
-    base_offset: Offset,
-    file_size: u64,
+    (base_offset, file_size): (Offset, u64),
     interval_bytes: u64,
+    gaps: Gaps,
     epochs: &mut LeaderEpochCache,
 ) -> Result<ScannedSegment, IoError> {
     let mut w = Window {
@@ -115,7 +127,7 @@ pub async fn scan_segment(
             out.stopped = Some((pos, StopReason::Batch(e)));
             break;
         }
-        if let Some(reason) = check_placement(&header, out.next_offset, base_offset, pos) {
+        if let Some(reason) = check_placement(&header, (out.next_offset, gaps), base_offset, pos) {
             out.stopped = Some((pos, reason));
             break;
         }
@@ -134,11 +146,15 @@ pub async fn scan_segment(
 
 fn check_placement(
     header: &BatchHeader,
-    expected: Offset,
+    (expected, gaps): (Offset, Gaps),
     base_offset: Offset,
     pos: u64,
 ) -> Option<StopReason> {
-    if header.base_offset != expected {
+    let placed = match gaps {
+        Gaps::Allowed => header.base_offset >= expected,
+        Gaps::Damage => header.base_offset == expected,
+    };
+    if !placed {
         return Some(StopReason::OffsetGap {
             expected,
             found: header.base_offset,

@@ -68,7 +68,7 @@ impl Log {
                 let st = self.inner.state.borrow();
                 let a = st.active();
                 let expired =
-                    self.inner.config.get().retention_ms.is_some_and(|ms| {
+                    self.inner.config.get().retention().0.is_some_and(|ms| {
                         a.largest_timestamp().is_some_and(|ts| now_ms - ts.0 > ms)
                     });
                 expired && a.size > 0 && a.next_offset <= upper_bound
@@ -94,7 +94,7 @@ impl Log {
             let cfg = self.inner.config.get();
             let n = segments_to_delete(
                 &facts,
-                (cfg.retention_ms, cfg.retention_bytes),
+                cfg.retention(),
                 now_ms,
                 st.log_start_offset(),
                 upper_bound,
@@ -250,8 +250,16 @@ impl Log {
         let read_file = open_read_file(p).await?;
         let interval = self.inner.config.get().index_interval_bytes;
         let mut scratch_epochs = LeaderEpochCache::default();
-        let scan =
-            scan_segment(&read_file, p, base, position, interval, &mut scratch_epochs).await?;
+        let gaps = self.gaps_in(base);
+        let scan = scan_segment(
+            &read_file,
+            p,
+            (base, position),
+            interval,
+            gaps,
+            &mut scratch_epochs,
+        )
+        .await?;
         if scan.stopped.is_some() || scan.next_offset != next_offset {
             let e = IoError::new(
                 "re-reading after truncation",

@@ -1,0 +1,1045 @@
+//! The log cleaner (Kafka's `LogCleaner`): in a log with `compact` in its `cleanup.policy`,
+//! keeps the latest record of every key and drops the older ones, in sealed segments only.
+//!
+//! One cleaning of a log, as in Kafka:
+//! 1. **What may be cleaned**: sealed segments from the first, up to the first segment that is
+//!    active, reaches the `upper_bound` (the high watermark; the caller lowers it further where
+//!    it must), or holds a record younger than `min.compaction.lag.ms`. The part below the
+//!    cleaner checkpoint (`cleaner-offset-checkpoint`) is clean, the rest dirty. The log is
+//!    cleaned when its dirty bytes are at least `min.cleanable.dirty.ratio` of the cleanable
+//!    ones, or a dirty segment is older than `max.compaction.lag.ms`.
+//! 2. **The offset map**: every key in the dirty part with the offset of its latest record,
+//!    up to the map's memory (`log.cleaner.dedupe.buffer.size`, shared by the node's shards;
+//!    at least one segment is always mapped): the cleaning ends where the map ends.
+//! 3. **Rewriting**: the segments from the first up to there, in groups of consecutive
+//!    segments that fit one segment (`segment.bytes`), each group into one new segment named
+//!    after its first. A record stays when its key's latest offset is its own (or its key is
+//!    not in the map: a key not seen since); unkeyed records go (a compacted topic refuses
+//!    them, older ones are dropped); a tombstone (null value) goes once it is in the clean
+//!    part and its batch is older than `delete.retention.ms`. A batch whose records all stay
+//!    is copied as it is; one that loses some is rewritten with the same header fields (base
+//!    offset, last offset delta, timestamps, producer, leader epoch, compression) around the
+//!    records that stay, which are copied byte for byte; a batch that loses all goes.
+//!
+//! Crash safety (the files, in order): the new segment is written to `<base>.log.cleaned`
+//! and synced; the cleaner checkpoint moves past the group; the file is renamed to
+//! `<base>.log.swap` and the directory synced: **the commit**. Then the group's old files are
+//! renamed to `*.deleted` (readers holding them keep reading the old bytes; they are removed
+//! later), the swap file becomes `<base>.log`, and its indexes are written. Opening a log
+//! finishes what a crash interrupted ([`finish_interrupted_cleaning`]): a `.cleaned` file is
+//! removed (the old segments stand), a `.swap` file replaces every segment its offsets cover,
+//! `.deleted` files go.
+//!
+//! The cleaner reads through the shard's read cache and writes with buffered I/O; it yields
+//! to the shard's other tasks between batches and, with `io_bytes_per_second`, sleeps to keep
+//! its reads and writes under that rate.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use glommio::io::BufferedFile;
+use kafka_protocol::compression::{Compressor, Decompressor, Gzip, Lz4, Snappy, Zstd};
+
+use crate::batch::BatchHeader;
+use crate::checkpoint::{sync_dir, write_checkpoint, CLEANER_OFFSET_FILE};
+use crate::config::LogConfig;
+use crate::error::{FlushError, IoError, ReadError};
+use crate::helper_thread::on_helper_thread;
+use crate::leader_epoch_cache::LeaderEpochCache;
+use crate::limits::BATCH_HEADER_BYTES;
+use crate::log::Log;
+use crate::read_cache::CachedSegment;
+use crate::reader::SegmentView;
+use crate::recovery::{scan_segment, Gaps};
+use crate::segment::{
+    delete_segment_files, segment_file, write_index_files, Segment, SegmentIndexes, SegmentState,
+    INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+};
+use crate::types::Offset;
+
+/// Suffix of a new segment being written.
+const CLEANED: &str = ".cleaned";
+/// Suffix of a new segment committed but not yet in place.
+const SWAP: &str = ".swap";
+/// Suffix of a replaced segment's files until they are removed.
+const DELETED: &str = ".deleted";
+/// How long replaced files stay for readers that still hold them (Kafka's
+/// `file.delete.delay.ms` default).
+pub const FILE_DELETE_DELAY: Duration = Duration::from_secs(60);
+/// Bytes read at once while walking a segment's batches.
+const READ_WINDOW: usize = 1 << 20;
+/// Bytes buffered before a write of the new segment.
+const WRITE_CHUNK: usize = 1 << 20;
+/// Memory one key takes in the offset map beyond its bytes (hash table slot, offset).
+const MAP_ENTRY_OVERHEAD: usize = 48;
+
+/// The node's limits on its cleaners, per shard.
+#[derive(Debug, Clone, Copy)]
+pub struct CleanerLimits {
+    /// Memory of the offset map (the shard's share of `log.cleaner.dedupe.buffer.size`).
+    pub map_bytes: usize,
+    /// Reads plus writes per second (the shard's share of
+    /// `log.cleaner.io.max.bytes.per.second`); `None`: unthrottled.
+    pub io_bytes_per_second: Option<u64>,
+}
+
+/// What one cleaning did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CleanStats {
+    /// The dirty part cleaned: `[first_dirty, cleaned_to)`.
+    pub first_dirty: Offset,
+    pub cleaned_to: Offset,
+    pub segments_before: usize,
+    pub segments_after: usize,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    pub records_read: u64,
+    pub records_removed: u64,
+    pub tombstones_removed: u64,
+    pub unkeyed_removed: u64,
+    pub batches_rewritten: u64,
+    pub batches_removed: u64,
+}
+
+/// How dirty a log is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Dirtiness {
+    pub first_dirty: Offset,
+    pub first_uncleanable: Offset,
+    pub cleanable_bytes: u64,
+    pub dirty_bytes: u64,
+    /// A dirty segment is older than `max.compaction.lag.ms`.
+    pub overdue: bool,
+}
+
+impl Dirtiness {
+    pub fn ratio(&self) -> f64 {
+        if self.cleanable_bytes == 0 {
+            0.0
+        } else {
+            self.dirty_bytes as f64 / self.cleanable_bytes as f64
+        }
+    }
+
+    /// Whether the log should be cleaned now.
+    pub fn due(&self, min_ratio: f64) -> bool {
+        self.dirty_bytes > 0 && (self.overdue || self.ratio() >= min_ratio)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CleanError {
+    #[error(transparent)]
+    Io(#[from] IoError),
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error(transparent)]
+    Flush(#[from] FlushError),
+    #[error("segment {path}: batch at position {position}: {reason}")]
+    Corrupt {
+        path: PathBuf,
+        position: u64,
+        reason: String,
+    },
+}
+
+/// A sealed segment as the cleaner saw it.
+#[derive(Clone)]
+struct Snap {
+    view: SegmentView,
+    base: Offset,
+    next: Offset,
+    size: u64,
+}
+
+impl Log {
+    /// Whether a segment from `base` may have offset gaps (cleaned, or in a compacted log).
+    pub(crate) fn gaps_in(&self, base: Offset) -> Gaps {
+        let compact = self.inner.config.get().compaction.compact;
+        if compact || base < self.inner.state.borrow().cleaned_below {
+            Gaps::Allowed
+        } else {
+            Gaps::Damage
+        }
+    }
+
+    /// The cleaner checkpoint: segments below it are cleaned.
+    pub fn cleaned_below(&self) -> Offset {
+        self.inner.state.borrow().cleaned_below
+    }
+
+    /// How dirty the log is; `None` when it is not compacted or has nothing cleanable.
+    pub fn dirtiness(&self, now_ms: i64, upper_bound: Offset) -> Option<Dirtiness> {
+        self.cleanable(now_ms, upper_bound).map(|(_, d)| d)
+    }
+
+    fn cleanable(&self, now_ms: i64, upper_bound: Offset) -> Option<(Vec<Snap>, Dirtiness)> {
+        let cfg = self.inner.config.get().compaction;
+        if !cfg.compact || self.failure().is_some() {
+            return None;
+        }
+        let st = self.inner.state.borrow();
+        let mut snaps = Vec::new();
+        for s in &st.segments {
+            let young = s
+                .largest_timestamp()
+                .is_some_and(|ts| now_ms - ts.0 < cfg.min_compaction_lag_ms);
+            if !s.is_sealed() || s.next_offset > upper_bound || young {
+                break;
+            }
+            snaps.push(Snap {
+                view: s.view(),
+                base: s.base_offset,
+                next: s.next_offset,
+                size: s.size,
+            });
+        }
+        let first_uncleanable = st
+            .segments
+            .get(snaps.len())
+            .map_or(st.log_end_offset(), |s| s.base_offset);
+        let first_dirty = st.cleaned_below.max(st.segments[0].base_offset);
+        if snaps.is_empty() || first_dirty >= first_uncleanable {
+            return None;
+        }
+        let dirty: Vec<&Snap> = snaps.iter().filter(|s| s.base >= first_dirty).collect();
+        let overdue = cfg.max_compaction_lag_ms.is_some_and(|lag| {
+            st.segments
+                .iter()
+                .filter(|s| s.base_offset >= first_dirty && s.base_offset < first_uncleanable)
+                .any(|s| s.rolling_timestamp_ms > 0 && now_ms - s.rolling_timestamp_ms > lag)
+        });
+        let d = Dirtiness {
+            first_dirty,
+            first_uncleanable,
+            cleanable_bytes: snaps.iter().map(|s| s.size).sum(),
+            dirty_bytes: dirty.iter().map(|s| s.size).sum(),
+            overdue,
+        };
+        drop(st);
+        Some((snaps, d))
+    }
+
+    /// Cleans the log if it is due (see the module doc); `None` when it was not.
+    pub async fn clean(
+        &self,
+        now_ms: i64,
+        upper_bound: Offset,
+        limits: &CleanerLimits,
+    ) -> Result<Option<CleanStats>, CleanError> {
+        // Only sealed segments are cleaned: let the seals of recent rolls finish first.
+        self.wait_for_seals().await?;
+        let Some((snaps, d)) = self.cleanable(now_ms, upper_bound) else {
+            return Ok(None);
+        };
+        let cfg = self.inner.config.get();
+        if !d.due(cfg.compaction.min_cleanable_dirty_ratio) {
+            return Ok(None);
+        }
+        let mut throttle = Throttle::new(limits.io_bytes_per_second);
+        let mut stats = CleanStats {
+            first_dirty: d.first_dirty,
+            ..CleanStats::default()
+        };
+        // The offset map over the dirty part, as far as it fits.
+        let mut map = OffsetMap::new(limits.map_bytes);
+        let mut end = d.first_dirty;
+        for s in snaps.iter().filter(|s| s.base >= d.first_dirty) {
+            if end > d.first_dirty && map.full() {
+                break;
+            }
+            let mut batches = SegmentBatches::new(&s.view);
+            while let Some((position, bytes)) = batches.next().await? {
+                throttle.spent(bytes.len()).await;
+                let header = parse(&s.view, position, &bytes)?;
+                let records = batch_records(&bytes, &header)
+                    .map_err(|reason| corrupt(&s.view, position, reason))?;
+                for r in &records.records {
+                    if let Some(key) = r.key(&records.bytes) {
+                        map.put(key, r.offset);
+                    }
+                }
+                glommio::yield_if_needed().await;
+            }
+            end = snaps
+                .iter()
+                .find(|n| n.base > s.base)
+                .map_or(d.first_uncleanable, |n| n.base);
+        }
+        stats.cleaned_to = end;
+        let to_clean: Vec<Snap> = snaps.into_iter().filter(|s| s.base < end).collect();
+        stats.segments_before = to_clean.len();
+        stats.bytes_before = to_clean.iter().map(|s| s.size).sum();
+        let tombstone_horizon = now_ms - cfg.compaction.delete_retention_ms;
+        for group in group_by_size(&to_clean, cfg.segment_bytes) {
+            let group_end = to_clean
+                .iter()
+                .find(|n| n.base > group.last().expect("groups are not empty").base)
+                .map_or(end, |n| n.base);
+            let rules = Rules {
+                map: &map,
+                first_dirty: d.first_dirty,
+                tombstone_horizon,
+            };
+            let cleaned = self
+                .write_cleaned(&group, &rules, &mut stats, &mut throttle)
+                .await?;
+            stats.bytes_after += cleaned.size;
+            stats.segments_after += 1;
+            if !self.swap_in(cleaned, &group, group_end).await? {
+                tracing::info!(log = %self.inner.dir.display(), "log changed while it was cleaned; cleaning stops here");
+                break;
+            }
+        }
+        tracing::info!(
+            log = %self.inner.dir.display(),
+            first_dirty = stats.first_dirty.0,
+            cleaned_to = stats.cleaned_to.0,
+            segments = format!("{} -> {}", stats.segments_before, stats.segments_after),
+            bytes = format!("{} -> {}", stats.bytes_before, stats.bytes_after),
+            records_removed = stats.records_removed,
+            tombstones_removed = stats.tombstones_removed,
+            "log cleaned"
+        );
+        Ok(Some(stats))
+    }
+
+    /// Writes the cleaned copy of `group` to `<first base>.log.cleaned`, synced.
+    async fn write_cleaned(
+        &self,
+        group: &[Snap],
+        rules: &Rules<'_>,
+        stats: &mut CleanStats,
+        throttle: &mut Throttle,
+    ) -> Result<CleanedSegment, CleanError> {
+        let base = group[0].base;
+        let path = with_suffix(&segment_file(&self.inner.dir, base, LOG_SUFFIX), CLEANED);
+        let interval = self.inner.config.get().index_interval_bytes;
+        let mut out = CleanedWriter::create(path, base, interval).await?;
+        for s in group {
+            let mut batches = SegmentBatches::new(&s.view);
+            while let Some((position, bytes)) = batches.next().await? {
+                throttle.spent(bytes.len()).await;
+                let header = parse(&s.view, position, &bytes)?;
+                let records = batch_records(&bytes, &header)
+                    .map_err(|reason| corrupt(&s.view, position, reason))?;
+                stats.records_read += records.records.len() as u64;
+                let keep: Vec<&RawRecord> = records
+                    .records
+                    .iter()
+                    .filter(|r| {
+                        let (kept, why) = rules.keep(r, &records.bytes, &header);
+                        match why {
+                            Removed::Kept => {}
+                            Removed::Superseded => stats.records_removed += 1,
+                            Removed::Tombstone => {
+                                stats.records_removed += 1;
+                                stats.tombstones_removed += 1;
+                            }
+                            Removed::Unkeyed => {
+                                stats.records_removed += 1;
+                                stats.unkeyed_removed += 1;
+                            }
+                        }
+                        kept
+                    })
+                    .collect();
+                let control = header.attributes & (1 << 5) != 0;
+                if control || keep.len() == records.records.len() {
+                    out.push(&header, bytes).await?;
+                } else if keep.is_empty() {
+                    stats.batches_removed += 1;
+                } else {
+                    let rebuilt = rebuild_batch(&bytes, &header, &records.bytes, &keep)
+                        .map_err(|reason| corrupt(&s.view, position, reason))?;
+                    let h = BatchHeader::parse_validated(&rebuilt)
+                        .map_err(|e| corrupt(&s.view, position, e.to_string()))?;
+                    stats.batches_rewritten += 1;
+                    throttle.spent(rebuilt.len()).await;
+                    out.push(&h, rebuilt).await?;
+                }
+                glommio::yield_if_needed().await;
+            }
+        }
+        Ok(out.finish().await?)
+    }
+
+    /// Puts the cleaned segment in place of `group` (see the module doc for the order of the
+    /// file operations). `false` when the log changed meanwhile (retention or truncation took
+    /// some of the group): the cleaned file is removed and the log left as it is.
+    async fn swap_in(
+        &self,
+        cleaned: CleanedSegment,
+        group: &[Snap],
+        group_end: Offset,
+    ) -> Result<bool, CleanError> {
+        let _permit = self.mutation_permit().await?;
+        let dir = self.inner.dir.clone();
+        let at = {
+            let st = self.inner.state.borrow();
+            let at = st
+                .segments
+                .iter()
+                .position(|s| s.base_offset == group[0].base);
+            let same = at.is_some_and(|i| {
+                st.segments.len() > i + group.len()
+                    && group
+                        .iter()
+                        .zip(&st.segments[i..])
+                        .all(|(g, s)| s.base_offset == g.base && s.is_sealed() && s.size == g.size)
+            });
+            same.then(|| at.expect("found"))
+        };
+        let Some(at) = at else {
+            remove_if_present(&cleaned.path).await?;
+            return Ok(false);
+        };
+        // The commit: past the checkpoint, the group's segments may have gaps.
+        let checkpoint = self.cleaned_below().max(group_end);
+        write_checkpoint(&dir, CLEANER_OFFSET_FILE, &[checkpoint.0.to_string()]).await?;
+        self.inner.state.borrow_mut().cleaned_below = checkpoint;
+        let base = group[0].base;
+        let log_path = segment_file(&dir, base, LOG_SUFFIX);
+        let swap = with_suffix(&log_path, SWAP);
+        rename(&cleaned.path, &swap).await?;
+        sync_dir(&dir).await?;
+        // Old files out of the way, each segment's readers pointed at where its bytes went.
+        for g in group {
+            for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+                let from = segment_file(&dir, g.base, suffix);
+                rename_if_present(&from, &with_suffix(&from, DELETED)).await?;
+            }
+            let moved = with_suffix(&segment_file(&dir, g.base, LOG_SUFFIX), DELETED);
+            g.view.cached.relocate(Rc::new(moved));
+        }
+        rename(&swap, &log_path).await?;
+        let mut indexes = cleaned.indexes;
+        indexes.maybe_append_time_entry(base);
+        write_index_files(
+            &log_path,
+            base,
+            indexes.offset_index.to_bytes(),
+            indexes.time_index.to_bytes(),
+        )
+        .await?;
+        sync_dir(&dir).await?;
+        let log_path = Rc::new(log_path);
+        let segment = Segment {
+            base_offset: base,
+            cached: CachedSegment::new(log_path.clone()),
+            log_path,
+            indexes,
+            size: cleaned.size,
+            next_offset: group.last().expect("not empty").next,
+            rolling_timestamp_ms: {
+                let st = self.inner.state.borrow();
+                st.segments[at + group.len() - 1].rolling_timestamp_ms
+            },
+            state: SegmentState::Sealed,
+        };
+        {
+            let mut st = self.inner.state.borrow_mut();
+            st.segments.splice(at..at + group.len(), [segment]);
+            st.check();
+        }
+        // Readers that took a view of the old segments keep reading the renamed files; the
+        // files go once such a read must be over.
+        let bases: Vec<Offset> = group.iter().map(|g| g.base).collect();
+        glommio::spawn_local(async move {
+            glommio::timer::sleep(FILE_DELETE_DELAY).await;
+            for b in bases {
+                if let Err(e) = delete_deleted(&dir, b).await {
+                    tracing::warn!(dir = %dir.display(), error = %e, "removing replaced segment files");
+                }
+            }
+        })
+        .detach();
+        self.inner.progress.notify_all();
+        Ok(true)
+    }
+}
+
+/// What the cleaner decides for each record.
+struct Rules<'a> {
+    map: &'a OffsetMap,
+    first_dirty: Offset,
+    /// Tombstones in batches at or before this time, in the clean part, go.
+    tombstone_horizon: i64,
+}
+
+enum Removed {
+    Kept,
+    Superseded,
+    Tombstone,
+    Unkeyed,
+}
+
+impl Rules<'_> {
+    fn keep(&self, r: &RawRecord, bytes: &[u8], header: &BatchHeader) -> (bool, Removed) {
+        let Some(key) = r.key(bytes) else {
+            return (false, Removed::Unkeyed);
+        };
+        if self.map.get(key).is_some_and(|latest| latest > r.offset) {
+            return (false, Removed::Superseded);
+        }
+        let in_clean_part = header.base_offset < self.first_dirty;
+        if r.tombstone && in_clean_part && header.max_timestamp.0 <= self.tombstone_horizon {
+            return (false, Removed::Tombstone);
+        }
+        (true, Removed::Kept)
+    }
+}
+
+/// Groups consecutive segments whose sizes add up to at most `segment_bytes` (one segment
+/// each at least) and whose offsets fit one segment's relative offsets.
+fn group_by_size(segments: &[Snap], segment_bytes: u64) -> Vec<Vec<Snap>> {
+    let mut groups: Vec<Vec<Snap>> = Vec::new();
+    let mut size = 0u64;
+    for s in segments {
+        let fits = groups.last().is_some_and(|g| {
+            size + s.size <= segment_bytes && s.next.0 - g[0].base.0 < i64::from(i32::MAX)
+        });
+        if fits {
+            groups.last_mut().expect("checked").push(s.clone());
+            size += s.size;
+        } else {
+            groups.push(vec![s.clone()]);
+            size = s.size;
+        }
+    }
+    groups
+}
+
+/// Every key of the dirty part with its latest offset, within a memory budget.
+struct OffsetMap {
+    keys: HashMap<Bytes, i64>,
+    bytes: usize,
+    budget: usize,
+}
+
+impl OffsetMap {
+    fn new(budget: usize) -> OffsetMap {
+        OffsetMap {
+            keys: HashMap::new(),
+            bytes: 0,
+            budget,
+        }
+    }
+
+    fn put(&mut self, key: &[u8], offset: i64) {
+        if let Some(o) = self.keys.get_mut(key) {
+            *o = (*o).max(offset);
+            return;
+        }
+        self.bytes += key.len() + MAP_ENTRY_OVERHEAD;
+        self.keys.insert(Bytes::copy_from_slice(key), offset);
+    }
+
+    fn get(&self, key: &[u8]) -> Option<i64> {
+        self.keys.get(key).copied()
+    }
+
+    fn full(&self) -> bool {
+        self.bytes >= self.budget
+    }
+}
+
+/// One record inside a batch's (decompressed) records bytes.
+struct RawRecord {
+    /// The record's bytes, length prefix included: `[start, end)`.
+    start: usize,
+    end: usize,
+    offset: i64,
+    key: Option<(usize, usize)>,
+    tombstone: bool,
+}
+
+impl RawRecord {
+    fn key<'a>(&self, bytes: &'a [u8]) -> Option<&'a [u8]> {
+        self.key.map(|(a, b)| &bytes[a..b])
+    }
+}
+
+/// A batch's records, decompressed.
+struct BatchRecords {
+    bytes: Bytes,
+    records: Vec<RawRecord>,
+}
+
+const CODEC_MASK: i16 = 0x7;
+
+/// Decompresses a batch's records and finds each record's bounds, offset, key and whether it
+/// is a tombstone.
+fn batch_records(batch: &[u8], header: &BatchHeader) -> Result<BatchRecords, String> {
+    let body = Bytes::copy_from_slice(&batch[BATCH_HEADER_BYTES..header.size_bytes as usize]);
+    let bytes = decompress(body, header.attributes & CODEC_MASK)?;
+    let mut records = Vec::with_capacity(header.records_count.max(0) as usize);
+    let mut at = 0usize;
+    for _ in 0..header.records_count.max(0) {
+        let start = at;
+        let len = varint(&bytes, &mut at)?;
+        if len < 0 || at + len as usize > bytes.len() {
+            return Err(format!("record length {len} out of range"));
+        }
+        let end = at + len as usize;
+        at += 1; // attributes
+        varint(&bytes, &mut at)?; // timestamp delta (varlong; same encoding)
+        let offset_delta = varint(&bytes, &mut at)?;
+        let key_len = varint(&bytes, &mut at)?;
+        let key = if key_len >= 0 {
+            let k = (at, at + key_len as usize);
+            at += key_len as usize;
+            Some(k)
+        } else {
+            None
+        };
+        let value_len = varint(&bytes, &mut at)?;
+        if at > end {
+            return Err("record fields run past the record".into());
+        }
+        records.push(RawRecord {
+            start,
+            end,
+            offset: header.base_offset.0 + offset_delta,
+            key,
+            tombstone: value_len < 0,
+        });
+        at = end;
+    }
+    Ok(BatchRecords { bytes, records })
+}
+
+/// A zig-zag varint (Kafka's record fields), up to 64 bits.
+fn varint(b: &[u8], at: &mut usize) -> Result<i64, String> {
+    let mut raw: u64 = 0;
+    for shift in (0..64).step_by(7) {
+        let byte = *b.get(*at).ok_or("varint runs past the records")?;
+        *at += 1;
+        raw |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Ok((raw >> 1) as i64 ^ -((raw & 1) as i64));
+        }
+    }
+    Err("varint longer than 10 bytes".into())
+}
+
+fn decompress(body: Bytes, codec: i16) -> Result<Bytes, String> {
+    let mut body = body;
+    let all = |b: &mut Bytes| Ok(b.copy_to_bytes(b.remaining()));
+    match codec {
+        0 => Ok(body),
+        1 => Gzip::decompress(&mut body, all),
+        2 => Snappy::decompress(&mut body, all),
+        3 => Lz4::decompress(&mut body, all),
+        4 => Zstd::decompress(&mut body, all),
+        c => return Err(format!("unknown compression codec {c}")),
+    }
+    .map_err(|e| format!("decompressing: {e}"))
+}
+
+fn compress(raw: &[u8], codec: i16) -> Result<BytesMut, String> {
+    let mut out = BytesMut::new();
+    let put = |b: &mut BytesMut| {
+        b.put_slice(raw);
+        Ok(())
+    };
+    match codec {
+        0 => out.put_slice(raw),
+        1 => Gzip::compress(&mut out, put).map_err(|e| e.to_string())?,
+        2 => Snappy::compress(&mut out, put).map_err(|e| e.to_string())?,
+        3 => Lz4::compress(&mut out, put).map_err(|e| e.to_string())?,
+        4 => Zstd::compress(&mut out, put).map_err(|e| e.to_string())?,
+        c => return Err(format!("unknown compression codec {c}")),
+    }
+    Ok(out)
+}
+
+/// The batch with only the `keep` records: the header's fields as they were (base offset,
+/// last offset delta, timestamps, producer, leader epoch, attributes), the records copied byte
+/// for byte (their deltas stay right against the same base), compressed with the batch's
+/// codec, then the length, count and CRC set.
+fn rebuild_batch(
+    batch: &[u8],
+    header: &BatchHeader,
+    records: &[u8],
+    keep: &[&RawRecord],
+) -> Result<Vec<u8>, String> {
+    let mut raw = Vec::with_capacity(keep.iter().map(|r| r.end - r.start).sum());
+    for r in keep {
+        raw.extend_from_slice(&records[r.start..r.end]);
+    }
+    let body = compress(&raw, header.attributes & CODEC_MASK)?;
+    let mut out = Vec::with_capacity(BATCH_HEADER_BYTES + body.len());
+    out.extend_from_slice(&batch[..BATCH_HEADER_BYTES]);
+    out.extend_from_slice(&body);
+    let batch_length = (out.len() - 12) as i32;
+    out[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    out[57..61].copy_from_slice(&(keep.len() as i32).to_be_bytes());
+    let crc = crc32c::crc32c(&out[21..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    Ok(out)
+}
+
+fn parse(view: &SegmentView, position: u64, bytes: &[u8]) -> Result<BatchHeader, CleanError> {
+    BatchHeader::parse_validated(bytes).map_err(|e| corrupt(view, position, e.to_string()))
+}
+
+fn corrupt(view: &SegmentView, position: u64, reason: String) -> CleanError {
+    CleanError::Corrupt {
+        path: view.path.as_ref().clone(),
+        position,
+        reason,
+    }
+}
+
+/// The batches of a sealed segment in order, read a window at a time.
+struct SegmentBatches<'a> {
+    view: &'a SegmentView,
+    position: u64,
+    window: Vec<u8>,
+    window_start: u64,
+}
+
+impl<'a> SegmentBatches<'a> {
+    fn new(view: &'a SegmentView) -> Self {
+        SegmentBatches {
+            view,
+            position: 0,
+            window: Vec::new(),
+            window_start: 0,
+        }
+    }
+
+    /// The next batch's position and bytes; `None` at the segment's end.
+    async fn next(&mut self) -> Result<Option<(u64, Vec<u8>)>, CleanError> {
+        let size = self.view.size;
+        if self.position >= size {
+            return Ok(None);
+        }
+        let (_, len) = {
+            let head = self.bytes(BATCH_HEADER_BYTES).await?;
+            crate::batch::peek_size(head)
+                .map_err(|e| corrupt(self.view, self.position, e.to_string()))?
+        };
+        let bytes = self.bytes(len as usize).await?.to_vec();
+        if bytes.len() < len as usize {
+            return Err(corrupt(
+                self.view,
+                self.position,
+                format!("batch of {len} bytes runs past the segment's end"),
+            ));
+        }
+        let at = self.position;
+        self.position += u64::from(len);
+        Ok(Some((at, bytes)))
+    }
+
+    /// Up to `n` bytes from the current position (fewer at the segment's end).
+    async fn bytes(&mut self, n: usize) -> Result<&[u8], CleanError> {
+        let from = self.position;
+        let have = from >= self.window_start
+            && from + n as u64 <= self.window_start + self.window.len() as u64;
+        if !have {
+            let to = (from + n.max(READ_WINDOW) as u64).min(self.view.size);
+            self.window = self.view.copy_bytes(from, to).await?;
+            self.window_start = from;
+        }
+        let at = (from - self.window_start) as usize;
+        let to = (at + n).min(self.window.len());
+        Ok(&self.window[at..to])
+    }
+}
+
+/// A new segment written by the cleaner, synced.
+struct CleanedSegment {
+    path: PathBuf,
+    size: u64,
+    indexes: SegmentIndexes,
+}
+
+/// Writes a new segment file with buffered I/O, building its indexes.
+struct CleanedWriter {
+    file: BufferedFile,
+    path: PathBuf,
+    base: Offset,
+    interval: u64,
+    pending: Vec<u8>,
+    size: u64,
+    written: u64,
+    indexes: SegmentIndexes,
+}
+
+impl CleanedWriter {
+    async fn create(path: PathBuf, base: Offset, interval: u64) -> Result<Self, IoError> {
+        let file = BufferedFile::create(&path)
+            .await
+            .map_err(|e| IoError::new("creating cleaned segment", &path, e))?;
+        Ok(CleanedWriter {
+            file,
+            path,
+            base,
+            interval,
+            pending: Vec::with_capacity(WRITE_CHUNK),
+            size: 0,
+            written: 0,
+            indexes: SegmentIndexes::default(),
+        })
+    }
+
+    async fn push(&mut self, header: &BatchHeader, bytes: Vec<u8>) -> Result<(), IoError> {
+        self.indexes
+            .on_batch(self.base, header, self.size, self.interval);
+        self.size += bytes.len() as u64;
+        self.pending.extend_from_slice(&bytes);
+        if self.pending.len() >= WRITE_CHUNK {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> Result<(), IoError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let buf = std::mem::replace(&mut self.pending, Vec::with_capacity(WRITE_CHUNK));
+        let len = buf.len();
+        let n = self
+            .file
+            .write_at(buf, self.written)
+            .await
+            .map_err(|e| IoError::new("writing cleaned segment", &self.path, e))?;
+        if n != len {
+            let short = std::io::Error::other(format!("short write: {n} of {len} bytes"));
+            return Err(IoError::new("writing cleaned segment", &self.path, short));
+        }
+        self.written += len as u64;
+        Ok(())
+    }
+
+    async fn finish(mut self) -> Result<CleanedSegment, IoError> {
+        self.flush().await?;
+        self.file
+            .fdatasync()
+            .await
+            .map_err(|e| IoError::new("syncing cleaned segment", &self.path, e))?;
+        self.file
+            .close()
+            .await
+            .map_err(|e| IoError::new("closing cleaned segment", &self.path, e))?;
+        Ok(CleanedSegment {
+            path: self.path,
+            size: self.size,
+            indexes: self.indexes,
+        })
+    }
+}
+
+/// Keeps the cleaner's reads and writes under a rate: after each step, sleeps as long as the
+/// bytes so far are ahead of the rate.
+struct Throttle {
+    rate: Option<u64>,
+    start: Instant,
+    bytes: u64,
+}
+
+impl Throttle {
+    fn new(rate: Option<u64>) -> Throttle {
+        Throttle {
+            rate,
+            start: Instant::now(),
+            bytes: 0,
+        }
+    }
+
+    async fn spent(&mut self, bytes: usize) {
+        let Some(rate) = self.rate.filter(|r| *r > 0) else {
+            return;
+        };
+        self.bytes += bytes as u64;
+        let due = Duration::from_secs_f64(self.bytes as f64 / rate as f64);
+        let elapsed = self.start.elapsed();
+        if due > elapsed {
+            glommio::timer::sleep(due - elapsed).await;
+        }
+    }
+}
+
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+async fn rename(from: &Path, to: &Path) -> Result<(), IoError> {
+    on_helper_thread(glommio::io::rename(from, to))
+        .await
+        .map_err(|e| IoError::new("renaming", from, std::io::Error::from(e)))
+}
+
+async fn rename_if_present(from: &Path, to: &Path) -> Result<(), IoError> {
+    match on_helper_thread(glommio::io::rename(from, to)).await {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let e = std::io::Error::from(e);
+            if e.kind() == std::io::ErrorKind::NotFound {
+                Ok(())
+            } else {
+                Err(IoError::new("renaming", from, e))
+            }
+        }
+    }
+}
+
+async fn remove_if_present(path: &Path) -> Result<(), IoError> {
+    match on_helper_thread(glommio::io::remove(path)).await {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let e = std::io::Error::from(e);
+            if e.kind() == std::io::ErrorKind::NotFound {
+                Ok(())
+            } else {
+                Err(IoError::new("removing", path, e))
+            }
+        }
+    }
+}
+
+/// Removes the `.deleted` files of the segment at `base`.
+async fn delete_deleted(dir: &Path, base: Offset) -> Result<(), IoError> {
+    for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+        remove_if_present(&with_suffix(&segment_file(dir, base, suffix), DELETED)).await?;
+    }
+    Ok(())
+}
+
+/// Finishes, when a log opens, what a crash interrupted: `.cleaned` files are removed (their
+/// cleaning was not committed), a `.swap` file replaces the segments its offsets cover and
+/// takes their place, and `.deleted` files go.
+pub async fn finish_interrupted_cleaning(dir: &Path, config: &LogConfig) -> Result<(), IoError> {
+    // Listing a directory has no io_uring operation; this runs once per log open.
+    let entries = std::fs::read_dir(dir).map_err(|e| IoError::new("listing", dir, e))?;
+    let mut swaps = Vec::new();
+    let mut changed = false;
+    for entry in entries {
+        let entry = entry.map_err(|e| IoError::new("listing", dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(CLEANED) || name.ends_with(DELETED) {
+            remove_if_present(&entry.path()).await?;
+            changed = true;
+        } else if let Some(stem) = name.strip_suffix(&format!(".{LOG_SUFFIX}{SWAP}")) {
+            match stem.parse::<i64>() {
+                Ok(base) if stem.len() == 20 => swaps.push(Offset(base)),
+                _ => {
+                    tracing::warn!(file = %entry.path().display(), "ignoring a swap file not named by a base offset")
+                }
+            }
+        }
+    }
+    swaps.sort();
+    for base in swaps {
+        let log_path = segment_file(dir, base, LOG_SUFFIX);
+        let swap = with_suffix(&log_path, SWAP);
+        let file = crate::segment::open_read_file(&swap).await?;
+        let size = file
+            .file_size()
+            .await
+            .map_err(|e| IoError::new("sizing", &swap, e))?;
+        let mut scratch = LeaderEpochCache::default();
+        let scan = scan_segment(
+            &file,
+            &swap,
+            (base, size),
+            config.index_interval_bytes,
+            Gaps::Allowed,
+            &mut scratch,
+        )
+        .await?;
+        if let Some((position, reason)) = scan.stopped {
+            // A committed swap file was synced whole: damage here is not a crash's doing.
+            return Err(IoError::new(
+                "finishing an interrupted cleaning",
+                &swap,
+                std::io::Error::other(format!("invalid at position {position}: {reason:?}")),
+            ));
+        }
+        // Every other segment whose offsets the swap file covers is replaced by it.
+        let covered: Vec<Offset> = list_log_bases(dir)?
+            .into_iter()
+            .filter(|b| *b > base && *b < scan.next_offset)
+            .collect();
+        for b in covered {
+            delete_segment_files(dir, b).await?;
+        }
+        for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            remove_if_present(&segment_file(dir, base, suffix)).await?;
+        }
+        tracing::warn!(segment = %log_path.display(), "finishing a cleaning interrupted by a crash");
+        rename(&swap, &log_path).await?;
+        changed = true;
+    }
+    if changed {
+        sync_dir(dir).await?;
+    }
+    Ok(())
+}
+
+/// Base offsets of the `.log` files in `dir`.
+fn list_log_bases(dir: &Path) -> Result<Vec<Offset>, IoError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| IoError::new("listing", dir, e))?;
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| IoError::new("listing", dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(stem) = name.strip_suffix(&format!(".{LOG_SUFFIX}")) {
+            if let Ok(b) = stem.parse::<i64>() {
+                out.push(Offset(b));
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enc_varint(v: i64, out: &mut Vec<u8>) {
+        let mut z = ((v << 1) ^ (v >> 63)) as u64;
+        loop {
+            let b = (z & 0x7f) as u8;
+            z >>= 7;
+            if z == 0 {
+                out.push(b);
+                return;
+            }
+            out.push(b | 0x80);
+        }
+    }
+
+    #[test]
+    fn varints_decode_as_kafka_encodes_them() {
+        for v in [
+            0i64,
+            1,
+            -1,
+            63,
+            -64,
+            64,
+            300,
+            -300,
+            i32::MAX as i64,
+            i64::MIN,
+            i64::MAX,
+        ] {
+            let mut b = Vec::new();
+            enc_varint(v, &mut b);
+            let mut at = 0;
+            assert_eq!(varint(&b, &mut at).unwrap(), v);
+            assert_eq!(at, b.len());
+        }
+        assert!(varint(&[0x80], &mut 0).is_err());
+    }
+}
