@@ -223,12 +223,15 @@ impl Log {
         Some((snaps, d))
     }
 
-    /// Cleans the log if it is due (see the module doc); `None` when it was not.
+    /// Cleans the log if it is due (see the module doc); `None` when it was not. `stop` is
+    /// asked between segments and groups: when it says so, the cleaning ends early (what is
+    /// done stays done).
     pub async fn clean(
         &self,
         now_ms: i64,
         upper_bound: Offset,
         limits: &CleanerLimits,
+        stop: &dyn Fn() -> bool,
     ) -> Result<Option<CleanStats>, CleanError> {
         // Only sealed segments are cleaned: let the seals of recent rolls finish first.
         self.wait_for_seals().await?;
@@ -248,7 +251,7 @@ impl Log {
         let mut map = OffsetMap::new(limits.map_bytes);
         let mut end = d.first_dirty;
         for s in snaps.iter().filter(|s| s.base >= d.first_dirty) {
-            if end > d.first_dirty && map.full() {
+            if end > d.first_dirty && (map.full() || stop()) {
                 break;
             }
             let mut batches = SegmentBatches::new(&s.view);
@@ -275,6 +278,9 @@ impl Log {
         stats.bytes_before = to_clean.iter().map(|s| s.size).sum();
         let tombstone_horizon = now_ms - cfg.compaction.delete_retention_ms;
         for group in group_by_size(&to_clean, cfg.segment_bytes) {
+            if stats.segments_after > 0 && stop() {
+                break;
+            }
             let group_end = to_clean
                 .iter()
                 .find(|n| n.base > group.last().expect("groups are not empty").base)
@@ -610,6 +616,20 @@ fn batch_records(batch: &[u8], header: &BatchHeader) -> Result<BatchRecords, Str
         at = end;
     }
     Ok(BatchRecords { bytes, records })
+}
+
+/// The offset delta of the first record without a key in a batch (decompressing it), if any:
+/// a compacted topic refuses such a batch.
+pub fn first_unkeyed_record(batch: &[u8], header: &BatchHeader) -> Result<Option<i64>, String> {
+    if batch.len() < header.size_bytes as usize {
+        return Err("batch truncated".into());
+    }
+    let records = batch_records(batch, header)?;
+    Ok(records
+        .records
+        .iter()
+        .find(|r| r.key.is_none())
+        .map(|r| r.offset - header.base_offset.0))
 }
 
 /// A zig-zag varint (Kafka's record fields), up to 64 bits.

@@ -138,7 +138,7 @@ fn by_key(records: &[Record]) -> BTreeMap<i64, (i64, bool)> {
 
 async fn clean(log: &Log, limits: &CleanerLimits) -> Option<CleanStats> {
     let hw = log.log_end_offset();
-    log.clean(1_800_000_000_000, hw, limits)
+    log.clean(1_800_000_000_000, hw, limits, &|| false)
         .await
         .expect("clean")
 }

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
+use iouring_log::config::Compaction;
 use iouring_log::LogConfig;
 
 use crate::partition::timestamps::{TimestampPolicy, TimestampType};
@@ -39,6 +40,7 @@ pub enum ConfigType {
     Int = 3,
     Short = 4,
     Long = 5,
+    Double = 6,
     List = 7,
 }
 
@@ -168,6 +170,60 @@ pub const PROPERTIES: &[Property] = &[
         "300000",
         ConfigType::Long,
         "How often retention runs.",
+    ),
+    prop(
+        "log.cleanup.policy",
+        "delete",
+        ConfigType::List,
+        "Default cleanup.policy of topics: delete (retention deletes old segments), compact (the log cleaner keeps each key's latest record), or both.",
+    ),
+    prop(
+        "log.cleaner.enable",
+        "true",
+        ConfigType::Boolean,
+        "Run a log cleaner on each shard for the logs of compacted topics.",
+    ),
+    prop(
+        "log.cleaner.backoff.ms",
+        "15000",
+        ConfigType::Long,
+        "How long a shard's cleaner sleeps when no log is due for cleaning.",
+    ),
+    prop(
+        "log.cleaner.dedupe.buffer.size",
+        "134217728",
+        ConfigType::Long,
+        "Memory of the cleaners' offset maps, split over the shards; a cleaning maps as much of a log's dirty part as fits.",
+    ),
+    prop(
+        "log.cleaner.io.max.bytes.per.second",
+        "-1",
+        ConfigType::Double,
+        "Reads plus writes per second of the cleaners, split over the shards (-1: unthrottled).",
+    ),
+    prop(
+        "log.cleaner.min.cleanable.ratio",
+        "0.5",
+        ConfigType::Double,
+        "Default min.cleanable.dirty.ratio of topics.",
+    ),
+    prop(
+        "log.cleaner.min.compaction.lag.ms",
+        "0",
+        ConfigType::Long,
+        "Default min.compaction.lag.ms of topics.",
+    ),
+    prop(
+        "log.cleaner.max.compaction.lag.ms",
+        "9223372036854775807",
+        ConfigType::Long,
+        "Default max.compaction.lag.ms of topics.",
+    ),
+    prop(
+        "log.cleaner.delete.retention.ms",
+        "86400000",
+        ConfigType::Long,
+        "Default delete.retention.ms of topics.",
     ),
     prop(
         "log.index.interval.bytes",
@@ -328,6 +384,17 @@ const REMOVED: &[(&str, &str)] = &[(
 /// higher for as long as that lasted (once full it recycles: no cost, measured at 128 MiB).
 const READ_CACHE_AUTO_PER_SHARD: u64 = 256 << 20;
 
+/// The shards' log cleaners (`log.cleaner.*`).
+#[derive(Debug, Clone, Copy)]
+pub struct CleanerSettings {
+    /// `log.cleaner.enable`.
+    pub enable: bool,
+    /// `log.cleaner.backoff.ms`: the sleep when no log is due.
+    pub backoff_ms: u64,
+    /// Each shard's share of the offset map memory and I/O rate.
+    pub limits: iouring_log::cleaner::CleanerLimits,
+}
+
 /// The group coordinator's settings (Kafka's names and defaults).
 #[derive(Debug, Clone)]
 pub struct GroupConfig {
@@ -368,6 +435,8 @@ pub struct BrokerConfig {
     pub timestamps: TimestampPolicy,
     pub replica: ReplicaConfig,
     pub socket_request_max_bytes: usize,
+    /// The shards' log cleaners.
+    pub cleaner: CleanerSettings,
     /// `metrics.listen`: where the Prometheus endpoint listens (`None`: nowhere).
     pub metrics_listen: Option<SocketAddr>,
     /// `queued.max.request.bytes`: memory all connections of the node may hold in request
@@ -584,6 +653,7 @@ impl Properties {
             flush_ms: self.optional("log.flush.interval.ms")?,
             retention_bytes: self.optional("log.retention.bytes")?.map(|v| v as u64),
             retention_ms: self.optional("log.retention.ms")?,
+            compaction: self.compaction()?,
         };
         log.validate().map_err(|e| ConfigError::Invalid {
             key: "log.*".into(),
@@ -601,6 +671,7 @@ impl Properties {
             auto_create_topics: self.bool("auto.create.topics.enable")?,
             log,
             retention_check_interval_ms: self.int("log.retention.check.interval.ms")?,
+            cleaner: self.cleaner(shards)?,
             message_max_bytes: self.int("message.max.bytes")?,
             min_insync_replicas: {
                 let v: i64 = self.int("min.insync.replicas")?;
@@ -638,6 +709,71 @@ impl Properties {
             kind,
             before_max_ms: bound("log.message.timestamp.before.max.ms")?,
             after_max_ms: bound("log.message.timestamp.after.max.ms")?,
+        })
+    }
+
+    /// The default compaction settings of topics (`log.cleanup.policy`, `log.cleaner.*`).
+    fn compaction(&self) -> Result<Compaction, ConfigError> {
+        let policy = "log.cleanup.policy";
+        let (delete, compact) = crate::topic_config::parse_cleanup_policy(self.get(policy))
+            .ok_or_else(|| self.invalid(policy, "a list of delete and/or compact"))?;
+        let ratio = "log.cleaner.min.cleanable.ratio";
+        let min_cleanable_dirty_ratio = self
+            .get(ratio)
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|r| (0.0..=1.0).contains(r))
+            .ok_or_else(|| self.invalid(ratio, "a number from 0 to 1"))?;
+        let at_least = |key: &str, min: i64| -> Result<i64, ConfigError> {
+            let v: i64 = self.int(key)?;
+            if v < min {
+                return Err(self.invalid(key, format!("must be at least {min}")));
+            }
+            Ok(v)
+        };
+        let max_lag = at_least("log.cleaner.max.compaction.lag.ms", 1)?;
+        Ok(Compaction {
+            delete,
+            compact,
+            min_cleanable_dirty_ratio,
+            min_compaction_lag_ms: at_least("log.cleaner.min.compaction.lag.ms", 0)?,
+            max_compaction_lag_ms: (max_lag != i64::MAX).then_some(max_lag),
+            delete_retention_ms: at_least("log.cleaner.delete.retention.ms", 0)?,
+        })
+    }
+
+    /// The shards' log cleaners (`log.cleaner.*`), each with its share of the node's memory
+    /// and I/O rate.
+    fn cleaner(&self, shards: usize) -> Result<CleanerSettings, ConfigError> {
+        let backoff = "log.cleaner.backoff.ms";
+        let backoff_ms: i64 = self.int(backoff)?;
+        if backoff_ms < 1 {
+            return Err(self.invalid(backoff, "must be at least 1"));
+        }
+        let buffer = "log.cleaner.dedupe.buffer.size";
+        let map_bytes: i64 = self.int(buffer)?;
+        if map_bytes < 1 << 20 {
+            return Err(self.invalid(buffer, "must be at least 1048576"));
+        }
+        let io = "log.cleaner.io.max.bytes.per.second";
+        let rate: f64 = self
+            .get(io)
+            .trim()
+            .parse()
+            .map_err(|_| self.invalid(io, "not a number"))?;
+        if rate <= 0.0 && rate != -1.0 {
+            return Err(self.invalid(io, "must be positive, or -1 for unthrottled"));
+        }
+        let shards = shards.max(1) as f64;
+        Ok(CleanerSettings {
+            enable: self.bool("log.cleaner.enable")?,
+            backoff_ms: backoff_ms as u64,
+            limits: iouring_log::cleaner::CleanerLimits {
+                map_bytes: (map_bytes as f64 / shards) as usize,
+                io_bytes_per_second: (rate > 0.0 && rate < 1e18)
+                    .then(|| (rate / shards).max(1.0) as u64),
+            },
         })
     }
 

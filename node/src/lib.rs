@@ -12,7 +12,8 @@
 //! replication rules itself (they live, pure, in `replication`), and must not hand-write
 //! protocol codecs (the one exception: the `__consumer_offsets` record layouts in
 //! `group/records.rs`, which are Kafka-internal and not in `kafka-protocol`). Not built yet:
-//! transactions, compaction (see the issues).
+//! transactions (see the issues). The log cleaner (compaction) lives in `iouring-log`; the
+//! shard schedules it (`shard/cleaner.rs`).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]

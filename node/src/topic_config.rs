@@ -5,12 +5,14 @@
 //! Kafka's bounds: `segment.bytes` an INT >= 14 (ours: the segment limits of `iouring-log`),
 //! `segment.ms` >= 1, `retention.ms` and `retention.bytes` >= -1 (-1: unlimited),
 //! `flush.messages` >= 1, `flush.ms` >= 0, `index.interval.bytes` >= 0 (0: an entry per batch),
-//! `max.message.bytes` >= 0, `cleanup.policy` = `delete` (compaction is not built),
-//! `min.insync.replicas` >= 1, `unclean.leader.election.enable` `true` or `false` (read by the
+//! `max.message.bytes` >= 0, `cleanup.policy` a list of `delete` and `compact`,
+//! `min.cleanable.dirty.ratio` in [0, 1], `min.compaction.lag.ms` >= 0,
+//! `delete.retention.ms` >= 0, `max.compaction.lag.ms` >= 1, `min.insync.replicas` >= 1, `unclean.leader.election.enable` `true` or `false` (read by the
 //! controller when a partition's ISR and ELR are all gone).
 
 use std::collections::BTreeMap;
 
+use iouring_log::config::Compaction;
 use iouring_log::LogConfig;
 
 use crate::config::ConfigType;
@@ -27,6 +29,10 @@ pub const TOPIC_CONFIGS: &[&str] = &[
     "index.interval.bytes",
     "max.message.bytes",
     "cleanup.policy",
+    "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+    "delete.retention.ms",
     "min.insync.replicas",
     "unclean.leader.election.enable",
     "message.timestamp.type",
@@ -106,9 +112,37 @@ pub const TOPIC_CONFIG_DEFS: &[TopicConfigDef] = &[
     TopicConfigDef {
         name: "cleanup.policy",
         broker: "log.cleanup.policy",
-        fixed_default: "delete",
+        fixed_default: "",
         kind: ConfigType::List,
-        doc: "delete: old segments are deleted by retention (compaction is not built).",
+        doc: "delete: retention deletes old segments; compact: the log cleaner keeps each key's latest record; both: compact, and delete by retention.",
+    },
+    TopicConfigDef {
+        name: "min.cleanable.dirty.ratio",
+        broker: "log.cleaner.min.cleanable.ratio",
+        fixed_default: "",
+        kind: ConfigType::Double,
+        doc: "A compacted log is cleaned when its uncleaned bytes are at least this share of its cleanable bytes.",
+    },
+    TopicConfigDef {
+        name: "min.compaction.lag.ms",
+        broker: "log.cleaner.min.compaction.lag.ms",
+        fixed_default: "",
+        kind: ConfigType::Long,
+        doc: "Records younger than this are never compacted.",
+    },
+    TopicConfigDef {
+        name: "max.compaction.lag.ms",
+        broker: "log.cleaner.max.compaction.lag.ms",
+        fixed_default: "",
+        kind: ConfigType::Long,
+        doc: "A log with an uncleaned segment older than this is cleaned whatever its dirty ratio.",
+    },
+    TopicConfigDef {
+        name: "delete.retention.ms",
+        broker: "log.cleaner.delete.retention.ms",
+        fixed_default: "",
+        kind: ConfigType::Long,
+        doc: "How long a tombstone stays in a compacted log once cleaned.",
     },
     TopicConfigDef {
         name: "min.insync.replicas",
@@ -164,7 +198,7 @@ pub enum TopicConfigError {
 }
 
 /// The configs a topic overrides, typed. `None`: the broker default applies.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct TopicOverrides {
     segment_bytes: Option<u64>,
     segment_ms: Option<i64>,
@@ -176,6 +210,13 @@ pub struct TopicOverrides {
     index_interval_bytes: Option<u64>,
     max_message_bytes: Option<usize>,
     min_insync_replicas: Option<usize>,
+    /// `cleanup.policy`: (delete, compact).
+    cleanup_policy: Option<(bool, bool)>,
+    min_cleanable_dirty_ratio: Option<f64>,
+    min_compaction_lag_ms: Option<i64>,
+    /// `Some(None)`: no bound (Long.MAX).
+    max_compaction_lag_ms: Option<Option<i64>>,
+    delete_retention_ms: Option<i64>,
     timestamp_type: Option<TimestampType>,
     /// `Some(None)`: no bound (Long.MAX, as Kafka writes it).
     timestamp_before_max_ms: Option<Option<i64>>,
@@ -183,7 +224,7 @@ pub struct TopicOverrides {
 }
 
 /// The effective settings of a topic's partitions.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TopicConfig {
     pub log: LogConfig,
     /// `max.message.bytes`: the largest batch accepted.
@@ -238,14 +279,27 @@ impl TopicOverrides {
                 "unclean.leader.election.enable" => {
                     return Err(invalid(key, value, "true or false"))
                 }
-                "cleanup.policy" if value == "delete" => {}
                 "cleanup.policy" => {
-                    return Err(invalid(
-                        key,
-                        value,
-                        "only 'delete' is supported (compaction is not built)",
-                    ))
+                    o.cleanup_policy =
+                        Some(parse_cleanup_policy(value).ok_or_else(|| {
+                            invalid(key, value, "a list of delete and/or compact")
+                        })?)
                 }
+                "min.cleanable.dirty.ratio" => {
+                    o.min_cleanable_dirty_ratio = Some(
+                        value
+                            .trim()
+                            .parse::<f64>()
+                            .ok()
+                            .filter(|r| (0.0..=1.0).contains(r))
+                            .ok_or_else(|| invalid(key, value, "a number from 0 to 1"))?,
+                    )
+                }
+                "min.compaction.lag.ms" => o.min_compaction_lag_ms = Some(int(0)?),
+                "max.compaction.lag.ms" => {
+                    o.max_compaction_lag_ms = Some(Some(int(1)?).filter(|v| *v != i64::MAX))
+                }
+                "delete.retention.ms" => o.delete_retention_ms = Some(int(0)?),
                 _ => return Err(TopicConfigError::Unknown { key: key.clone() }),
             }
         }
@@ -263,6 +317,24 @@ impl TopicOverrides {
             flush_ms: self.flush_ms.or(d.flush_ms),
             retention_bytes: self.retention_bytes.unwrap_or(d.retention_bytes),
             retention_ms: self.retention_ms.unwrap_or(d.retention_ms),
+            compaction: {
+                let c = d.compaction;
+                let (delete, compact) = self.cleanup_policy.unwrap_or((c.delete, c.compact));
+                Compaction {
+                    delete,
+                    compact,
+                    min_cleanable_dirty_ratio: self
+                        .min_cleanable_dirty_ratio
+                        .unwrap_or(c.min_cleanable_dirty_ratio),
+                    min_compaction_lag_ms: self
+                        .min_compaction_lag_ms
+                        .unwrap_or(c.min_compaction_lag_ms),
+                    max_compaction_lag_ms: self
+                        .max_compaction_lag_ms
+                        .unwrap_or(c.max_compaction_lag_ms),
+                    delete_retention_ms: self.delete_retention_ms.unwrap_or(c.delete_retention_ms),
+                }
+            },
         };
         log.validate()?;
         Ok(TopicConfig {
@@ -295,6 +367,20 @@ pub fn validate(configs: &BTreeMap<String, String>) -> Result<(), TopicConfigErr
     };
     TopicOverrides::parse(configs)?.resolve(&defaults)?;
     Ok(())
+}
+
+/// `cleanup.policy`: a comma-separated list of `delete` and `compact` (either order, at least
+/// one) as `(delete, compact)`; `None` for anything else.
+pub fn parse_cleanup_policy(value: &str) -> Option<(bool, bool)> {
+    let (mut delete, mut compact) = (false, false);
+    for part in value.split(',').map(str::trim) {
+        match part {
+            "delete" => delete = true,
+            "compact" => compact = true,
+            _ => return None,
+        }
+    }
+    (delete || compact).then_some((delete, compact))
 }
 
 fn parse_at_least(key: &str, value: &str, min: i64) -> Result<i64, TopicConfigError> {
@@ -358,6 +444,33 @@ mod tests {
     }
 
     #[test]
+    fn cleanup_policies_and_compaction_settings() {
+        assert_eq!(parse_cleanup_policy("compact"), Some((false, true)));
+        assert_eq!(parse_cleanup_policy("compact,delete"), Some((true, true)));
+        assert_eq!(parse_cleanup_policy(" delete , compact"), Some((true, true)));
+        let c = TopicOverrides::parse(&configs(&[
+            ("cleanup.policy", "compact"),
+            ("min.cleanable.dirty.ratio", "0.25"),
+            ("max.compaction.lag.ms", "9223372036854775807"),
+            ("delete.retention.ms", "0"),
+        ]))
+        .unwrap()
+        .resolve(&TopicDefaults {
+            log: LogConfig::default(),
+            max_message_bytes: 1,
+            min_insync_replicas: 1,
+            timestamps: crate::config::BrokerConfig::default_timestamps(),
+        })
+        .unwrap();
+        let k = c.log.compaction;
+        assert!(k.compact && !k.delete);
+        assert_eq!(k.min_cleanable_dirty_ratio, 0.25);
+        assert_eq!((k.max_compaction_lag_ms, k.delete_retention_ms), (None, 0));
+        // Retention applies only with delete in the policy.
+        assert_eq!(c.log.retention(), (None, None));
+    }
+
+    #[test]
     fn values_kafka_refuses_are_refused_with_key_and_value() {
         for (k, v) in [
             ("segment.ms", "-1"),
@@ -369,7 +482,14 @@ mod tests {
             ("flush.ms", "-5"),
             ("retention.ms", "-2"),
             ("max.message.bytes", "ten"),
-            ("cleanup.policy", "compact"),
+            ("cleanup.policy", "compaction"),
+            ("cleanup.policy", ""),
+            ("cleanup.policy", "delete,"),
+            ("min.cleanable.dirty.ratio", "1.5"),
+            ("min.cleanable.dirty.ratio", "half"),
+            ("min.compaction.lag.ms", "-1"),
+            ("max.compaction.lag.ms", "0"),
+            ("delete.retention.ms", "-1"),
             ("no.such.config", "1"),
         ] {
             let e = validate(&configs(&[(k, v)])).expect_err(&format!("{k}={v} accepted"));

@@ -205,6 +205,9 @@ async fn append_partition(
         ));
     }
     let header = only_batch(&records)?;
+    if part.log.config().compaction.compact {
+        refuse_unkeyed(&records, &header, &part)?;
+    }
     let now = now_ms();
     let (records, header, log_append_time) =
         timestamps::apply(records, header, part.timestamp_policy(), now)?;
@@ -213,6 +216,25 @@ async fn append_partition(
     appended.replicated = (acks == -1).then_some(epoch);
     appended.log_append_time = log_append_time;
     Ok((part, appended))
+}
+
+/// A compacted topic keeps the latest record of each key: a record without a key has no place
+/// in it (Kafka's INVALID_RECORD, with its message).
+fn refuse_unkeyed(records: &Bytes, header: &BatchHeader, part: &Partition) -> Result<(), Refused> {
+    match iouring_log::cleaner::first_unkeyed_record(records, header) {
+        Ok(None) => Ok(()),
+        Ok(Some(_)) => Err(Refused::new(
+            ResponseError::InvalidRecord,
+            format!(
+                "Compacted topic cannot accept message without key in topic partition {}-{}.",
+                part.topic, part.index
+            ),
+        )),
+        Err(reason) => Err(Refused::new(
+            ResponseError::CorruptMessage,
+            format!("undecodable batch: {reason}"),
+        )),
+    }
 }
 
 /// The header of the only batch (Produce v3+ carries exactly one batch, as Kafka requires).

@@ -79,6 +79,10 @@ pub struct ShardMetrics {
     bytes_received: Cell<u64>,
     bytes_sent: Cell<u64>,
     connections_accepted: Cell<u64>,
+    /// Logs cleaned, and their cleaned segments' bytes before and after.
+    cleanings: Cell<u64>,
+    cleaned_bytes_before: Cell<u64>,
+    cleaned_bytes_after: Cell<u64>,
     /// Totals of glommio's executor and I/O statistics (which glommio resets each time they
     /// are read).
     executor: Cell<ExecutorTotals>,
@@ -124,6 +128,23 @@ impl ShardMetrics {
     pub fn connection_accepted(&self) {
         self.connections_accepted
             .set(self.connections_accepted.get() + 1);
+    }
+
+    pub fn log_cleaned(&self, bytes_before: u64, bytes_after: u64) {
+        self.cleanings.set(self.cleanings.get() + 1);
+        self.cleaned_bytes_before
+            .set(self.cleaned_bytes_before.get() + bytes_before);
+        self.cleaned_bytes_after
+            .set(self.cleaned_bytes_after.get() + bytes_after);
+    }
+
+    /// `(cleanings, bytes before, bytes after)` of the shard's log cleaner so far.
+    pub fn cleaner(&self) -> (u64, u64, u64) {
+        (
+            self.cleanings.get(),
+            self.cleaned_bytes_before.get(),
+            self.cleaned_bytes_after.get(),
+        )
     }
 
     pub fn bytes_received(&self) -> u64 {

@@ -44,6 +44,24 @@ type ShardFigure = (&'static str, Kind, &'static str, fn(&ShardReport) -> f64);
 
 const SHARD_FAMILIES: &[ShardFigure] = &[
     (
+        "ringlog_log_cleanings_total",
+        Kind::Counter,
+        "Cleanings of compacted logs by the shard's log cleaner.",
+        |r| r.cleaner.0 as f64,
+    ),
+    (
+        "ringlog_log_cleaner_bytes_before_total",
+        Kind::Counter,
+        "Bytes of the segments the cleaner rewrote, before cleaning.",
+        |r| r.cleaner.1 as f64,
+    ),
+    (
+        "ringlog_log_cleaner_bytes_after_total",
+        Kind::Counter,
+        "Bytes of the segments the cleaner wrote in their place.",
+        |r| r.cleaner.2 as f64,
+    ),
+    (
         "ringlog_network_received_bytes_total",
         Kind::Counter,
         "Request bytes read from clients (size prefixes included).",

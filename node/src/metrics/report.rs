@@ -21,6 +21,8 @@ pub struct ShardReport {
     /// Memory the tails of the shard's active segments hold.
     pub tail_bytes: u64,
     pub executor: ExecutorTotals,
+    /// The log cleaner: `(cleanings, bytes before, bytes after)`.
+    pub cleaner: (u64, u64, u64),
 }
 
 #[derive(Debug, Clone, Default)]
@@ -121,6 +123,7 @@ impl ShardCtx {
             },
             tail_bytes,
             executor,
+            cleaner: m.cleaner(),
         }
     }
 }

@@ -29,9 +29,10 @@ pub struct Partition {
     append_lock: Semaphore,
     /// The topic's `max.message.bytes` and `min.insync.replicas` (altered at run time).
     limits: Cell<Limits>,
-    /// The producer state version last snapshotted, and when.
+    /// The producer state version last snapshotted, when, and the log end it covers.
     snapshot_version: Cell<u64>,
     snapshot_at_ms: Cell<i64>,
+    snapshot_end: Cell<i64>,
     /// The high watermark last checkpointed, and when (`hw_checkpoint.rs`).
     hw_checkpointed: Cell<i64>,
     hw_checkpoint_at: Cell<i64>,
@@ -70,6 +71,7 @@ impl Partition {
             limits: Cell::new(limits),
             snapshot_version: Cell::new(0),
             snapshot_at_ms: Cell::new(0),
+            snapshot_end: Cell::new(0),
             hw_checkpointed: Cell::new(0),
             hw_checkpoint_at: Cell::new(0),
             // Until the metadata says what it is: no high watermark known (no checkpoint yet),

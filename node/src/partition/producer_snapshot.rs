@@ -60,17 +60,31 @@ impl Partition {
         if !due {
             return Ok(());
         }
-        let (version, lines) = {
+        let (version, end, lines) = {
             // A consistent cut: no append is between its log append and its state record.
             let _lock = self.lock_appends().await;
             let map = self.producers.borrow();
-            let mut lines = vec![self.log.log_end_offset().0.to_string()];
+            let end = self.log.log_end_offset().0;
+            let mut lines = vec![end.to_string()];
             lines.extend(map.to_lines());
-            (map.version(), lines)
+            (map.version(), end, lines)
         };
         write_checkpoint(self.log.dir(), PRODUCER_SNAPSHOT_FILE, &lines).await?;
         self.snapshot_version.set(version);
         self.snapshot_at_ms.set(now_ms);
+        self.snapshot_end.set(end);
         Ok(())
+    }
+
+    /// How far the log cleaner may go: below the high watermark, and below the last producer
+    /// state snapshot while the state has changed since (after a crash the state is rebuilt
+    /// from the snapshot and the batches after it, which the cleaner must not have removed).
+    pub fn cleanable_bound(&self) -> iouring_log::Offset {
+        let hw = self.high_watermark();
+        if self.producers.borrow().version() == self.snapshot_version.get() {
+            hw
+        } else {
+            hw.min(iouring_log::Offset(self.snapshot_end.get()))
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! port base + shard, broker id node * 1000 + shard), and the partitions it owns. Nothing a
 //! shard owns is touched by another thread.
 
+mod cleaner;
 mod fetcher;
 mod maintenance;
 pub mod run;

@@ -87,6 +87,7 @@ pub async fn run_shard(
         }
     })
     .detach();
+    let cleaner = super::cleaner::spawn_cleaner(ctx.clone());
     accept_until_stopped(&ctx, listener).await;
     reporter.cancel();
     group_ticker.cancel();
@@ -115,6 +116,10 @@ pub async fn run_shard(
             told = true;
         }
         glommio::timer::sleep(DRAIN_POLL_INTERVAL).await;
+    }
+    // The cleaner ends its cleaning at the next group of segments once the node stops.
+    if let Some(c) = cleaner {
+        c.await;
     }
     ctx.close_all().await;
     updater.cancel();

@@ -22,10 +22,10 @@ async fn offsets_topic(ctx: &Rc<ShardCtx>) -> Result<i32, ResponseError> {
         return Ok(t.partitions.len() as i32);
     }
     let g = &ctx.config.group;
-    // No cleanup.policy=compact: there is no log cleaner. Time retention is off instead and a
-    // load replays every record, the latest per key winning.
+    // Compacted, as Kafka's: the log cleaner keeps each key's latest record (a group's
+    // offsets and metadata), and a load replays only those.
     let configs = [
-        ("retention.ms", "-1".to_owned()),
+        ("cleanup.policy", "compact".to_owned()),
         ("segment.bytes", g.offsets_topic_segment_bytes.to_string()),
     ]
     .into_iter()
