@@ -40,7 +40,8 @@ class Cluster:
         b = make(shards=1, data_dir=self.dirs.get(node_id), settings={
             "node.id": node_id, "metadata.store": "etcd", "metadata.etcd.endpoints": self.etcd.endpoint,
             "cluster.id": "repl", "broker.session.timeout.ms": SESSION_MS,
-            "replica.lag.time.max.ms": 5000, "group.initial.rebalance.delay.ms": 0})
+            "replica.lag.time.max.ms": 5000, "group.initial.rebalance.delay.ms": 0,
+            "log.cleaner.backoff.ms": 200})
         if node_id not in self.dirs:
             self.dirs[node_id] = b.data_dir
             self.all.append(b)  # the first owns (and removes) the data dir
@@ -659,3 +660,62 @@ def test_deleted_records_stay_deleted_after_the_leader_dies(cluster):
     finally:
         consumer.close()
     assert (low, high) == (120, 200)
+
+
+def test_a_compacted_topic_is_cleaned_on_every_replica_and_survives_failover(cluster):
+    """Replication factor 3, cleanup.policy=compact, small segments: the leader and both
+    followers clean their own copies (followers copy the leader's batches with their offset
+    gaps); after the leader is killed -9, the new leader serves every key's latest acknowledged
+    record, and no acknowledged offset holds another value."""
+    c = cluster
+    c.start_all()
+    topic = "compacted"
+    admin = AdminClient({"bootstrap.servers": c.bootstrap()})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3, config={
+        "min.insync.replicas": "2", "cleanup.policy": "compact", "segment.bytes": "32768",
+        "min.cleanable.dirty.ratio": "0.01"})])[topic].result(timeout=15)
+    wait_for("every replica in sync", lambda: in_sync(c.partitions(topic), 1))
+    acked = {}  # offset -> value
+    failed = []
+
+    def on_ack(err, msg):
+        if err is None:
+            acked[msg.offset()] = msg.value()
+        else:
+            failed.append(err)
+
+    # Batches well under a segment (a larger one is refused, as by Kafka).
+    p = Producer({"bootstrap.servers": c.bootstrap(), "acks": "all", "enable.idempotence": True,
+                  "linger.ms": 5, "batch.size": 8000})
+    for i in range(4000):
+        key = f"k{(i * 13) % 40}"
+        p.produce(topic, key=key.encode(), value=f"{key}:{i}".encode(), partition=0, on_delivery=on_ack)
+        p.poll(0)
+    assert p.flush(60) == 0
+    assert not failed and len(acked) == 4000, failed[:3]
+
+    def cleaned(b):
+        return any("log cleaned" in line and f"/{topic}-0 " in line for line in b.read_log().splitlines())
+
+    try:
+        wait_for("every replica cleaned its copy", lambda: all(cleaned(b) for b in c.nodes.values()), timeout=60)
+    except AssertionError:
+        raise AssertionError("\n".join(f"node {n}: {[l for l in b.read_log().splitlines() if 'clean' in l or 'ERROR' in l][-5:]}"
+                                       for n, b in c.nodes.items()))
+    leader, _ = c.partitions(topic)[0]
+    c.nodes[leader].kill9()
+    del c.nodes[leader]
+    wait_for("a new leader", lambda: c.partitions(topic).get(0, (-1, []))[0] not in (-1, leader), timeout=60)
+    got = read_all(c, topic, 1)[0]
+    values = [v for _, v in got]
+    assert len(values) == len(set(values)), "a value twice"
+    assert len(got) < len(acked), "nothing was compacted"
+    at = dict(got)
+    latest = {}
+    for offset, value in acked.items():
+        key = value.split(b":")[0]
+        latest[key] = max(latest.get(key, -1), offset)
+        if offset in at:
+            assert at[offset] == value, f"offset {offset}: {value} became {at[offset]}"
+    for key, offset in latest.items():
+        assert at.get(offset) == acked[offset], f"{key}: latest acknowledged record at {offset} gone"
