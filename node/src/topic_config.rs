@@ -447,7 +447,10 @@ mod tests {
     fn cleanup_policies_and_compaction_settings() {
         assert_eq!(parse_cleanup_policy("compact"), Some((false, true)));
         assert_eq!(parse_cleanup_policy("compact,delete"), Some((true, true)));
-        assert_eq!(parse_cleanup_policy(" delete , compact"), Some((true, true)));
+        assert_eq!(
+            parse_cleanup_policy(" delete , compact"),
+            Some((true, true))
+        );
         let c = TopicOverrides::parse(&configs(&[
             ("cleanup.policy", "compact"),
             ("min.cleanable.dirty.ratio", "0.25"),

@@ -501,3 +501,28 @@ def test_authorized_operations_are_reported_when_asked(make_broker):
     # Not asked: not computed (None).
     plain = admin.describe_cluster().result(30)
     assert not plain.authorized_operations, plain.authorized_operations
+
+
+def test_list_config_resources_lists_groups_for_config_command(make_broker):
+    """Kafka 4.1's ConfigCommand lists every group with configs through ListConfigResources
+    (v1, GROUP), and client metrics resources (none on ringlog) through it too."""
+    b = make_broker(shards=1)
+    b.env = {"RUST_LOG": "info,node::server::connection=trace"}
+    b.start()
+    from confluent_kafka import Consumer, TopicPartition
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic("listed", num_partitions=1, replication_factor=1)])["listed"].result(30)
+    for g in ("listed-a", "listed-b"):
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": g})
+        c.commit(offsets=[TopicPartition("listed", 0, 1)], asynchronous=False)
+        c.close()
+    r = kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", b.bootstrap, "--describe",
+                   "--entity-type", "groups")
+    assert r.returncode == 0, r.stderr
+    listed = sorted(re.findall(r"Dynamic configs for group (\S+) are", r.stdout))
+    assert listed == ["listed-a", "listed-b"], r.stdout
+    r = kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", b.bootstrap, "--describe",
+                   "--entity-type", "client-metrics")
+    assert r.returncode == 0 and "Dynamic configs" not in r.stdout, (r.stdout, r.stderr)
+    with open(b.log_path, encoding="utf-8", errors="replace") as f:
+        assert "api=ListConfigResources version=1" in f.read(), "ConfigCommand asked ListConfigResources v1"

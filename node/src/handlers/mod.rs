@@ -12,6 +12,7 @@ pub mod describe_topic_partitions;
 pub mod fetch;
 pub mod groups;
 pub mod init_producer_id;
+pub mod list_config_resources;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
@@ -63,6 +64,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeTopicPartitions, 0, 0),
+    // v0 was ListClientMetricsResources; v1 (Kafka 4.1) lists topics, brokers and groups.
+    (ApiKey::ListConfigResources, 0, 1),
 ];
 
 pub fn supported_versions(api: ApiKey) -> Option<(i16, i16)> {
@@ -136,6 +139,9 @@ pub async fn dispatch(
         RequestKind::AlterConfigs(r) => encode(&alter_configs::alter_all(ctx, r).await, version)?,
         RequestKind::DescribeTopicPartitions(r) => {
             encode(&describe_topic_partitions::handle(ctx, r), version)?
+        }
+        RequestKind::ListConfigResources(r) => {
+            encode(&list_config_resources::handle(ctx, r, version), version)?
         }
         RequestKind::DescribeLogDirs(r) => encode(&describe_log_dirs::handle(ctx, r), version)?,
         RequestKind::DeleteRecords(r) => encode(&delete_records::handle(ctx, r).await, version)?,

@@ -321,6 +321,7 @@ mod tests {
             ApiKey::IncrementalAlterConfigs => {
                 RequestKind::IncrementalAlterConfigs(Default::default())
             }
+            ApiKey::ListConfigResources => RequestKind::ListConfigResources(Default::default()),
             other => panic!("add {other:?} to default_request"),
         }
     }
