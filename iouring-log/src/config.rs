@@ -44,6 +44,22 @@ pub struct Compaction {
     pub delete_retention_ms: i64,
 }
 
+impl Compaction {
+    /// `cleanup.policy`: a comma-separated list of `delete` and `compact` (either order, at
+    /// least one) as `(delete, compact)`; `None` for anything else.
+    pub fn parse_policy(value: &str) -> Option<(bool, bool)> {
+        let (mut delete, mut compact) = (false, false);
+        for part in value.split(',').map(str::trim) {
+            match part {
+                "delete" => delete = true,
+                "compact" => compact = true,
+                _ => return None,
+            }
+        }
+        (delete || compact).then_some((delete, compact))
+    }
+}
+
 impl Default for Compaction {
     fn default() -> Self {
         Compaction {

@@ -715,7 +715,7 @@ impl Properties {
     /// The default compaction settings of topics (`log.cleanup.policy`, `log.cleaner.*`).
     fn compaction(&self) -> Result<Compaction, ConfigError> {
         let policy = "log.cleanup.policy";
-        let (delete, compact) = crate::topic_config::parse_cleanup_policy(self.get(policy))
+        let (delete, compact) = Compaction::parse_policy(self.get(policy))
             .ok_or_else(|| self.invalid(policy, "a list of delete and/or compact"))?;
         let ratio = "log.cleaner.min.cleanable.ratio";
         let min_cleanable_dirty_ratio = self

@@ -281,7 +281,7 @@ impl TopicOverrides {
                 }
                 "cleanup.policy" => {
                     o.cleanup_policy =
-                        Some(parse_cleanup_policy(value).ok_or_else(|| {
+                        Some(Compaction::parse_policy(value).ok_or_else(|| {
                             invalid(key, value, "a list of delete and/or compact")
                         })?)
                 }
@@ -369,20 +369,6 @@ pub fn validate(configs: &BTreeMap<String, String>) -> Result<(), TopicConfigErr
     Ok(())
 }
 
-/// `cleanup.policy`: a comma-separated list of `delete` and `compact` (either order, at least
-/// one) as `(delete, compact)`; `None` for anything else.
-pub fn parse_cleanup_policy(value: &str) -> Option<(bool, bool)> {
-    let (mut delete, mut compact) = (false, false);
-    for part in value.split(',').map(str::trim) {
-        match part {
-            "delete" => delete = true,
-            "compact" => compact = true,
-            _ => return None,
-        }
-    }
-    (delete || compact).then_some((delete, compact))
-}
-
 fn parse_at_least(key: &str, value: &str, min: i64) -> Result<i64, TopicConfigError> {
     match value.trim().parse::<i64>() {
         Ok(v) if v >= min => Ok(v),
@@ -445,10 +431,13 @@ mod tests {
 
     #[test]
     fn cleanup_policies_and_compaction_settings() {
-        assert_eq!(parse_cleanup_policy("compact"), Some((false, true)));
-        assert_eq!(parse_cleanup_policy("compact,delete"), Some((true, true)));
+        assert_eq!(Compaction::parse_policy("compact"), Some((false, true)));
         assert_eq!(
-            parse_cleanup_policy(" delete , compact"),
+            Compaction::parse_policy("compact,delete"),
+            Some((true, true))
+        );
+        assert_eq!(
+            Compaction::parse_policy(" delete , compact"),
             Some((true, true))
         );
         let c = TopicOverrides::parse(&configs(&[
