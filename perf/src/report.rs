@@ -1,7 +1,11 @@
-//! Rendering results: SVG charts inside one self-contained HTML page, and a Markdown table.
+//! Rendering results: charts drawn with `plotters` as SVG inside one self-contained HTML page
+//! (labelled ticks, a legend on every chart, one set of charts per workload, latency on
+//! HdrHistogram's percentile axis), and a Markdown table.
 
 use std::fmt::Write;
 
+use plotters::coord::Shift;
+use plotters::prelude::*;
 use serde_json::Value;
 
 #[derive(Debug, thiserror::Error)]
@@ -201,12 +205,18 @@ pub fn markdown(results: &[RunResult]) -> String {
     out
 }
 
-const COLORS: &[&str] = &[
-    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
+/// Series colours, one per result, in the order the results are given.
+const COLORS: &[RGBColor] = &[
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x8c, 0x56, 0x4b),
 ];
-const W: f64 = 640.0;
-const H: f64 = 300.0;
-const PAD: f64 = 50.0;
+const CHART: (u32, u32) = (900, 380);
+/// The highest percentile a percentile chart shows: 99.999 % (x = 1/(1-p) = 100 000).
+const PERCENTILE_X_MAX: f64 = 1e5;
 
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -214,128 +224,204 @@ fn escape(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// Throughput over time: one polyline per result.
-pub fn throughput_svg(results: &[RunResult]) -> String {
-    let max_y = results
-        .iter()
-        .flat_map(|r| r.publish_rate.iter().chain(&r.consume_rate))
-        .fold(1.0f64, |a, b| a.max(*b));
-    let max_x = results
-        .iter()
-        .map(|r| r.publish_rate.len())
-        .max()
-        .unwrap_or(1)
-        .max(2) as f64
-        - 1.0;
-    let mut svg = format!("<svg xmlns='http://www.w3.org/2000/svg' width='{W}' height='{H}'>");
-    axes(&mut svg, "seconds", "msg/s", &format!("{max_y:.0}"));
-    for (i, r) in results.iter().enumerate() {
-        let c = COLORS[i % COLORS.len()];
-        for (series, dash) in [
-            (&r.publish_rate, ""),
-            (&r.consume_rate, " stroke-dasharray='4 3'"),
-        ] {
-            let pts: Vec<String> = series
-                .iter()
-                .enumerate()
-                .map(|(x, y)| {
-                    format!(
-                        "{:.1},{:.1}",
-                        PAD + x as f64 / max_x * (W - 2.0 * PAD),
-                        H - PAD - y / max_y * (H - 2.0 * PAD)
-                    )
-                })
-                .collect();
-            write!(
-                svg,
-                "<polyline fill='none' stroke='{c}' stroke-width='1.5'{dash} points='{}'/>",
-                pts.join(" ")
-            )
-            .ok();
-        }
-    }
-    svg.push_str("</svg>");
-    svg
+fn color(i: usize) -> RGBColor {
+    COLORS[i % COLORS.len()]
 }
 
-/// Latency by percentile, HdrHistogram style: x is 1/(1-p) on a log axis (90%, 99%, 99.9% …
-/// evenly spaced), y is milliseconds on a log axis.
-pub fn percentile_svg(results: &[RunResult], pick: fn(&RunResult) -> &Vec<(f64, f64)>) -> String {
-    let x_of = |p: f64| (1.0 / (1.0 - (p / 100.0).min(0.99999))).log10();
-    let all: Vec<(f64, f64)> = results
+/// The workloads of `results` in first-seen order, each with its results (and their index in
+/// `results`, which picks their colour).
+fn by_workload(results: &[RunResult]) -> Vec<(&str, Vec<(usize, &RunResult)>)> {
+    let mut out: Vec<(&str, Vec<(usize, &RunResult)>)> = Vec::new();
+    for (i, r) in results.iter().enumerate() {
+        match out.iter_mut().find(|(w, _)| *w == r.workload) {
+            Some((_, rs)) => rs.push((i, r)),
+            None => out.push((r.workload.as_str(), vec![(i, r)])),
+        }
+    }
+    out
+}
+
+/// Renders a chart into an SVG string; a drawing error becomes a note in the page.
+fn svg_chart(draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> Result<(), String>) -> String {
+    let mut out = String::new();
+    let result = {
+        let root = SVGBackend::with_string(&mut out, CHART).into_drawing_area();
+        root.fill(&WHITE)
+            .map_err(|e| e.to_string())
+            .and_then(|()| draw(&root))
+            .and_then(|()| root.present().map_err(|e| e.to_string()))
+    };
+    match result {
+        Ok(()) => out,
+        Err(e) => format!("<p>chart not drawn: {}</p>", escape(&e)),
+    }
+}
+
+/// Published (solid) and consumed (dashed) messages per second over the run, one chart per
+/// workload, every result of the workload on it.
+pub fn throughput_svg(workload: &str, results: &[(usize, &RunResult)]) -> String {
+    let seconds_per_sample = |r: &RunResult| r.metric("sampleRateSeconds").unwrap_or(1.0);
+    let max_x = results
         .iter()
-        .flat_map(|r| pick(r).iter().copied())
-        .filter(|(_, v)| *v > 0.0)
-        .collect();
+        .map(|(_, r)| r.publish_rate.len().max(r.consume_rate.len()) as f64 * seconds_per_sample(r))
+        .fold(1.0f64, f64::max);
+    let max_y = results
+        .iter()
+        .flat_map(|(_, r)| r.publish_rate.iter().chain(&r.consume_rate))
+        .fold(1.0f64, |a, b| a.max(*b))
+        * 1.1;
+    svg_chart(|root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(format!("{workload}: throughput"), ("sans-serif", 18))
+            .margin(12)
+            .margin_right(36)
+            .x_label_area_size(44)
+            .y_label_area_size(78)
+            .build_cartesian_2d(0f64..max_x, 0f64..max_y)
+            .map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds since the measurement began")
+            .y_desc("messages per second")
+            .y_label_formatter(&|v| format!("{v:.0}"))
+            .draw()
+            .map_err(|e| e.to_string())?;
+        for &(i, r) in results {
+            let c = color(i);
+            let step = seconds_per_sample(r);
+            let points = |series: &[f64]| -> Vec<(f64, f64)> {
+                series
+                    .iter()
+                    .enumerate()
+                    .map(|(x, y)| (x as f64 * step, *y))
+                    .collect()
+            };
+            chart
+                .draw_series(LineSeries::new(points(&r.publish_rate), c.stroke_width(2)))
+                .map_err(|e| e.to_string())?
+                .label(format!("{}: published", r.driver))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+                });
+            chart
+                .draw_series(DashedLineSeries::new(
+                    points(&r.consume_rate),
+                    6,
+                    4,
+                    c.stroke_width(2),
+                ))
+                .map_err(|e| e.to_string())?
+                .label(format!("{}: consumed", r.driver))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 8, y)], c.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| e.to_string())
+    })
+}
+
+/// x of percentile `p` (0–100) on the HdrHistogram axis: 1/(1-p), so 90 %, 99 %, 99.9 % …
+/// are evenly spaced on a log scale.
+fn percentile_x(p: f64) -> f64 {
+    (1.0 / (1.0 - p / 100.0)).min(PERCENTILE_X_MAX)
+}
+
+/// The percentile a point of the HdrHistogram axis stands for: "99.9%".
+fn percentile_label(x: f64) -> String {
+    let p = 100.0 * (1.0 - 1.0 / x);
+    let s = format!("{p:.5}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    format!("{s}%")
+}
+
+/// Latency by percentile, HdrHistogram's way: x is 1/(1-p) on a log axis labelled 0 %, 90 %,
+/// 99 %, 99.9 % …; y is milliseconds on a log axis. One chart per workload and kind of
+/// latency, every result of the workload on it. The maximum (100 %) is not on this axis: it is
+/// in the table.
+pub fn percentile_svg(
+    title: &str,
+    results: &[(usize, &RunResult)],
+    pick: fn(&RunResult) -> &Vec<(f64, f64)>,
+) -> String {
+    let points = |r: &RunResult| -> Vec<(f64, f64)> {
+        pick(r)
+            .iter()
+            .filter(|(p, v)| *p < 100.0 && *v > 0.0)
+            .map(|(p, v)| (percentile_x(*p), *v))
+            .collect()
+    };
+    let all: Vec<(f64, f64)> = results.iter().flat_map(|(_, r)| points(r)).collect();
+    if all.is_empty() {
+        return format!("<p>{}: no latency recorded</p>", escape(title));
+    }
     let (min_v, max_v) = all
         .iter()
         .fold((f64::MAX, 0.0f64), |(a, b), (_, v)| (a.min(*v), b.max(*v)));
-    let (ly0, ly1) = (
-        min_v.max(1e-3).log10().floor(),
-        max_v
-            .max(1e-3)
-            .log10()
-            .ceil()
-            .max(min_v.max(1e-3).log10().floor() + 1.0),
-    );
-    let max_x = 5.0;
-    let mut svg = format!("<svg xmlns='http://www.w3.org/2000/svg' width='{W}' height='{H}'>");
-    axes(
-        &mut svg,
-        "percentile (90, 99, 99.9, 99.99, 99.999)",
-        "ms (log)",
-        &format!("{}", 10f64.powf(ly1)),
-    );
-    for (i, r) in results.iter().enumerate() {
-        let c = COLORS[i % COLORS.len()];
-        let pts: Vec<String> = pick(r)
-            .iter()
-            .filter(|(_, v)| *v > 0.0)
-            .map(|(p, v)| {
-                let x = PAD + x_of(*p).min(max_x) / max_x * (W - 2.0 * PAD);
-                let y = H - PAD - (v.log10() - ly0) / (ly1 - ly0) * (H - 2.0 * PAD);
-                format!("{x:.1},{y:.1}")
+    let y_range = 10f64.powf(min_v.log10().floor())
+        ..10f64.powf(max_v.log10().ceil().max(min_v.log10().floor() + 1.0));
+    let max_x = all.iter().map(|(x, _)| *x).fold(100.0f64, f64::max);
+    let x_range = 1f64..10f64.powf(max_x.log10().ceil());
+    svg_chart(|root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .margin_right(36)
+            .x_label_area_size(44)
+            .y_label_area_size(78)
+            .build_cartesian_2d(x_range.log_scale(), y_range.log_scale())
+            .map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .x_desc("percentile")
+            .y_desc("milliseconds")
+            .x_label_formatter(&|x| percentile_label(*x))
+            .y_label_formatter(&|v| {
+                if *v >= 1.0 {
+                    format!("{v:.0}")
+                } else {
+                    format!("{v}")
+                }
             })
-            .collect();
-        write!(
-            svg,
-            "<polyline fill='none' stroke='{c}' stroke-width='1.5' points='{}'/>",
-            pts.join(" ")
-        )
-        .ok();
-    }
-    svg.push_str("</svg>");
-    svg
+            .draw()
+            .map_err(|e| e.to_string())?;
+        for &(i, r) in results {
+            let c = color(i);
+            chart
+                .draw_series(LineSeries::new(points(r), c.stroke_width(2)))
+                .map_err(|e| e.to_string())?
+                .label(r.driver.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| e.to_string())
+    })
 }
 
-fn axes(svg: &mut String, x_label: &str, y_label: &str, y_max: &str) {
-    write!(
-        svg,
-        "<line x1='{PAD}' y1='{b}' x2='{r}' y2='{b}' stroke='#333'/><line x1='{PAD}' y1='{PAD}' x2='{PAD}' y2='{b}' stroke='#333'/>\
-         <text x='{cx}' y='{ty}' font-size='12' text-anchor='middle'>{}</text>\
-         <text x='12' y='{cy}' font-size='12' transform='rotate(-90 12 {cy})' text-anchor='middle'>{}</text>\
-         <text x='{PAD}' y='{top}' font-size='11'>{}</text>",
-        escape(x_label),
-        escape(y_label),
-        escape(y_max),
-        b = H - PAD,
-        r = W - PAD,
-        cx = W / 2.0,
-        ty = H - 15.0,
-        cy = H / 2.0,
-        top = PAD - 8.0,
-    )
-    .ok();
-}
-
-/// The whole report page.
+/// The whole report page: the results side by side, then for each workload its throughput
+/// chart and its publish and end-to-end latency percentile charts.
 pub fn html(results: &[RunResult], title: &str) -> String {
     let mut legend = String::new();
     for (i, r) in results.iter().enumerate() {
+        let c = color(i);
         write!(
             legend,
-            "<li><span style='color:{}'>■</span> {} — {} (<code>{}</code>)</li>",
-            COLORS[i % COLORS.len()],
+            "<li><span style='color:rgb({},{},{})'>■</span> {} — {} (<code>{}</code>)</li>",
+            c.0,
+            c.1,
+            c.2,
             escape(&r.driver),
             escape(&r.workload),
             escape(&r.path)
@@ -343,19 +429,33 @@ pub fn html(results: &[RunResult], title: &str) -> String {
         .ok();
     }
     let table = markdown_to_html(&markdown(results));
+    let mut charts = String::new();
+    for (workload, rs) in by_workload(results) {
+        write!(
+            charts,
+            "<h2>{w}</h2>{tp}{pl}{e2e}",
+            w = escape(workload),
+            tp = throughput_svg(workload, &rs),
+            pl = percentile_svg(
+                &format!("{workload}: publish latency by percentile"),
+                &rs,
+                |r| &r.publish_quantiles
+            ),
+            e2e = percentile_svg(
+                &format!("{workload}: end-to-end latency by percentile"),
+                &rs,
+                |r| &r.end_to_end_quantiles
+            ),
+        )
+        .ok();
+    }
     format!(
         "<!doctype html><html><head><meta charset='utf-8'><title>{t}</title>\
-         <style>body{{font-family:sans-serif;max-width:980px;margin:2em auto}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}td:first-child{{text-align:left}}</style>\
+         <style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}td:first-child{{text-align:left}}svg{{display:block;margin:1em 0}}</style>\
          </head><body><h1>{t}</h1><ul>{legend}</ul>\
-         <h2>Results side by side (ratios to the first)</h2>{table}\
-         <h2>Throughput over time (solid: published, dashed: consumed)</h2>{tp}\
-         <h2>Publish latency by percentile</h2>{pl}\
-         <h2>End-to-end latency by percentile</h2>{e2e}\
-         </body></html>",
+         <h2>Results side by side (ratios to the first of each workload)</h2>{table}\
+         {charts}</body></html>",
         t = escape(title),
-        tp = throughput_svg(results),
-        pl = percentile_svg(results, |r| &r.publish_quantiles),
-        e2e = percentile_svg(results, |r| &r.end_to_end_quantiles),
     )
 }
 

@@ -23,14 +23,32 @@ fn renders_html_and_markdown_from_a_stored_result() {
     let md = markdown(&[r.clone(), other.clone()]);
     assert!(md.contains("| publish latency p99.9 (ms) |"), "{md}");
     assert!(md.contains("(1.00×)"), "ratios to the first result: {md}");
-    let page = html(&[r, other], "test <report>");
+    let page = html(&[r.clone(), other.clone()], "test <report>");
     assert!(page.starts_with("<!doctype html>") && page.contains("test &lt;report&gt;"));
     assert_eq!(
         page.matches("<svg").count(),
         3,
-        "throughput, publish and end-to-end charts"
+        "throughput, publish and end-to-end charts of the one workload"
     );
-    assert!(page.contains("<polyline"));
+    assert!(!page.contains("chart not drawn"), "{page}");
+    // Labelled ticks on HdrHistogram's percentile axis, and a legend on each chart.
+    for tick in [">\n90%\n<", ">\n99%\n<", ">\n99.9%\n<"] {
+        assert!(page.contains(tick), "tick {tick:?} missing");
+    }
+    for label in [
+        "ringlog: published",
+        "kafka: consumed",
+        "messages per second",
+        "milliseconds",
+    ] {
+        assert!(page.contains(label), "{label} missing");
+    }
+    // Another workload gets charts of its own.
+    let mut third = r;
+    third.workload = "other-workload".into();
+    let page = html(&[other, third], "two workloads");
+    assert_eq!(page.matches("<svg").count(), 6);
+    assert!(page.contains("other-workload: throughput"));
 }
 
 #[test]
