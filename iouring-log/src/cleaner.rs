@@ -21,11 +21,13 @@
 //!    offset, last offset delta, timestamps, producer, leader epoch, compression) around the
 //!    records that stay, which are copied byte for byte; a batch that loses all goes.
 //!
-//! Crash safety (the files, in order): the new segment is written to `<base>.log.cleaned`
-//! and synced; the cleaner checkpoint moves past the group; the file is renamed to
-//! `<base>.log.swap` and the directory synced: **the commit**. Then the group's old files are
-//! renamed to `*.deleted` (readers holding them keep reading the old bytes; they are removed
-//! later), the swap file becomes `<base>.log`, and its indexes are written. Opening a log
+//! Crash safety (the files, in order): the new segment is written to `<base>.log.cleaned`, its
+//! indexes to `<base>.index.cleaned` and `<base>.timeindex.cleaned`, all synced; the cleaner
+//! checkpoint moves past the group; then, under the log's mutation permit, the segment file is
+//! renamed to `<base>.log.swap` and the directory synced: **the commit**. The group's old
+//! files are renamed to `*.deleted` (readers holding them keep reading the old bytes; they are
+//! removed later), the indexes and the swap file take their final names, and the directory is
+//! synced again. Opening a log
 //! finishes what a crash interrupted ([`finish_interrupted_cleaning`]): a `.cleaned` file is
 //! removed (the old segments stand), a `.swap` file replaces every segment its offsets cover,
 //! `.deleted` files go.
@@ -44,7 +46,7 @@ use glommio::io::BufferedFile;
 use kafka_protocol::compression::{Compressor, Decompressor, Gzip, Lz4, Snappy, Zstd};
 
 use crate::batch::BatchHeader;
-use crate::checkpoint::{sync_dir, write_checkpoint, CLEANER_OFFSET_FILE};
+use crate::checkpoint::{sync_dir, write_checkpoint, write_file_durably, CLEANER_OFFSET_FILE};
 use crate::config::LogConfig;
 use crate::error::{FlushError, IoError, ReadError};
 use crate::helper_thread::on_helper_thread;
@@ -55,8 +57,8 @@ use crate::read_cache::CachedSegment;
 use crate::reader::SegmentView;
 use crate::recovery::{scan_segment, Gaps};
 use crate::segment::{
-    delete_segment_files, segment_file, write_index_files, Segment, SegmentIndexes, SegmentState,
-    INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+    delete_segment_files, segment_file, Segment, SegmentIndexes, SegmentState, INDEX_SUFFIX,
+    LOG_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use crate::types::Offset;
 
@@ -69,12 +71,17 @@ const DELETED: &str = ".deleted";
 /// How long replaced files stay for readers that still hold them (Kafka's
 /// `file.delete.delay.ms` default).
 pub const FILE_DELETE_DELAY: Duration = Duration::from_secs(60);
-/// Bytes read at once while walking a segment's batches.
-const READ_WINDOW: usize = 1 << 20;
+/// Bytes read at once while walking a segment's batches: small enough that an append's write
+/// queued behind one read waits well under a millisecond.
+const READ_WINDOW: usize = 256 << 10;
 /// Bytes buffered before a write of the new segment.
 const WRITE_CHUNK: usize = 1 << 20;
 /// Memory one key takes in the offset map beyond its bytes (hash table slot, offset).
 const MAP_ENTRY_OVERHEAD: usize = 48;
+/// The longest the cleaner runs before it lets the shard's other task queues run: glommio
+/// preempts a queue only after 100 ms when no latency-sensitive queue waits, and produce
+/// requests waiting that long is what the cleaner must never cause.
+const CPU_SLICE: Duration = Duration::from_micros(500);
 
 /// The node's limits on its cleaners, per shard.
 #[derive(Debug, Clone, Copy)]
@@ -265,7 +272,6 @@ impl Log {
                         map.put(key, r.offset);
                     }
                 }
-                glommio::yield_if_needed().await;
             }
             end = snaps
                 .iter()
@@ -367,48 +373,73 @@ impl Log {
                     throttle.spent(rebuilt.len()).await;
                     out.push(&h, rebuilt).await?;
                 }
-                glommio::yield_if_needed().await;
             }
         }
         Ok(out.finish().await?)
     }
 
+    /// Where `group` starts in the log's segments, if they are all still there as the cleaner
+    /// saw them (retention or truncation may have taken some meanwhile).
+    fn group_position(&self, group: &[Snap]) -> Option<usize> {
+        let st = self.inner.state.borrow();
+        let at = st
+            .segments
+            .iter()
+            .position(|s| s.base_offset == group[0].base)?;
+        let same = st.segments.len() > at + group.len()
+            && group
+                .iter()
+                .zip(&st.segments[at..])
+                .all(|(g, s)| s.base_offset == g.base && s.is_sealed() && s.size == g.size);
+        same.then_some(at)
+    }
+
     /// Puts the cleaned segment in place of `group` (see the module doc for the order of the
-    /// file operations). `false` when the log changed meanwhile (retention or truncation took
-    /// some of the group): the cleaned file is removed and the log left as it is.
+    /// file operations). Everything that syncs a file happens before the log's mutation permit
+    /// is taken; under it (appends wait) only renames and one directory sync. `false` when the
+    /// log changed meanwhile: the cleaned files are removed and the log left as it is.
     async fn swap_in(
         &self,
         cleaned: CleanedSegment,
         group: &[Snap],
         group_end: Offset,
     ) -> Result<bool, CleanError> {
-        let _permit = self.mutation_permit().await?;
         let dir = self.inner.dir.clone();
-        let at = {
-            let st = self.inner.state.borrow();
-            let at = st
-                .segments
-                .iter()
-                .position(|s| s.base_offset == group[0].base);
-            let same = at.is_some_and(|i| {
-                st.segments.len() > i + group.len()
-                    && group
-                        .iter()
-                        .zip(&st.segments[i..])
-                        .all(|(g, s)| s.base_offset == g.base && s.is_sealed() && s.size == g.size)
-            });
-            same.then(|| at.expect("found"))
-        };
-        let Some(at) = at else {
-            remove_if_present(&cleaned.path).await?;
-            return Ok(false);
-        };
-        // The commit: past the checkpoint, the group's segments may have gaps.
-        let checkpoint = self.cleaned_below().max(group_end);
-        write_checkpoint(&dir, CLEANER_OFFSET_FILE, &[checkpoint.0.to_string()]).await?;
-        self.inner.state.borrow_mut().cleaned_below = checkpoint;
         let base = group[0].base;
         let log_path = segment_file(&dir, base, LOG_SUFFIX);
+        let mut indexes = cleaned.indexes;
+        indexes.maybe_append_time_entry(base);
+        let index = segment_file(&dir, base, INDEX_SUFFIX);
+        let time_index = segment_file(&dir, base, TIME_INDEX_SUFFIX);
+        let (index_cleaned, time_cleaned) = (
+            with_suffix(&index, CLEANED),
+            with_suffix(&time_index, CLEANED),
+        );
+        let discard = || async {
+            for p in [&cleaned.path, &index_cleaned, &time_cleaned] {
+                remove_if_present(p).await?;
+            }
+            Ok::<bool, CleanError>(false)
+        };
+        if self.group_position(group).is_none() {
+            return discard().await;
+        }
+        write_file_durably(&index_cleaned, indexes.offset_index.to_bytes()).await?;
+        write_file_durably(&time_cleaned, indexes.time_index.to_bytes()).await?;
+        // Past the checkpoint, the group's segments may have gaps (a checkpoint ahead of a
+        // swap that does not happen only relaxes the checks of segments that have none).
+        let checkpoint = self.cleaned_below().max(group_end);
+        write_checkpoint(&dir, CLEANER_OFFSET_FILE, &[checkpoint.0.to_string()]).await?;
+        {
+            let mut st = self.inner.state.borrow_mut();
+            st.cleaned_below = st.cleaned_below.max(checkpoint);
+        }
+        let permit = self.mutation_permit().await?;
+        let Some(at) = self.group_position(group) else {
+            drop(permit);
+            return discard().await;
+        };
+        // The commit.
         let swap = with_suffix(&log_path, SWAP);
         rename(&cleaned.path, &swap).await?;
         sync_dir(&dir).await?;
@@ -421,36 +452,29 @@ impl Log {
             let moved = with_suffix(&segment_file(&dir, g.base, LOG_SUFFIX), DELETED);
             g.view.cached.relocate(Rc::new(moved));
         }
+        rename(&index_cleaned, &index).await?;
+        rename(&time_cleaned, &time_index).await?;
         rename(&swap, &log_path).await?;
-        let mut indexes = cleaned.indexes;
-        indexes.maybe_append_time_entry(base);
-        write_index_files(
-            &log_path,
-            base,
-            indexes.offset_index.to_bytes(),
-            indexes.time_index.to_bytes(),
-        )
-        .await?;
-        sync_dir(&dir).await?;
         let log_path = Rc::new(log_path);
-        let segment = Segment {
-            base_offset: base,
-            cached: CachedSegment::new(log_path.clone()),
-            log_path,
-            indexes,
-            size: cleaned.size,
-            next_offset: group.last().expect("not empty").next,
-            rolling_timestamp_ms: {
-                let st = self.inner.state.borrow();
-                st.segments[at + group.len() - 1].rolling_timestamp_ms
-            },
-            state: SegmentState::Sealed,
-        };
         {
             let mut st = self.inner.state.borrow_mut();
+            let rolling_timestamp_ms = st.segments[at + group.len() - 1].rolling_timestamp_ms;
+            let segment = Segment {
+                base_offset: base,
+                cached: CachedSegment::new(log_path.clone()),
+                log_path,
+                indexes,
+                size: cleaned.size,
+                next_offset: group.last().expect("not empty").next,
+                rolling_timestamp_ms,
+                state: SegmentState::Sealed,
+            };
             st.segments.splice(at..at + group.len(), [segment]);
             st.check();
         }
+        drop(permit);
+        // The final names durable (a crash before this finishes the swap at open).
+        sync_dir(&dir).await?;
         // Readers that took a view of the old segments keep reading the renamed files; the
         // files go once such a read must be over.
         let bases: Vec<Offset> = group.iter().map(|g| g.base).collect();
@@ -715,9 +739,12 @@ fn corrupt(view: &SegmentView, position: u64, reason: String) -> CleanError {
     }
 }
 
-/// The batches of a sealed segment in order, read a window at a time.
+/// The batches of a sealed segment in order, read a window at a time with O_DIRECT, one read
+/// in flight and no read-ahead: the cleaner neither floods the device's queue ahead of the
+/// appenders' writes nor evicts what consumers read from the shard's read cache.
 struct SegmentBatches<'a> {
     view: &'a SegmentView,
+    file: Option<Rc<BufferedFile>>,
     position: u64,
     window: Vec<u8>,
     window_start: u64,
@@ -727,10 +754,51 @@ impl<'a> SegmentBatches<'a> {
     fn new(view: &'a SegmentView) -> Self {
         SegmentBatches {
             view,
+            file: None,
             position: 0,
             window: Vec::new(),
             window_start: 0,
         }
+    }
+
+    /// `[from, to)` of the file (both within its size), read with O_DIRECT.
+    async fn read(&mut self, from: u64, to: u64) -> Result<Vec<u8>, CleanError> {
+        const ALIGN: u64 = crate::limits::DIRECT_IO_ALIGNMENT as u64;
+        // Where the bytes are now (a replaced segment's file moves to `.deleted`).
+        let path = self.view.cached.path();
+        let file = match &self.file {
+            Some(f) => f.clone(),
+            None => {
+                let mut options = glommio::io::OpenOptions::new();
+                options.read(true).custom_flags(libc::O_DIRECT);
+                let f = on_helper_thread(options.buffered_open(path.as_path()))
+                    .await
+                    .map(Rc::new)
+                    .map_err(|e| IoError::new("opening for cleaning", path.as_path(), e))?;
+                self.file = Some(f.clone());
+                f
+            }
+        };
+        let start = from / ALIGN * ALIGN;
+        let len = (to - start).div_ceil(ALIGN) * ALIGN;
+        let read = on_helper_thread(file.read_at(start, len as usize))
+            .await
+            .map_err(|e| {
+                IoError::new(
+                    "reading for cleaning",
+                    path.as_path(),
+                    std::io::Error::from(e),
+                )
+            })?;
+        let (a, b) = ((from - start) as usize, (to - start) as usize);
+        if read.len() < b {
+            let short = std::io::Error::other(format!(
+                "short read at {start}: {} of {b} bytes",
+                read.len()
+            ));
+            return Err(IoError::new("reading for cleaning", path.as_path(), short).into());
+        }
+        Ok(read[a..b].to_vec())
     }
 
     /// The next batch's position and bytes; `None` at the segment's end.
@@ -764,7 +832,7 @@ impl<'a> SegmentBatches<'a> {
             && from + n as u64 <= self.window_start + self.window.len() as u64;
         if !have {
             let to = (from + n.max(READ_WINDOW) as u64).min(self.view.size);
-            self.window = self.view.copy_bytes(from, to).await?;
+            self.window = self.read(from, to).await?;
             self.window_start = from;
         }
         let at = (from - self.window_start) as usize;
@@ -857,12 +925,14 @@ impl CleanedWriter {
     }
 }
 
-/// Keeps the cleaner's reads and writes under a rate: after each step, sleeps as long as the
-/// bytes so far are ahead of the rate.
+/// Paces the cleaner: at most [`CPU_SLICE`] of work before the shard's other task queues get
+/// to run, and with a rate, reads and writes kept under it (after each step it sleeps as long
+/// as the bytes so far are ahead of the rate).
 struct Throttle {
     rate: Option<u64>,
     start: Instant,
     bytes: u64,
+    slice_start: Instant,
 }
 
 impl Throttle {
@@ -871,10 +941,15 @@ impl Throttle {
             rate,
             start: Instant::now(),
             bytes: 0,
+            slice_start: Instant::now(),
         }
     }
 
     async fn spent(&mut self, bytes: usize) {
+        if self.slice_start.elapsed() >= CPU_SLICE {
+            glommio::executor().yield_task_queue_now().await;
+            self.slice_start = Instant::now();
+        }
         let Some(rate) = self.rate.filter(|r| *r > 0) else {
             return;
         };
@@ -883,6 +958,7 @@ impl Throttle {
         let elapsed = self.start.elapsed();
         if due > elapsed {
             glommio::timer::sleep(due - elapsed).await;
+            self.slice_start = Instant::now();
         }
     }
 }
