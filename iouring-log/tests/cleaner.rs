@@ -400,3 +400,55 @@ fn whole_batches(bytes: &[u8]) -> &[u8] {
     }
     &bytes[..at]
 }
+
+#[test]
+fn records_younger_than_min_compaction_lag_are_not_cleaned() {
+    run(|| async {
+        let dir = tmpdir();
+        let mut cfg = compacted();
+        // The records' timestamps are 1_700_000_000_000 + i; "now" is 1_800_000_000_000.
+        cfg.compaction.min_compaction_lag_ms = 200_000_000_000;
+        let log = Log::open(dir.path(), cfg, 0).await.unwrap();
+        fill(&log, 20, false).await;
+        assert!(
+            clean(&log, &UNLIMITED).await.is_none(),
+            "every record is within the lag"
+        );
+        log.close().await.unwrap();
+        cfg.compaction.min_compaction_lag_ms = 1000;
+        let log = Log::open(dir.path(), cfg, 0).await.unwrap();
+        assert!(
+            clean(&log, &UNLIMITED).await.is_some(),
+            "past the lag they are cleaned"
+        );
+    });
+}
+
+#[test]
+fn compact_and_delete_also_applies_retention() {
+    run(|| async {
+        let dir = tmpdir();
+        let mut cfg = compacted();
+        cfg.retention_ms = Some(1000);
+        let log = Log::open(dir.path(), cfg, 0).await.unwrap();
+        fill(&log, 20, false).await;
+        // Compact only: retention.ms does not apply.
+        assert_eq!(
+            log.delete_old_segments(1_800_000_000_000, log.log_end_offset())
+                .await
+                .unwrap(),
+            0
+        );
+        log.close().await.unwrap();
+        cfg.compaction.delete = true;
+        let log = Log::open(dir.path(), cfg, 0).await.unwrap();
+        let deleted = log
+            .delete_old_segments(1_800_000_000_000, log.log_end_offset())
+            .await
+            .unwrap();
+        assert!(
+            deleted > 0,
+            "compact,delete: old segments go by retention.ms"
+        );
+    });
+}
