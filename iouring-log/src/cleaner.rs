@@ -48,17 +48,18 @@ use kafka_protocol::compression::{Compressor, Decompressor, Gzip, Lz4, Snappy, Z
 use crate::batch::BatchHeader;
 use crate::checkpoint::{sync_dir, write_checkpoint, write_file_durably, CLEANER_OFFSET_FILE};
 use crate::config::LogConfig;
-use crate::error::{FlushError, IoError, ReadError};
+use crate::error::{FlushError, IoError, OpenError, ReadError};
 use crate::helper_thread::on_helper_thread;
 use crate::leader_epoch_cache::LeaderEpochCache;
 use crate::limits::BATCH_HEADER_BYTES;
 use crate::log::Log;
+use crate::log_open::list_segments;
 use crate::read_cache::CachedSegment;
 use crate::reader::SegmentView;
 use crate::recovery::{scan_segment, Gaps};
 use crate::segment::{
-    delete_segment_files, segment_file, Segment, SegmentIndexes, SegmentState, INDEX_SUFFIX,
-    LOG_SUFFIX, TIME_INDEX_SUFFIX,
+    absent_is_fine, delete_segment_files, remove_if_present, segment_file, Segment, SegmentIndexes,
+    SegmentState, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use crate::types::Offset;
 
@@ -165,12 +166,8 @@ struct Snap {
 impl Log {
     /// Whether a segment from `base` may have offset gaps (cleaned, or in a compacted log).
     pub(crate) fn gaps_in(&self, base: Offset) -> Gaps {
-        let compact = self.inner.config.get().compaction.compact;
-        if compact || base < self.inner.state.borrow().cleaned_below {
-            Gaps::Allowed
-        } else {
-            Gaps::Damage
-        }
+        let compacted = self.inner.config.get().compaction.compact;
+        Gaps::in_segment(base, compacted, self.cleaned_below())
     }
 
     /// The cleaner checkpoint: segments below it are cleaned.
@@ -262,40 +259,31 @@ impl Log {
                 break;
             }
             let mut batches = SegmentBatches::new(&s.view);
-            while let Some((position, bytes)) = batches.next().await? {
-                throttle.spent(bytes.len()).await;
-                let header = parse(&s.view, position, &bytes)?;
-                let records = batch_records(&bytes, &header)
-                    .map_err(|reason| corrupt(&s.view, position, reason))?;
+            while let Some(batch) = batches.next_decoded(&mut throttle).await? {
+                let records = &batch.records;
                 for r in &records.records {
                     if let Some(key) = r.key(&records.bytes) {
                         map.put(key, r.offset);
                     }
                 }
             }
-            end = snaps
-                .iter()
-                .find(|n| n.base > s.base)
-                .map_or(d.first_uncleanable, |n| n.base);
+            end = base_after(&snaps, s.base).unwrap_or(d.first_uncleanable);
         }
         stats.cleaned_to = end;
         let to_clean: Vec<Snap> = snaps.into_iter().filter(|s| s.base < end).collect();
         stats.segments_before = to_clean.len();
         stats.bytes_before = to_clean.iter().map(|s| s.size).sum();
-        let tombstone_horizon = now_ms - cfg.compaction.delete_retention_ms;
+        let rules = Rules {
+            map: &map,
+            first_dirty: d.first_dirty,
+            tombstone_horizon: now_ms - cfg.compaction.delete_retention_ms,
+        };
         for group in group_by_size(&to_clean, cfg.segment_bytes) {
             if stats.segments_after > 0 && stop() {
                 break;
             }
-            let group_end = to_clean
-                .iter()
-                .find(|n| n.base > group.last().expect("groups are not empty").base)
-                .map_or(end, |n| n.base);
-            let rules = Rules {
-                map: &map,
-                first_dirty: d.first_dirty,
-                tombstone_horizon,
-            };
+            let last = group.last().expect("groups are not empty").base;
+            let group_end = base_after(&to_clean, last).unwrap_or(end);
             let cleaned = self
                 .write_cleaned(&group, &rules, &mut stats, &mut throttle)
                 .await?;
@@ -333,11 +321,13 @@ impl Log {
         let mut out = CleanedWriter::create(path, base, interval).await?;
         for s in group {
             let mut batches = SegmentBatches::new(&s.view);
-            while let Some((position, bytes)) = batches.next().await? {
-                throttle.spent(bytes.len()).await;
-                let header = parse(&s.view, position, &bytes)?;
-                let records = batch_records(&bytes, &header)
-                    .map_err(|reason| corrupt(&s.view, position, reason))?;
+            while let Some(batch) = batches.next_decoded(throttle).await? {
+                let DecodedBatch {
+                    position,
+                    bytes,
+                    header,
+                    records,
+                } = batch;
                 stats.records_read += records.records.len() as u64;
                 let keep: Vec<&RawRecord> = records
                     .records
@@ -521,6 +511,11 @@ impl Rules<'_> {
         }
         (true, Removed::Kept)
     }
+}
+
+/// The base offset of the segment after the one from `base` among `segments`.
+fn base_after(segments: &[Snap], base: Offset) -> Option<Offset> {
+    segments.iter().find(|n| n.base > base).map(|n| n.base)
 }
 
 /// Groups consecutive segments whose sizes add up to at most `segment_bytes` (one segment
@@ -739,6 +734,14 @@ fn corrupt(view: &SegmentView, position: u64, reason: String) -> CleanError {
     }
 }
 
+/// One batch of a segment as the cleaner reads it.
+struct DecodedBatch {
+    position: u64,
+    bytes: Vec<u8>,
+    header: BatchHeader,
+    records: BatchRecords,
+}
+
 /// The batches of a sealed segment in order, read a window at a time with O_DIRECT, one read
 /// in flight and no read-ahead: the cleaner neither floods the device's queue ahead of the
 /// appenders' writes nor evicts what consumers read from the shard's read cache.
@@ -799,6 +802,27 @@ impl<'a> SegmentBatches<'a> {
             return Err(IoError::new("reading for cleaning", path.as_path(), short).into());
         }
         Ok(read[a..b].to_vec())
+    }
+
+    /// The next batch, validated and its records decompressed and found; the bytes read go on
+    /// `throttle`'s account. `None` at the segment's end.
+    async fn next_decoded(
+        &mut self,
+        throttle: &mut Throttle,
+    ) -> Result<Option<DecodedBatch>, CleanError> {
+        let Some((position, bytes)) = self.next().await? else {
+            return Ok(None);
+        };
+        throttle.spent(bytes.len()).await;
+        let header = parse(self.view, position, &bytes)?;
+        let records = batch_records(&bytes, &header)
+            .map_err(|reason| corrupt(self.view, position, reason))?;
+        Ok(Some(DecodedBatch {
+            position,
+            bytes,
+            header,
+            records,
+        }))
     }
 
     /// The next batch's position and bytes; `None` at the segment's end.
@@ -976,31 +1000,8 @@ async fn rename(from: &Path, to: &Path) -> Result<(), IoError> {
 }
 
 async fn rename_if_present(from: &Path, to: &Path) -> Result<(), IoError> {
-    match on_helper_thread(glommio::io::rename(from, to)).await {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let e = std::io::Error::from(e);
-            if e.kind() == std::io::ErrorKind::NotFound {
-                Ok(())
-            } else {
-                Err(IoError::new("renaming", from, e))
-            }
-        }
-    }
-}
-
-async fn remove_if_present(path: &Path) -> Result<(), IoError> {
-    match on_helper_thread(glommio::io::remove(path)).await {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let e = std::io::Error::from(e);
-            if e.kind() == std::io::ErrorKind::NotFound {
-                Ok(())
-            } else {
-                Err(IoError::new("removing", path, e))
-            }
-        }
-    }
+    let renamed = on_helper_thread(glommio::io::rename(from, to)).await;
+    absent_is_fine(renamed, "renaming", from)
 }
 
 /// Removes the `.deleted` files of the segment at `base`.
@@ -1014,7 +1015,7 @@ async fn delete_deleted(dir: &Path, base: Offset) -> Result<(), IoError> {
 /// Finishes, when a log opens, what a crash interrupted: `.cleaned` files are removed (their
 /// cleaning was not committed), a `.swap` file replaces the segments its offsets cover and
 /// takes their place, and `.deleted` files go.
-pub async fn finish_interrupted_cleaning(dir: &Path, config: &LogConfig) -> Result<(), IoError> {
+pub async fn finish_interrupted_cleaning(dir: &Path, config: &LogConfig) -> Result<(), OpenError> {
     // Listing a directory has no io_uring operation; this runs once per log open.
     let entries = std::fs::read_dir(dir).map_err(|e| IoError::new("listing", dir, e))?;
     let mut swaps = Vec::new();
@@ -1059,10 +1060,11 @@ pub async fn finish_interrupted_cleaning(dir: &Path, config: &LogConfig) -> Resu
                 "finishing an interrupted cleaning",
                 &swap,
                 std::io::Error::other(format!("invalid at position {position}: {reason:?}")),
-            ));
+            )
+            .into());
         }
         // Every other segment whose offsets the swap file covers is replaced by it.
-        let covered: Vec<Offset> = list_log_bases(dir)?
+        let covered: Vec<Offset> = list_segments(dir)?
             .into_iter()
             .filter(|b| *b > base && *b < scan.next_offset)
             .collect();
@@ -1080,22 +1082,6 @@ pub async fn finish_interrupted_cleaning(dir: &Path, config: &LogConfig) -> Resu
         sync_dir(dir).await?;
     }
     Ok(())
-}
-
-/// Base offsets of the `.log` files in `dir`.
-fn list_log_bases(dir: &Path) -> Result<Vec<Offset>, IoError> {
-    let entries = std::fs::read_dir(dir).map_err(|e| IoError::new("listing", dir, e))?;
-    let mut out = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| IoError::new("listing", dir, e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(stem) = name.strip_suffix(&format!(".{LOG_SUFFIX}")) {
-            if let Ok(b) = stem.parse::<i64>() {
-                out.push(Offset(b));
-            }
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -58,6 +58,15 @@ impl Compaction {
         }
         (delete || compact).then_some((delete, compact))
     }
+
+    /// `min.cleanable.dirty.ratio`: a number from 0 to 1; `None` for anything else.
+    pub fn parse_ratio(value: &str) -> Option<f64> {
+        value
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|r| (0.0..=1.0).contains(r))
+    }
 }
 
 impl Default for Compaction {

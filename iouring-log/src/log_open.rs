@@ -51,7 +51,7 @@ impl Default for LogOptions {
 }
 
 /// Base offsets of the `.log` files in `dir`, sorted; removes leftover temporary files.
-fn list_segments(dir: &Path) -> Result<Vec<Offset>, OpenError> {
+pub(crate) fn list_segments(dir: &Path) -> Result<Vec<Offset>, OpenError> {
     // Listing a directory has no io_uring operation; this runs once per log open.
     let entries = std::fs::read_dir(dir).map_err(|e| IoError::new("listing", dir, e))?;
     let mut bases = Vec::new();
@@ -341,11 +341,7 @@ struct Found<'a> {
 
 impl Found<'_> {
     fn gaps_in(&self, base: Offset) -> Gaps {
-        if self.compacted || base < self.cleaned_below {
-            Gaps::Allowed
-        } else {
-            Gaps::Damage
-        }
+        Gaps::in_segment(base, self.compacted, self.cleaned_below)
     }
 }
 

@@ -87,6 +87,18 @@ pub enum Gaps {
     Damage,
 }
 
+impl Gaps {
+    /// For the segment from `base` of a log that is compacted (`compacted`) or was cleaned
+    /// below `cleaned_below` (its cleaner checkpoint).
+    pub fn in_segment(base: Offset, compacted: bool, cleaned_below: Offset) -> Gaps {
+        if compacted || base < cleaned_below {
+            Gaps::Allowed
+        } else {
+            Gaps::Damage
+        }
+    }
+}
+
 /// Validates every batch of a segment file from position 0, rebuilding its indexes and
 /// assigning the leader epochs its batches carry.
 pub async fn scan_segment(

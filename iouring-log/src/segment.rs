@@ -331,15 +331,30 @@ pub async fn read_partial_block(
 /// already gone are fine.
 pub async fn delete_segment_files(dir: &Path, base_offset: Offset) -> Result<(), IoError> {
     for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
-        let path = segment_file(dir, base_offset, suffix);
-        if let Err(e) = crate::helper_thread::on_helper_thread(glommio::io::remove(&path)).await {
-            let e = std::io::Error::from(e);
-            if e.kind() != std::io::ErrorKind::NotFound {
-                return Err(IoError::new("deleting", path, e));
-            }
-        }
+        remove_if_present(&segment_file(dir, base_offset, suffix)).await?;
     }
     Ok(())
+}
+
+/// Deletes `path`; a file already gone is fine.
+pub(crate) async fn remove_if_present(path: &Path) -> Result<(), IoError> {
+    let removed = crate::helper_thread::on_helper_thread(glommio::io::remove(path)).await;
+    absent_is_fine(removed, "deleting", path)
+}
+
+/// The result of a file operation on `path`, where the file being gone already is fine.
+pub(crate) fn absent_is_fine<E>(
+    result: Result<(), E>,
+    what: &'static str,
+    path: &Path,
+) -> Result<(), IoError>
+where
+    std::io::Error: From<E>,
+{
+    match result.map_err(std::io::Error::from) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(IoError::new(what, path, e)),
+        _ => Ok(()),
+    }
 }
 
 /// Opens a segment file for O_DIRECT appends, cut to `size` (dropping torn or truncated

@@ -718,12 +718,7 @@ impl Properties {
         let (delete, compact) = Compaction::parse_policy(self.get(policy))
             .ok_or_else(|| self.invalid(policy, "a list of delete and/or compact"))?;
         let ratio = "log.cleaner.min.cleanable.ratio";
-        let min_cleanable_dirty_ratio = self
-            .get(ratio)
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|r| (0.0..=1.0).contains(r))
+        let min_cleanable_dirty_ratio = Compaction::parse_ratio(self.get(ratio))
             .ok_or_else(|| self.invalid(ratio, "a number from 0 to 1"))?;
         let at_least = |key: &str, min: i64| -> Result<i64, ConfigError> {
             let v: i64 = self.int(key)?;

@@ -287,11 +287,7 @@ impl TopicOverrides {
                 }
                 "min.cleanable.dirty.ratio" => {
                     o.min_cleanable_dirty_ratio = Some(
-                        value
-                            .trim()
-                            .parse::<f64>()
-                            .ok()
-                            .filter(|r| (0.0..=1.0).contains(r))
+                        Compaction::parse_ratio(value)
                             .ok_or_else(|| invalid(key, value, "a number from 0 to 1"))?,
                     )
                 }

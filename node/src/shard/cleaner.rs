@@ -60,23 +60,30 @@ impl ShardCtx {
     /// Cleans the shard's dirtiest log that is due; whether one was cleaned.
     async fn clean_dirtiest(&self) -> bool {
         let now = now_ms();
-        let dirtiest: Option<(f64, Rc<Partition>)> = self
+        // `(urgency, bound, partition)`: the bound is worked out for compacted logs only.
+        let dirtiest: Option<(f64, iouring_log::Offset, Rc<Partition>)> = self
             .partitions
             .borrow()
             .values()
             .filter_map(|p| {
                 let cfg = p.log.config().compaction;
-                let d = p.log.dirtiness(now, p.cleanable_bound())?;
-                d.due(cfg.min_cleanable_dirty_ratio)
-                    .then(|| (if d.overdue { 2.0 } else { d.ratio() }, p.clone()))
+                if !cfg.compact {
+                    return None;
+                }
+                let bound = p.cleanable_bound();
+                let d = p.log.dirtiness(now, bound)?;
+                d.due(cfg.min_cleanable_dirty_ratio).then(|| {
+                    let urgency = if d.overdue { 2.0 } else { d.ratio() };
+                    (urgency, bound, p.clone())
+                })
             })
             .max_by(|a, b| a.0.total_cmp(&b.0));
-        let Some((_, p)) = dirtiest else {
+        let Some((_, bound, p)) = dirtiest else {
             return false;
         };
         let limits = self.config.cleaner.limits;
         let stop = || self.stop.is_stopping();
-        match p.log.clean(now, p.cleanable_bound(), &limits, &stop).await {
+        match p.log.clean(now, bound, &limits, &stop).await {
             Ok(Some(stats)) => {
                 self.metrics
                     .log_cleaned(stats.bytes_before, stats.bytes_after);
