@@ -53,13 +53,13 @@ use crate::helper_thread::on_helper_thread;
 use crate::leader_epoch_cache::LeaderEpochCache;
 use crate::limits::BATCH_HEADER_BYTES;
 use crate::log::Log;
-use crate::log_open::list_segments;
+
 use crate::read_cache::CachedSegment;
 use crate::reader::SegmentView;
 use crate::recovery::{scan_segment, Gaps};
 use crate::segment::{
-    absent_is_fine, delete_segment_files, remove_if_present, segment_file, Segment, SegmentIndexes,
-    SegmentState, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+    absent_is_fine, delete_segment_files, list_segments, remove_if_present, segment_file, Segment,
+    SegmentIndexes, SegmentState, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use crate::types::Offset;
 

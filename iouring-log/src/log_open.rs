@@ -22,9 +22,9 @@ use crate::offset_index::OffsetIndex;
 use crate::read_cache::CachedSegment;
 use crate::recovery::{next_offset_from_index, scan_segment, Gaps};
 use crate::segment::{
-    delete_segment_files, open_read_file, open_trimmed, read_partial_block, segment_file,
-    write_index_files, ActiveSegment, Segment, SegmentIndexes, SegmentState, INDEX_SUFFIX,
-    LOG_SUFFIX, TIME_INDEX_SUFFIX,
+    delete_segment_files, list_segments, open_read_file, open_trimmed, read_partial_block,
+    segment_file, write_index_files, ActiveSegment, Segment, SegmentIndexes, SegmentState,
+    INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use crate::segment_io::{DirectIo, SegmentIo};
 use crate::time_index::TimeIndex;
@@ -48,39 +48,6 @@ impl Default for LogOptions {
             progress_listener: None,
         }
     }
-}
-
-/// Base offsets of the `.log` files in `dir`, sorted; removes leftover temporary files.
-pub(crate) fn list_segments(dir: &Path) -> Result<Vec<Offset>, OpenError> {
-    // Listing a directory has no io_uring operation; this runs once per log open.
-    let entries = std::fs::read_dir(dir).map_err(|e| IoError::new("listing", dir, e))?;
-    let mut bases = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| IoError::new("listing", dir, e))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if name.ends_with(".tmp") {
-            std::fs::remove_file(entry.path())
-                .map_err(|e| IoError::new("removing", entry.path(), e))?;
-            continue;
-        }
-        let Some(stem) = name.strip_suffix(".log") else {
-            continue;
-        };
-        if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(OpenError::Layout {
-                path: entry.path(),
-                reason: "a .log file not named by a 20-digit base offset".into(),
-            });
-        }
-        let base: i64 = stem.parse().map_err(|_| OpenError::Layout {
-            path: entry.path(),
-            reason: "base offset does not fit i64".into(),
-        })?;
-        bases.push(Offset(base));
-    }
-    bases.sort();
-    Ok(bases)
 }
 
 /// The offset a one-entry checkpoint file holds; 0 when it is missing or unreadable.

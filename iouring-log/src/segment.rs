@@ -12,7 +12,7 @@ use glommio::io::BufferedFile;
 use crate::appender::{Appender, SegmentEnd};
 use crate::batch::BatchHeader;
 use crate::checkpoint::write_file_durably;
-use crate::error::IoError;
+use crate::error::{IoError, OpenError};
 use crate::notify::Progress;
 use crate::offset_index::OffsetIndex;
 use crate::read_cache::CachedSegment;
@@ -375,4 +375,37 @@ pub async fn open_trimmed(
         .await
         .map_err(|e| IoError::new("syncing", path, e))?;
     Ok(file)
+}
+
+/// Base offsets of the `.log` files in `dir`, sorted; removes leftover temporary files.
+pub(crate) fn list_segments(dir: &Path) -> Result<Vec<Offset>, OpenError> {
+    // Listing a directory has no io_uring operation; this runs once per log open.
+    let entries = std::fs::read_dir(dir).map_err(|e| IoError::new("listing", dir, e))?;
+    let mut bases = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| IoError::new("listing", dir, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.ends_with(".tmp") {
+            std::fs::remove_file(entry.path())
+                .map_err(|e| IoError::new("removing", entry.path(), e))?;
+            continue;
+        }
+        let Some(stem) = name.strip_suffix(".log") else {
+            continue;
+        };
+        if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(OpenError::Layout {
+                path: entry.path(),
+                reason: "a .log file not named by a 20-digit base offset".into(),
+            });
+        }
+        let base: i64 = stem.parse().map_err(|_| OpenError::Layout {
+            path: entry.path(),
+            reason: "base offset does not fit i64".into(),
+        })?;
+        bases.push(Offset(base));
+    }
+    bases.sort();
+    Ok(bases)
 }
