@@ -508,11 +508,14 @@ impl Log {
                 _ => Ok(()),
             },
             None => {
-                // A follower's batches follow the leader's offsets: they only increase (a
-                // cleaned segment of the leader's skips the offsets of removed records).
+                // A follower's batches follow the leader's offsets: they run on from its log
+                // end, or, in a compacted log, only increase (a cleaned segment of the
+                // leader's skips the offsets of removed records). A gap anywhere else is
+                // refused: it would leave offsets this replica never had.
+                let gaps = self.inner.config.get().compaction.compact;
                 let mut expected = st.log_end_offset();
                 for (_, h) in headers {
-                    if h.base_offset < expected {
+                    if h.base_offset < expected || (h.base_offset > expected && !gaps) {
                         return Err(AppendError::OffsetMismatch {
                             expected,
                             got: h.base_offset,
