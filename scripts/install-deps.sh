@@ -55,6 +55,7 @@ RINGLOG_PIP_DEPS=(
   "lz4:lz4"                   # kafka-python lz4 codec
   "snappy:python-snappy"      # kafka-python snappy codec (python-snappy 0.7 runs on cramjam)
   "zstandard:zstandard"       # kafka-python zstd codec
+  "cryptography:cryptography" # test certificates (CA, broker, clients, expired) for TLS tests
 )
 
 _rl_log() { echo "install-deps: $*" >&2; }

@@ -13,6 +13,10 @@ use iouring_log::config::Compaction;
 use iouring_log::LogConfig;
 
 use crate::partition::timestamps::{TimestampPolicy, TimestampType};
+use crate::security::acl::AuthorizerSettings;
+use crate::security::sasl::SaslMechanism;
+use crate::security::tls::{SslProperties, TlsSettings};
+use crate::security::SecuritySettings;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -42,6 +46,8 @@ pub enum ConfigType {
     Long = 5,
     Double = 6,
     List = 7,
+    /// Never shown: DescribeConfigs answers null and `is_sensitive`.
+    Password = 9,
 }
 
 /// A property the broker understands: its name, default, type and what it does.
@@ -109,13 +115,121 @@ pub const PROPERTIES: &[Property] = &[
         "listeners",
         "PLAINTEXT://127.0.0.1:9092",
         ConfigType::List,
-        "Address of shard 0; shard i listens on port + i.",
+        "NAME://HOST:PORT of each listener, comma separated; every shard listens on each (shard i on port + i).",
     ),
     prop(
         "advertised.listeners",
         "",
         ConfigType::List,
-        "Host and base port given to clients (empty: as listeners).",
+        "NAME://HOST:PORT given to clients per listener (a listener not named here: as it is bound).",
+    ),
+    prop(
+        "listener.security.protocol.map",
+        crate::security::listeners::DEFAULT_PROTOCOL_MAP,
+        ConfigType::List,
+        "NAME:PROTOCOL for each listener name; protocols PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL.",
+    ),
+    prop(
+        "inter.broker.listener.name",
+        "",
+        ConfigType::String,
+        "The listener other nodes fetch from (empty: the first); it must be PLAINTEXT for now.",
+    ),
+    prop(
+        "ssl.keystore.type",
+        "PEM",
+        ConfigType::String,
+        "Format of the broker's key store: PEM only.",
+    ),
+    prop(
+        "ssl.keystore.location",
+        "",
+        ConfigType::String,
+        "A PEM file holding the broker's private key and certificate chain (TLS listeners).",
+    ),
+    prop(
+        "ssl.keystore.key",
+        "",
+        ConfigType::Password,
+        "The broker's PEM private key, inline (instead of ssl.keystore.location).",
+    ),
+    prop(
+        "ssl.keystore.certificate.chain",
+        "",
+        ConfigType::Password,
+        "The broker's PEM certificate chain, inline (with ssl.keystore.key).",
+    ),
+    prop(
+        "ssl.key.password",
+        "",
+        ConfigType::Password,
+        "Not supported: give the private key unencrypted.",
+    ),
+    prop(
+        "ssl.truststore.type",
+        "PEM",
+        ConfigType::String,
+        "Format of the trust store: PEM only.",
+    ),
+    prop(
+        "ssl.truststore.location",
+        "",
+        ConfigType::String,
+        "A PEM file of the CA certificates client certificates must chain to.",
+    ),
+    prop(
+        "ssl.truststore.certificates",
+        "",
+        ConfigType::Password,
+        "The trusted CA certificates, inline PEM (instead of ssl.truststore.location).",
+    ),
+    prop(
+        "ssl.client.auth",
+        "none",
+        ConfigType::String,
+        "Client certificates on SSL listeners: required, requested or none (SASL_SSL listeners ask for none, as in Kafka since KIP-684).",
+    ),
+    prop(
+        "ssl.enabled.protocols",
+        "TLSv1.2,TLSv1.3",
+        ConfigType::List,
+        "TLS versions the TLS listeners accept.",
+    ),
+    prop(
+        "sasl.enabled.mechanisms",
+        "SCRAM-SHA-256,SCRAM-SHA-512",
+        ConfigType::List,
+        "SASL mechanisms of the SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (PLAIN checks passwords against the users' SCRAM credentials).",
+    ),
+    prop(
+        "connections.max.reauth.ms",
+        "0",
+        ConfigType::Long,
+        "Lifetime of a SASL session: the client authenticates again on the connection before it ends, or is disconnected (0: no limit).",
+    ),
+    prop(
+        "authorizer.class.name",
+        "",
+        ConfigType::String,
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer turns ACL authorization on (empty: off, everyone may do everything).",
+    ),
+    prop(
+        "super.users",
+        "",
+        ConfigType::List,
+        "Principals allowed everything, separated by ';' (User:admin;User:CN=ops).",
+    ),
+    prop(
+        "allow.everyone.if.no.acl.found",
+        "false",
+        ConfigType::Boolean,
+        "With an authorizer: whether a resource no ACL matches is open to everyone.",
+    ),
+    prop(
+        "connection.failed.authentication.delay.ms",
+        "100",
+        ConfigType::Int,
+        "How long the answer to a failed authentication is held before the connection is closed.",
     ),
     prop(
         "metrics.listen",
@@ -418,11 +532,8 @@ pub struct GroupConfig {
 pub struct BrokerConfig {
     pub node_id: NodeId,
     pub log_dir: PathBuf,
-    /// Address shard 0 listens on; shard `i` listens on port + i.
-    pub listen: SocketAddr,
-    /// Host and base port advertised to clients.
-    pub advertised_host: String,
-    pub advertised_port: u16,
+    /// Listeners (shard `i` of each listens on its port + i), TLS and SASL.
+    pub security: SecuritySettings,
     pub shards: usize,
     pub num_partitions: i32,
     pub auto_create_topics: bool,
@@ -449,6 +560,8 @@ pub struct BrokerConfig {
     pub metadata: MetadataConfig,
     /// The properties as given (DescribeConfigs shows them with their sources).
     pub properties: Properties,
+    /// SCRAM users `--add-scram` creates at start.
+    pub add_scram: Vec<crate::security::AddScram>,
 }
 
 /// How followers fetch and how long a leader waits for them (Kafka's names and defaults).
@@ -476,6 +589,18 @@ pub enum MetadataConfig {
     },
 }
 
+impl BrokerConfig {
+    /// Listener `i` (connections know theirs by index).
+    pub fn listener(&self, i: usize) -> &crate::security::listeners::Listener {
+        &self.security.listeners[i]
+    }
+
+    /// The listener other nodes use: its endpoint is the one registered in a cluster.
+    pub fn inter_broker_listener(&self) -> &crate::security::listeners::Listener {
+        self.listener(self.security.inter_broker)
+    }
+}
+
 /// The property of this name, if the broker has it.
 pub fn property(name: &str) -> Option<&'static Property> {
     PROPERTIES.iter().find(|p| p.name == name)
@@ -483,10 +608,28 @@ pub fn property(name: &str) -> Option<&'static Property> {
 
 /// The raw property map, validated as it is filled, and which properties were set (by the
 /// config file, `--set` or a CLI flag) rather than left at their defaults.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Properties {
     values: BTreeMap<String, String>,
     set: BTreeSet<String>,
+}
+
+/// Passwords and keys are never printed.
+impl std::fmt::Debug for Properties {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shown = self.values.iter().map(|(k, v)| {
+            let secret = property(k).is_some_and(|p| p.kind == ConfigType::Password);
+            (
+                k,
+                if secret && !v.is_empty() {
+                    "[hidden]"
+                } else {
+                    v
+                },
+            )
+        });
+        f.debug_map().entries(shown).finish()
+    }
 }
 
 impl Default for Properties {
@@ -593,47 +736,101 @@ impl Properties {
         }
     }
 
-    fn listener(&self, key: &str) -> Result<(String, u16), ConfigError> {
-        let raw = self.get(key);
-        let addr = raw.rsplit("://").next().unwrap_or(raw);
-        let (host, port) = addr
-            .rsplit_once(':')
-            .ok_or_else(|| self.invalid(key, "expected [PLAINTEXT://]HOST:PORT"))?;
-        let port: u16 = port
-            .parse()
-            .map_err(|_| self.invalid(key, "port is not a number"))?;
-        Ok((host.trim_matches(['[', ']']).to_owned(), port))
+    /// Listeners, TLS and SASL (`listeners`, `ssl.*`, `sasl.*`).
+    fn security(&self, shards: usize) -> Result<SecuritySettings, ConfigError> {
+        let (listeners, inter_broker) = crate::security::listeners::parse(
+            self.get("listeners"),
+            self.get("listener.security.protocol.map"),
+            self.get("advertised.listeners"),
+            self.get("inter.broker.listener.name"),
+            shards,
+        )
+        .map_err(|e| self.invalid(e.key, e.reason))?;
+        let tls = if listeners.iter().any(|l| l.protocol.tls()) {
+            let p = |k: &str| self.get(k);
+            let ssl = SslProperties {
+                keystore_type: p("ssl.keystore.type"),
+                keystore_location: p("ssl.keystore.location"),
+                keystore_key: p("ssl.keystore.key"),
+                keystore_certificate_chain: p("ssl.keystore.certificate.chain"),
+                key_password: p("ssl.key.password"),
+                truststore_type: p("ssl.truststore.type"),
+                truststore_location: p("ssl.truststore.location"),
+                truststore_certificates: p("ssl.truststore.certificates"),
+                client_auth: p("ssl.client.auth"),
+                enabled_protocols: p("ssl.enabled.protocols"),
+            };
+            Some(TlsSettings::build(&ssl).map_err(|e| self.invalid(e.key, e.reason))?)
+        } else {
+            None
+        };
+        let mechanisms = "sasl.enabled.mechanisms";
+        let sasl_mechanisms = SaslMechanism::parse_list(self.get(mechanisms))
+            .map_err(|reason| self.invalid(mechanisms, reason))?;
+        let reauth: i64 = self.int("connections.max.reauth.ms")?;
+        if reauth < 0 {
+            return Err(self.invalid("connections.max.reauth.ms", "must be at least 0"));
+        }
+        let delay: i64 = self.int("connection.failed.authentication.delay.ms")?;
+        if !(0..=60_000).contains(&delay) {
+            return Err(self.invalid(
+                "connection.failed.authentication.delay.ms",
+                "must be from 0 to 60000",
+            ));
+        }
+        let authorizer = match self.get("authorizer.class.name").trim() {
+            "" => None,
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+            | "kafka.security.authorizer.AclAuthorizer" => Some(AuthorizerSettings {
+                super_users: self
+                    .get("super.users")
+                    .split(';')
+                    .map(str::trim)
+                    .filter(|u| !u.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+                allow_everyone_if_no_acl_found: self.bool("allow.everyone.if.no.acl.found")?,
+            }),
+            _ => {
+                return Err(self.invalid(
+                    "authorizer.class.name",
+                    "ringlog's authorizer is Kafka's StandardAuthorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer (or empty for none)",
+                ))
+            }
+        };
+        if let Some(bad) = authorizer
+            .iter()
+            .flat_map(|a| &a.super_users)
+            .find(|u| !u.contains(':'))
+        {
+            return Err(self.invalid(
+                "super.users",
+                format!("'{bad}' is not a principal (User:name)"),
+            ));
+        }
+        Ok(SecuritySettings {
+            listeners,
+            inter_broker,
+            tls,
+            authorizer,
+            sasl_mechanisms,
+            reauth: (reauth > 0).then(|| std::time::Duration::from_millis(reauth as u64)),
+            failed_authentication_delay: std::time::Duration::from_millis(delay as u64),
+        })
     }
 
     pub fn build(&self) -> Result<BrokerConfig, ConfigError> {
-        let (host, port) = self.listener("listeners")?;
-        let ip: IpAddr = if host.is_empty() || host == "0.0.0.0" {
-            "0.0.0.0".parse().expect("valid")
-        } else if host == "localhost" {
-            "127.0.0.1".parse().expect("valid")
-        } else {
-            host.parse()
-                .map_err(|_| self.invalid("listeners", "host must be an IP address or localhost"))?
-        };
-        let (adv_host, adv_port) = if self.get("advertised.listeners").is_empty() {
-            let h = if ip.is_unspecified() {
-                "127.0.0.1".to_owned()
-            } else {
-                ip.to_string()
-            };
-            (h, port)
-        } else {
-            self.listener("advertised.listeners")?
-        };
         let shards: usize = self.int("num.shards")?;
         let shards = if shards == 0 {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         } else {
             shards
         };
-        if shards > 256 || port as usize + shards > 65536 {
-            return Err(self.invalid("num.shards", "too many shards for the port range"));
+        if shards > 256 {
+            return Err(self.invalid("num.shards", "at most 256"));
         }
+        let security = self.security(shards)?;
+        let metadata = self.inter_broker_checked(self.metadata()?, &security)?;
         let num_partitions: i32 = self.int("num.partitions")?;
         let num_partitions = if num_partitions == 0 {
             shards as i32
@@ -663,9 +860,7 @@ impl Properties {
         Ok(BrokerConfig {
             node_id: NodeId(self.int("node.id")?),
             log_dir: PathBuf::from(self.get("log.dirs")),
-            listen: SocketAddr::new(ip, port),
-            advertised_host: adv_host,
-            advertised_port: adv_port,
+            security,
             shards,
             num_partitions,
             auto_create_topics: self.bool("auto.create.topics.enable")?,
@@ -687,8 +882,9 @@ impl Properties {
             metrics_listen: self.metrics_listen()?,
             read_cache_bytes: self.read_cache_bytes(shards)?,
             group: self.group()?,
-            metadata: self.metadata()?,
+            metadata,
             properties: self.clone(),
+            add_scram: Vec::new(),
         })
     }
 
@@ -821,6 +1017,29 @@ impl Properties {
                 "must be -1 (256 MiB per shard) or a byte count >= 0",
             )),
         }
+    }
+
+    /// Followers and the controller's probes speak PLAINTEXT to other nodes: in a cluster the
+    /// inter-broker listener must be one (TLS and SASL between brokers are not built yet).
+    fn inter_broker_checked(
+        &self,
+        m: MetadataConfig,
+        security: &SecuritySettings,
+    ) -> Result<MetadataConfig, ConfigError> {
+        if matches!(m, MetadataConfig::Etcd { .. }) {
+            let l = &security.listeners[security.inter_broker];
+            if l.protocol != crate::security::listeners::SecurityProtocol::Plaintext {
+                return Err(self.invalid(
+                    "inter.broker.listener.name",
+                    format!(
+                        "the inter-broker listener {} is {}: brokers fetch from each other over PLAINTEXT only for now (TLS and SASL between brokers are not built); name a PLAINTEXT listener",
+                        l.name,
+                        l.protocol.name()
+                    ),
+                ));
+            }
+        }
+        Ok(m)
     }
 
     fn metadata(&self) -> Result<MetadataConfig, ConfigError> {
@@ -983,7 +1202,10 @@ mod tests {
         let mut p = Properties::default();
         p.set("num.shards", "2").unwrap();
         let c = p.build().unwrap();
-        assert_eq!((c.shards, c.num_partitions, c.listen.port()), (2, 2, 9092));
+        assert_eq!(
+            (c.shards, c.num_partitions, c.listener(0).bind.port()),
+            (2, 2, 9092)
+        );
         assert!(matches!(
             p.set("no.such", "1"),
             Err(ConfigError::Unknown(_))

@@ -65,4 +65,6 @@ pub enum StartError {
     },
     #[error("starting the metrics endpoint: {0}")]
     Metrics(#[source] std::io::Error),
+    #[error("--add-scram: {0}")]
+    AddScram(String),
 }

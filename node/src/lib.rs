@@ -30,6 +30,7 @@ pub mod log_output;
 pub mod metadata;
 pub mod metrics;
 pub mod partition;
+pub mod security;
 pub mod server;
 pub mod shard;
 pub mod signals;

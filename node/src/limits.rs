@@ -139,3 +139,10 @@ pub const FETCH_READS_AHEAD_SLICES: usize = 16;
 /// a few small reads or fsyncs, so one at a time leaves the device idle (10 000 partitions: 25 s
 /// to start, more than the 30 s a stop may take).
 pub const LOG_OPEN_CLOSE_CONCURRENCY: usize = 64;
+
+/// Bytes of a TLS connection's response copied at a time into its TLS stream: small parts share
+/// TLS records (16 KiB each at most) instead of taking one each.
+pub const TLS_COPY_BYTES: usize = 64 << 10;
+
+/// A TLS handshake not finished in this time closes the connection.
+pub const TLS_HANDSHAKE_MAX: Duration = Duration::from_secs(10);

@@ -50,6 +50,10 @@ enum Commands {
         /// Any property, as key=value (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
+        /// A SCRAM user to create (or whose password to set) at start, as kafka-storage
+        /// format takes it: 'SCRAM-SHA-512=[name=admin,password=secret]' (repeatable).
+        #[arg(long = "add-scram", value_name = "MECHANISM=[name=..,password=..]")]
+        add_scram: Vec<String>,
     },
     /// Manage topics on a running node over the Kafka protocol, like kafka-topics.sh.
     Topic {
@@ -76,6 +80,39 @@ enum Commands {
         #[command(subcommand)]
         action: GroupAction,
     },
+    /// Manage SCRAM users (SASL) over the Kafka protocol, like kafka-configs.sh --entity-type
+    /// users; through a PLAINTEXT listener.
+    User {
+        /// A PLAINTEXT listener of the node, HOST:PORT.
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap_server: String,
+        #[command(subcommand)]
+        action: UserAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum UserAction {
+    /// Set a user's SCRAM credential (created if new). The password is read from standard
+    /// input unless --password is given.
+    Set {
+        name: String,
+        #[arg(long, default_value = "SCRAM-SHA-512")]
+        mechanism: String,
+        /// The password (visible in the process list: prefer standard input).
+        #[arg(long)]
+        password: Option<String>,
+        #[arg(long, default_value_t = 4096)]
+        iterations: i32,
+    },
+    /// Delete a user's SCRAM credential for one mechanism.
+    Delete {
+        name: String,
+        #[arg(long, default_value = "SCRAM-SHA-512")]
+        mechanism: String,
+    },
+    /// List SCRAM users (all, or those named) with their mechanisms and iterations.
+    List { names: Vec<String> },
 }
 
 #[derive(Subcommand)]
@@ -201,6 +238,34 @@ fn group_command(bootstrap: &str, action: GroupAction) -> Result<String, CliErro
     }
 }
 
+fn user_command(bootstrap: &str, action: UserAction) -> Result<String, node::cli::CliError> {
+    use node::cli::user;
+    match action {
+        UserAction::Set {
+            name,
+            mechanism,
+            password,
+            iterations,
+        } => {
+            let password = match password {
+                Some(p) => p,
+                None => {
+                    let mut line = String::new();
+                    std::io::stdin().read_line(&mut line).map_err(|e| {
+                        node::cli::CliError::Invalid(format!(
+                            "reading the password from standard input: {e}"
+                        ))
+                    })?;
+                    line.trim_end_matches(['\r', '\n']).to_owned()
+                }
+            };
+            user::set(bootstrap, &name, &mechanism, &password, iterations)
+        }
+        UserAction::Delete { name, mechanism } => user::delete(bootstrap, &name, &mechanism),
+        UserAction::List { names } => user::list(bootstrap, &names),
+    }
+}
+
 /// Prints an admin command's output (or its error, naming the command) and picks the exit code.
 fn admin_outcome(command: &str, result: Result<String, CliError>) -> ExitCode {
     match result {
@@ -277,8 +342,9 @@ fn main() -> ExitCode {
             listen,
             shards,
             set,
+            add_scram,
         } => {
-            let config =
+            let mut config =
                 match properties(config, data_dir, listen, shards, set).and_then(|p| p.build()) {
                     Ok(c) => c,
                     Err(e) => {
@@ -286,8 +352,17 @@ fn main() -> ExitCode {
                         return ExitCode::from(2);
                     }
                 };
+            for arg in &add_scram {
+                match node::security::AddScram::parse(arg) {
+                    Ok(a) => config.add_scram.push(a),
+                    Err(e) => {
+                        eprintln!("ringlog: --add-scram: {e}");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
             let signals = node::signals::block_termination_signals();
-            tracing::info!(shards = config.shards, dir = %config.log_dir.display(), listen = %config.listen, "starting ringlog");
+            tracing::info!(shards = config.shards, dir = %config.log_dir.display(), listen = %config.listener(0).bind, "starting ringlog");
             let running = match node::start::start(config) {
                 Ok(n) => n,
                 Err(e) => {
@@ -316,6 +391,10 @@ fn main() -> ExitCode {
             bootstrap_server,
             action,
         } => admin_outcome("group", group_command(&bootstrap_server, action)),
+        Commands::User {
+            bootstrap_server,
+            action,
+        } => admin_outcome("user", user_command(&bootstrap_server, action)),
         Commands::Cluster {
             bootstrap_server,
             action: ClusterAction::Status { etcd },

@@ -111,18 +111,31 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
                 session_timeout: Duration::from_millis(*session_timeout_ms),
                 request_timeout: ETCD_REQUEST_TIMEOUT,
             };
+            let inter = config.inter_broker_listener();
             let me = NodeInfo {
                 node: config.node_id.0,
-                host: config.advertised_host.clone(),
-                port: config.advertised_port,
+                host: inter.advertised_host.clone(),
+                port: inter.advertised_port,
                 shards: config.shards,
+                listeners: config
+                    .security
+                    .listeners
+                    .iter()
+                    .map(|l| {
+                        (
+                            l.name.clone(),
+                            (l.advertised_host.clone(), l.advertised_port),
+                        )
+                    })
+                    .collect(),
             };
             let store = EtcdStore::open(etcd, me)?;
             let lease = store.lease_clock();
             (Box::new(store), lease)
         }
     };
-    let snapshot = store.load()?;
+    let mut snapshot = store.load()?;
+    add_scram_users(&config.add_scram, store.as_mut(), &mut snapshot)?;
     let config = Arc::new(config);
     let stopping = Arc::new(AtomicBool::new(false));
     let producer_ids = Arc::new(AtomicI64::new(now_ms() << 8));
@@ -179,6 +192,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
                     reopen_due: Default::default(),
                     request_budget,
                     metrics: Default::default(),
+                    auth_failures: Default::default(),
                 });
                 run_shard(ctx, rx, asks).await;
             })
@@ -277,4 +291,49 @@ fn allowed_cpus() -> Vec<usize> {
     } else {
         cpus
     }
+}
+
+/// `--add-scram`: each user's credential for its mechanism is created, or replaced if its
+/// password differs, before any client connects (a compare-and-swap in a cluster, retried on
+/// the new metadata once if another node changed it meanwhile).
+fn add_scram_users(
+    users: &[crate::security::AddScram],
+    store: &mut dyn MetadataStore,
+    snapshot: &mut crate::metadata::snapshot::Snapshot,
+) -> Result<(), StartError> {
+    for attempt in 0..2 {
+        let mut next = snapshot.clone();
+        for a in users {
+            let creds = next.scram.entry(a.user.clone()).or_default();
+            let name = a.mechanism.name().to_owned();
+            let current = creds
+                .get(&name)
+                .is_some_and(|c| c.matches_password(a.mechanism, &a.password));
+            if !current {
+                creds.insert(
+                    name,
+                    crate::security::scram::ScramCredential::from_password(
+                        a.mechanism,
+                        &a.password,
+                        a.iterations,
+                    ),
+                );
+                tracing::info!(user = %a.user, mechanism = a.mechanism.name(), "--add-scram: credential set");
+            }
+        }
+        if next.scram == snapshot.scram {
+            return Ok(());
+        }
+        match store.save(&next)? {
+            crate::metadata::store::Saved::Yes => {
+                *snapshot = next;
+                return Ok(());
+            }
+            crate::metadata::store::Saved::Conflict if attempt == 0 => *snapshot = store.load()?,
+            crate::metadata::store::Saved::Conflict => {}
+        }
+    }
+    Err(StartError::AddScram(
+        "the cluster metadata changed concurrently twice; start again".into(),
+    ))
 }

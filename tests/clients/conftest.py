@@ -55,13 +55,21 @@ class Broker:
         self.global_args = []
         # Extra environment of the broker process (e.g. RUST_LOG).
         self.env = {}
+        # Options after `serve` (e.g. --add-scram).
+        self.serve_args = []
+        # Base ports of further listeners (set in settings["listeners"]) to wait for.
+        self.extra_ports = []
 
     @property
     def bootstrap(self):
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout=15):
-        args = self.command_prefix + [BINARY] + self.global_args + ["serve", "--data-dir", self.data_dir, "--listen", self.bootstrap, "--shards", str(self.shards)]
+        args = self.command_prefix + [BINARY] + self.global_args + ["serve", "--data-dir", self.data_dir, "--shards", str(self.shards)]
+        # A test that names its listeners lists the PLAINTEXT one on self.port itself.
+        if "listeners" not in self.settings:
+            args += ["--listen", self.bootstrap]
+        args += self.serve_args
         for k, v in self.settings.items():
             args += ["--set", f"{k}={v}"]
         self.log = open(self.log_path, "ab")
@@ -70,7 +78,7 @@ class Broker:
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"ringlog exited with {self.proc.returncode}:\n{self.read_log()}")
-            if all(self._port_open(self.port + i) for i in range(self.shards)):
+            if all(self._port_open(base + i) for base in [self.port] + self.extra_ports for i in range(self.shards)):
                 return self
             time.sleep(0.05)
         raise RuntimeError(f"ringlog did not listen within {timeout} s:\n{self.read_log()}")

@@ -7,6 +7,9 @@
 //! Broker configs are all static here (none changes at run time) and group configs tune
 //! protocols ringlog does not serve: altering either is refused with INVALID_REQUEST.
 
+use crate::handlers::authorized::on_config_resource;
+use crate::handlers::groups::Client;
+use crate::security::acl::Operation;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -44,6 +47,7 @@ enum Change {
 
 pub async fn incremental(
     ctx: &Rc<ShardCtx>,
+    client: &Client,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let mut resp = IncrementalAlterConfigsResponse::default();
@@ -74,6 +78,14 @@ pub async fn incremental(
             Box::new(move |current| apply_changes(current, &changes))
         });
         let resource = (res.resource_type, res.resource_name.as_str());
+        let alteration = on_config_resource(ctx, client, Operation::AlterConfigs, resource)
+            .map_err(|e| {
+                Refused::new(
+                    e,
+                    format!("{} may not alter these configs", client.principal),
+                )
+            })
+            .and(alteration);
         let (code, message) = outcome(ctx, resource, alteration, req.validate_only).await;
         let mut r = incremental::AlterConfigsResourceResponse::default();
         r.resource_type = res.resource_type;
@@ -85,7 +97,11 @@ pub async fn incremental(
 }
 
 /// AlterConfigs: the given configs replace every override of the resource.
-pub async fn alter_all(ctx: &Rc<ShardCtx>, req: AlterConfigsRequest) -> AlterConfigsResponse {
+pub async fn alter_all(
+    ctx: &Rc<ShardCtx>,
+    client: &Client,
+    req: AlterConfigsRequest,
+) -> AlterConfigsResponse {
     let mut resp = AlterConfigsResponse::default();
     for res in req.resources {
         let replacement: Result<BTreeMap<String, String>, Refused> = res
@@ -101,6 +117,14 @@ pub async fn alter_all(ctx: &Rc<ShardCtx>, req: AlterConfigsRequest) -> AlterCon
         let alteration =
             replacement.map(|all| -> ConfigAlteration { Box::new(move |_| Ok(all.clone())) });
         let resource = (res.resource_type, res.resource_name.as_str());
+        let alteration = on_config_resource(ctx, client, Operation::AlterConfigs, resource)
+            .map_err(|e| {
+                Refused::new(
+                    e,
+                    format!("{} may not alter these configs", client.principal),
+                )
+            })
+            .and(alteration);
         let (code, message) = outcome(ctx, resource, alteration, req.validate_only).await;
         let mut r = AlterConfigsResourceResponse::default();
         r.resource_type = res.resource_type;

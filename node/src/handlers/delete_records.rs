@@ -4,6 +4,9 @@
 //! answer. Followers move theirs when their fetches carry the leader's log start offset
 //! (they are not waited for: the answer is the leader's low watermark).
 
+use crate::handlers::authorized::authorized;
+use crate::handlers::groups::Client;
+use crate::security::acl::{Operation, ResourceType};
 use std::rc::Rc;
 
 use kafka_protocol::messages::delete_records_request::DeleteRecordsRequest;
@@ -19,16 +22,26 @@ use crate::shard::{now_ms, ShardCtx};
 /// DeleteRecords' "up to the high watermark".
 const HIGH_WATERMARK: i64 = -1;
 
-pub async fn handle(ctx: &Rc<ShardCtx>, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
+pub async fn handle(
+    ctx: &Rc<ShardCtx>,
+    client: &Client,
+    req: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
     let mut resp = DeleteRecordsResponse::default();
     for topic in req.topics {
         let name = topic.name.0.to_string();
+        let allowed = authorized(ctx, client, Operation::Delete, ResourceType::Topic, &name);
         let mut tr = DeleteRecordsTopicResult::default();
         tr.name = topic.name.clone();
         for p in topic.partitions {
             let mut pr = DeleteRecordsPartitionResult::default();
             pr.partition_index = p.partition_index;
             pr.low_watermark = -1;
+            if !allowed {
+                pr.error_code = ResponseError::TopicAuthorizationFailed.code();
+                tr.partitions.push(pr);
+                continue;
+            }
             match delete_before(ctx, &name, p.partition_index, p.offset).await {
                 Ok(start) => pr.low_watermark = start.0,
                 Err(e) => pr.error_code = e.code(),

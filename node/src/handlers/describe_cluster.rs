@@ -2,6 +2,7 @@
 //! controller (shard 0 of the node elected through etcd), as Kafka's Admin `describeCluster()`
 //! asks for them.
 
+use crate::security::acl::{ResourceType, CLUSTER_NAME};
 use std::rc::Rc;
 
 use kafka_protocol::messages::describe_cluster_request::DescribeClusterRequest;
@@ -12,6 +13,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use crate::handlers::authorized;
+use crate::handlers::groups::Client;
 use crate::shard::ShardCtx;
 
 /// `EndpointType` 1: brokers (2, controllers, is for KRaft controller listeners).
@@ -19,14 +21,15 @@ const BROKERS: i8 = 1;
 
 pub fn handle(
     ctx: &Rc<ShardCtx>,
+    client: &Client,
     req: DescribeClusterRequest,
     version: i16,
 ) -> DescribeClusterResponse {
     let mut resp = DescribeClusterResponse::default();
-    resp.cluster_authorized_operations = authorized::report(
-        req.include_cluster_authorized_operations,
-        authorized::ALL_CLUSTER_OPERATIONS,
-    );
+    resp.cluster_authorized_operations =
+        authorized::report(req.include_cluster_authorized_operations, || {
+            authorized::operations(ctx, client, ResourceType::Cluster, CLUSTER_NAME)
+        });
     if version >= 1 {
         resp.endpoint_type = BROKERS;
         if req.endpoint_type != BROKERS {
@@ -39,7 +42,7 @@ pub fn handle(
         }
     }
     resp.cluster_id = StrBytes::from_string(ctx.cluster_id());
-    let brokers = ctx.brokers();
+    let brokers = ctx.brokers(client.listener);
     resp.controller_id = ctx.controller_broker();
     resp.brokers = brokers
         .into_iter()

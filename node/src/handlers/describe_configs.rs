@@ -4,6 +4,9 @@
 //! overrides), the synonyms a value falls back to (`include_synonyms`), type and documentation
 //! (`include_documentation`, v3+).
 
+use crate::handlers::authorized::on_config_resource;
+use crate::handlers::groups::Client;
+use crate::security::acl::Operation;
 use std::rc::Rc;
 
 use kafka_protocol::messages::describe_configs_request::{
@@ -62,10 +65,13 @@ impl Described {
         let mut e = DescribeConfigsResourceResult::default();
         let first = &self.levels[0];
         e.name = StrBytes::from_static_str(self.name);
-        e.value = Some(StrBytes::from_string(first.value.clone()));
+        // A password's value is never sent, as in Kafka (null, `is_sensitive`).
+        let sensitive = self.kind == ConfigType::Password;
+        let shown = |v: String| (!sensitive).then(|| StrBytes::from_string(v));
+        e.value = shown(first.value.clone());
         e.config_source = first.source as i8;
         e.read_only = self.read_only;
-        e.is_sensitive = false;
+        e.is_sensitive = sensitive;
         e.config_type = self.kind as i8;
         e.documentation = detail
             .documentation
@@ -77,7 +83,7 @@ impl Described {
                 .map(|l| {
                     let mut s = DescribeConfigsSynonym::default();
                     s.name = StrBytes::from_string(l.name);
-                    s.value = Some(StrBytes::from_string(l.value));
+                    s.value = shown(l.value);
                     s.source = l.source as i8;
                     s
                 })
@@ -252,6 +258,7 @@ fn describe(
 
 pub fn handle(
     ctx: &Rc<ShardCtx>,
+    client: &Client,
     req: DescribeConfigsRequest,
     version: i16,
 ) -> DescribeConfigsResponse {
@@ -264,7 +271,21 @@ pub fn handle(
         let mut r = DescribeConfigsResult::default();
         r.resource_type = res.resource_type;
         r.resource_name = res.resource_name.clone();
-        match describe(ctx, &res) {
+        let allowed = on_config_resource(
+            ctx,
+            client,
+            Operation::DescribeConfigs,
+            (res.resource_type, res.resource_name.as_str()),
+        );
+        let described = allowed
+            .map_err(|e| {
+                (
+                    e,
+                    format!("{} may not describe these configs", client.principal),
+                )
+            })
+            .and_then(|()| describe(ctx, &res));
+        match described {
             Ok(mut configs) => {
                 // Null or empty: every config.
                 if let Some(keys) = res.configuration_keys.as_ref().filter(|k| !k.is_empty()) {

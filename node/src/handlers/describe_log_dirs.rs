@@ -1,6 +1,9 @@
 //! DescribeLogDirs: the node's data directory, with the size of every partition replica this
 //! shard (broker) holds in it and the file system's total and usable bytes (v4).
 
+use crate::handlers::authorized::on_cluster;
+use crate::handlers::groups::Client;
+use crate::security::acl::Operation;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -14,7 +17,17 @@ use kafka_protocol::ResponseError;
 
 use crate::shard::ShardCtx;
 
-pub fn handle(ctx: &Rc<ShardCtx>, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
+pub fn handle(
+    ctx: &Rc<ShardCtx>,
+    client: &Client,
+    req: DescribeLogDirsRequest,
+) -> DescribeLogDirsResponse {
+    // DESCRIBE on the cluster, as in Kafka.
+    if !on_cluster(ctx, client, Operation::Describe) {
+        let mut resp = DescribeLogDirsResponse::default();
+        resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
+        return resp;
+    }
     // Null: every partition; otherwise the partitions listed.
     let wanted: Option<BTreeMap<String, Vec<i32>>> = req.topics.map(|topics| {
         topics

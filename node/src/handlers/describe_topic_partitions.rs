@@ -14,8 +14,10 @@ use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use crate::handlers::authorized::ALL_TOPIC_OPERATIONS;
+use crate::handlers::authorized::{self, authorized};
+use crate::handlers::groups::Client;
 use crate::handlers::metadata::partition_view;
+use crate::security::acl::{Operation, ResourceType};
 use crate::shard::ShardCtx;
 
 /// Kafka's `max.request.partition.size.limit` default.
@@ -23,12 +25,20 @@ const PARTITIONS_PER_ANSWER_MAX: i32 = 2000;
 
 pub fn handle(
     ctx: &Rc<ShardCtx>,
+    client: &Client,
     req: DescribeTopicPartitionsRequest,
 ) -> DescribeTopicPartitionsResponse {
     let snapshot = ctx.snapshot.borrow().clone();
-    // Empty: every topic.
+    let describable =
+        |n: &str| authorized(ctx, client, Operation::Describe, ResourceType::Topic, n);
+    // Empty: every topic the client may describe.
     let mut names: Vec<String> = if req.topics.is_empty() {
-        snapshot.topics.keys().cloned().collect()
+        snapshot
+            .topics
+            .keys()
+            .filter(|n| describable(n))
+            .cloned()
+            .collect()
     } else {
         req.topics.iter().map(|t| t.name.0.to_string()).collect()
     };
@@ -57,7 +67,13 @@ pub fn handle(
         }
         let mut t = DescribeTopicPartitionsResponseTopic::default();
         t.name = Some(TopicName(StrBytes::from_string(name.clone())));
-        t.topic_authorized_operations = ALL_TOPIC_OPERATIONS;
+        if !describable(&name) {
+            t.error_code = ResponseError::TopicAuthorizationFailed.code();
+            resp.topics.push(t);
+            continue;
+        }
+        t.topic_authorized_operations =
+            authorized::operations(ctx, client, ResourceType::Topic, &name);
         let Some(meta) = snapshot.topics.get(&name) else {
             t.error_code = ResponseError::UnknownTopicOrPartition.code();
             resp.topics.push(t);

@@ -3,6 +3,9 @@
 //! are not copied into the response: they are sent from the segment files (`sendfile`) or from
 //! the logs' in-memory tails (see `server::response`).
 
+use crate::handlers::authorized::{authorized, on_cluster};
+use crate::handlers::groups::Client;
+use crate::security::acl::{Operation, ResourceType};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -28,6 +31,7 @@ use replication::ReplicaId;
 
 pub async fn handle(
     ctx: &Rc<ShardCtx>,
+    client: &Client,
     req: FetchRequest,
     version: i16,
 ) -> Result<Outgoing, HandlerError> {
@@ -89,9 +93,28 @@ pub async fn handle(
     };
     let max_bytes = req.max_bytes.max(0) as usize;
     let names = topic_names(ctx, &wanted, by_topic_id);
+    // Consumers need READ on each topic; followers CLUSTER_ACTION on the cluster (Kafka's
+    // rules), else every partition is TOPIC_AUTHORIZATION_FAILED.
+    let follower_allowed = replica.id < 0 || on_cluster(ctx, client, Operation::ClusterAction);
+    let allowed: Vec<bool> = names
+        .iter()
+        .map(|n| {
+            follower_allowed
+                && (replica.id >= 0
+                    || n.as_deref().is_none_or(|n| {
+                        authorized(ctx, client, Operation::Read, ResourceType::Topic, n)
+                    }))
+        })
+        .collect();
     loop {
-        let (read, total, errors) =
-            read_once(ctx, &wanted, &names, replica, max_bytes, version).await;
+        let (read, total, errors) = read_once(
+            ctx,
+            (&wanted, &names, &allowed),
+            replica,
+            max_bytes,
+            version,
+        )
+        .await;
         let now = Instant::now();
         if total >= req.min_bytes.max(0) as usize
             || now >= deadline
@@ -215,8 +238,7 @@ fn topic_names(ctx: &ShardCtx, wanted: &[Wanted], by_topic_id: bool) -> Vec<Opti
 /// and whether any partition had an error.
 async fn read_once(
     ctx: &ShardCtx,
-    wanted: &[Wanted],
-    names: &[Option<String>],
+    (wanted, names, allowed): (&[Wanted], &[Option<String>], &[bool]),
     replica: Replica,
     max_bytes: usize,
     version: i16,
@@ -224,12 +246,17 @@ async fn read_once(
     let mut out = Vec::with_capacity(wanted.len());
     let mut total = 0usize;
     let mut errors = false;
-    for (w, name) in wanted.iter().zip(names) {
+    for ((w, name), &allowed) in wanted.iter().zip(names).zip(allowed) {
         let index = w.fetch.partition;
         let served = name
             .as_deref()
             .map(|name| (name, ctx.partition(name, index)));
         let (data, slices, progress) = match served {
+            _ if !allowed => {
+                let mut data = empty_partition(index);
+                data.error_code = ResponseError::TopicAuthorizationFailed.code();
+                (data, Vec::new(), None)
+            }
             Some((_, Some(part))) => {
                 let progress = (part.progress().clone(), part.progress().generation());
                 let budget = max_bytes.saturating_sub(total);

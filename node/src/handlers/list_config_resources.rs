@@ -56,7 +56,7 @@ pub fn handle(
                     .map(|n| (TOPIC, n.clone())),
             ),
             BROKER => names.extend(
-                ctx.brokers()
+                ctx.brokers(ctx.config.security.inter_broker)
                     .into_iter()
                     .map(|(id, _, _)| (BROKER, id.0.to_string())),
             ),

@@ -2,6 +2,9 @@
 //! (-3, v7+), earliest local (-4, v8+: the log start, every segment is local) and latest tiered
 //! (-5, v9+: -1, nothing is tiered), from the logs this shard owns.
 
+use crate::handlers::authorized::authorized;
+use crate::handlers::groups::Client;
+use crate::security::acl::{Operation, ResourceType};
 use std::rc::Rc;
 
 use iouring_log::TimestampMs;
@@ -21,12 +24,14 @@ const LATEST_TIERED: i64 = -5;
 
 pub async fn handle(
     ctx: &Rc<ShardCtx>,
+    client: &Client,
     req: ListOffsetsRequest,
     version: i16,
 ) -> ListOffsetsResponse {
     let mut resp = ListOffsetsResponse::default();
     for topic in req.topics {
         let name = topic.name.0.to_string();
+        let allowed = authorized(ctx, client, Operation::Describe, ResourceType::Topic, &name);
         let mut tr = ListOffsetsTopicResponse::default();
         tr.name = topic.name.clone();
         for p in topic.partitions {
@@ -35,6 +40,11 @@ pub async fn handle(
             pr.timestamp = -1;
             pr.offset = -1;
             pr.leader_epoch = -1;
+            if !allowed {
+                pr.error_code = ResponseError::TopicAuthorizationFailed.code();
+                tr.partitions.push(pr);
+                continue;
+            }
             match ctx.partition(&name, p.partition_index) {
                 None => {
                     let e = ctx.not_served(&name, p.partition_index);

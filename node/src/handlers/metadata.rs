@@ -11,29 +11,37 @@ use kafka_protocol::messages::{BrokerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use crate::handlers::authorized;
+use crate::handlers::authorized::{self, authorized};
+use crate::handlers::groups::Client;
 use crate::metadata::placement::Slot;
 use crate::metadata::{validate_topic_name, Command, PartitionMeta, TopicMeta};
+use crate::security::acl::{Operation, ResourceType, CLUSTER_NAME};
 use crate::shard::ShardCtx;
 
-pub async fn handle(ctx: &Rc<ShardCtx>, req: MetadataRequest, version: i16) -> MetadataResponse {
+pub async fn handle(
+    ctx: &Rc<ShardCtx>,
+    client: &Client,
+    req: MetadataRequest,
+    version: i16,
+) -> MetadataResponse {
     let mut resp = MetadataResponse::default();
-    resp.brokers = ctx.brokers().into_iter().map(broker).collect();
+    resp.brokers = ctx
+        .brokers(client.listener)
+        .into_iter()
+        .map(broker)
+        .collect();
     if version >= 2 {
         resp.cluster_id = Some(StrBytes::from_string(ctx.cluster_id()));
     }
     resp.controller_id = ctx.controller_broker();
     // Asked for in v8-v10 (v11 moved the cluster's to DescribeCluster).
     if (8..=10).contains(&version) {
-        resp.cluster_authorized_operations = authorized::report(
-            req.include_cluster_authorized_operations,
-            authorized::ALL_CLUSTER_OPERATIONS,
-        );
+        resp.cluster_authorized_operations =
+            authorized::report(req.include_cluster_authorized_operations, || {
+                authorized::operations(ctx, client, ResourceType::Cluster, CLUSTER_NAME)
+            });
     }
-    let topic_operations = authorized::report(
-        version >= 8 && req.include_topic_authorized_operations,
-        authorized::ALL_TOPIC_OPERATIONS,
-    );
+    let topic_operations = version >= 8 && req.include_topic_authorized_operations;
     let auto_create =
         ctx.config.auto_create_topics && (version < 4 || req.allow_auto_topic_creation);
     let names: Option<Vec<String>> = req.topics.map(|ts| {
@@ -42,14 +50,52 @@ pub async fn handle(ctx: &Rc<ShardCtx>, req: MetadataRequest, version: i16) -> M
             .collect()
     });
     // "All topics" is a null array from v1 on, and an empty one in v0 (which has no null).
-    let names = match names {
-        Some(n) if !(n.is_empty() && version == 0) => n,
-        _ => ctx.snapshot.borrow().topics.keys().cloned().collect(),
+    // Listing all shows only the topics the client may describe; a topic asked for by name that
+    // it may not describe is TOPIC_AUTHORIZATION_FAILED, whether it exists or not (Kafka's
+    // rule: nothing leaks).
+    let describable =
+        |n: &str| authorized(ctx, client, Operation::Describe, ResourceType::Topic, n);
+    let names: Vec<(String, bool)> = match names {
+        Some(n) if !(n.is_empty() && version == 0) => n
+            .into_iter()
+            .map(|n| {
+                let ok = describable(&n);
+                (n, ok)
+            })
+            .collect(),
+        _ => {
+            let all: Vec<String> = ctx.snapshot.borrow().topics.keys().cloned().collect();
+            all.into_iter()
+                .filter(|n| describable(n))
+                .map(|n| (n, true))
+                .collect()
+        }
     };
-    for name in names {
-        let mut t = topic(ctx, &name, auto_create, version).await;
+    for (name, may_describe) in names {
+        let mut t = if may_describe {
+            // Auto-creation needs CREATE on the cluster or on the topic, as in Kafka.
+            let may_create = auto_create
+                && (authorized::on_cluster(ctx, client, Operation::Create)
+                    || authorized(ctx, client, Operation::Create, ResourceType::Topic, &name));
+            let mut t = topic(ctx, &name, may_create, version).await;
+            if auto_create
+                && !may_create
+                && t.error_code == ResponseError::UnknownTopicOrPartition.code()
+            {
+                t.error_code = ResponseError::TopicAuthorizationFailed.code();
+            }
+            t
+        } else {
+            let mut t = MetadataResponseTopic::default();
+            t.name = Some(TopicName(StrBytes::from_string(name.clone())));
+            t.error_code = ResponseError::TopicAuthorizationFailed.code();
+            t
+        };
         if version >= 8 {
-            t.topic_authorized_operations = topic_operations;
+            t.topic_authorized_operations =
+                authorized::report(topic_operations && may_describe, || {
+                    authorized::operations(ctx, client, ResourceType::Topic, &name)
+                });
         }
         resp.topics.push(t);
     }
@@ -170,7 +216,11 @@ pub(crate) fn partition_view(ctx: &ShardCtx, p: &PartitionMeta) -> PartitionView
         replicas.iter().filter(|s| live(s.node)).map(id).collect()
     };
     PartitionView {
-        leader: ctx.leader_endpoint(p).map(|(leader, _, _)| leader),
+        // Every node has the inter-broker listener: the leader's id does not depend on the
+        // client's.
+        leader: ctx
+            .leader_endpoint(p, ctx.config.security.inter_broker)
+            .map(|(leader, _, _)| leader),
         replicas: replicas.iter().map(id).collect(),
         isr,
         elr: replicas

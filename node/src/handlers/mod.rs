@@ -1,9 +1,11 @@
 //! Request handlers, one file per API, and the table of versions advertised: exactly those
 //! implemented. Errors are mapped to Kafka error codes in `errors.rs`.
 
+pub mod acls;
 pub mod alter_configs;
 pub mod api_versions;
 pub mod authorized;
+pub mod client;
 pub mod delete_records;
 pub mod describe_cluster;
 pub mod describe_configs;
@@ -17,6 +19,7 @@ pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod scram_credentials;
 pub mod topics;
 
 use std::rc::Rc;
@@ -25,7 +28,14 @@ use bytes::BytesMut;
 use kafka_protocol::messages::{ApiKey, RequestKind};
 use kafka_protocol::protocol::Encodable;
 
+use kafka_protocol::messages::heartbeat_response::HeartbeatResponse;
+use kafka_protocol::messages::join_group_response::JoinGroupResponse;
+use kafka_protocol::messages::leave_group_response::LeaveGroupResponse;
+use kafka_protocol::messages::sync_group_response::SyncGroupResponse;
+use kafka_protocol::ResponseError;
+
 use crate::error::HandlerError;
+use crate::security::acl::{Operation, ResourceType};
 use crate::server::response::Outgoing;
 use crate::shard::ShardCtx;
 
@@ -66,6 +76,19 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeTopicPartitions, 0, 0),
     // v0 was ListClientMetricsResources; v1 (Kafka 4.1) lists topics, brokers and groups.
     (ApiKey::ListConfigResources, 0, 1),
+    // Served by the connection (`server/authenticate.rs`). v0 is listed because librdkafka
+    // looks for it before it uses SASL at all, but a v0 handshake (raw SASL tokens after it,
+    // no SaslAuthenticate) is refused with ILLEGAL_SASL_STATE: every client family tested
+    // speaks v1.
+    (ApiKey::SaslHandshake, 0, 1),
+    // v1 carries the session lifetime (KIP-368), v2 flexible versions.
+    (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
+    // Kafka 4.x serves 2-3 (KIP-896 removed 0-1).
+    (ApiKey::DescribeAcls, 2, 3),
+    (ApiKey::CreateAcls, 2, 3),
+    (ApiKey::DeleteAcls, 2, 3),
 ];
 
 pub fn supported_versions(api: ApiKey) -> Option<(i16, i16)> {
@@ -83,6 +106,14 @@ pub fn encode<T: Encodable>(body: &T, version: i16) -> Result<Outgoing, HandlerE
     Ok(Outgoing::from_bytes(buf.freeze()))
 }
 
+fn group_readable(ctx: &ShardCtx, client: &groups::Client, group: &str) -> bool {
+    authorized::authorized(ctx, client, Operation::Read, ResourceType::Group, group)
+}
+
+fn cluster_denied(ctx: &ShardCtx, client: &groups::Client, op: Operation) -> bool {
+    !authorized::on_cluster(ctx, client, op)
+}
+
 /// Runs the handler of a decoded request. `Ok(None)`: no response (produce with acks=0).
 /// `Err`: the request cannot be answered; the connection is closed.
 pub async fn dispatch(
@@ -93,60 +124,170 @@ pub async fn dispatch(
 ) -> Result<Option<Outgoing>, HandlerError> {
     let out = match request {
         RequestKind::ApiVersions(_) => encode(&api_versions::handle(), version)?,
-        RequestKind::Metadata(r) => encode(&metadata::handle(ctx, r, version).await, version)?,
+        RequestKind::Metadata(r) => {
+            encode(&metadata::handle(ctx, client, r, version).await, version)?
+        }
         RequestKind::Produce(r) => {
             let acks = r.acks;
-            let resp = produce::handle(ctx, r, version).await;
+            let resp = produce::handle(ctx, client, r, version).await;
             if acks == 0 {
                 return Ok(None);
             }
             encode(&resp, version)?
         }
-        RequestKind::Fetch(r) => fetch::handle(ctx, r, version).await?,
-        RequestKind::ListOffsets(r) => {
-            encode(&list_offsets::handle(ctx, r, version).await, version)?
+        RequestKind::Fetch(r) => fetch::handle(ctx, client, r, version).await?,
+        RequestKind::ListOffsets(r) => encode(
+            &list_offsets::handle(ctx, client, r, version).await,
+            version,
+        )?,
+        RequestKind::CreateTopics(r) => {
+            encode(&topics::create(ctx, client, r, version).await, version)?
         }
-        RequestKind::CreateTopics(r) => encode(&topics::create(ctx, r, version).await, version)?,
-        RequestKind::DeleteTopics(r) => encode(&topics::delete(ctx, r, version).await, version)?,
+        RequestKind::DeleteTopics(r) => {
+            encode(&topics::delete(ctx, client, r, version).await, version)?
+        }
         RequestKind::CreatePartitions(r) => {
-            encode(&topics::create_partitions(ctx, r).await, version)?
+            encode(&topics::create_partitions(ctx, client, r).await, version)?
         }
         RequestKind::DescribeConfigs(r) => {
-            encode(&describe_configs::handle(ctx, r, version), version)?
+            encode(&describe_configs::handle(ctx, client, r, version), version)?
         }
-        RequestKind::InitProducerId(r) => encode(&init_producer_id::handle(ctx, r), version)?,
-        RequestKind::FindCoordinator(r) => {
-            encode(&groups::find_coordinator(ctx, r, version).await, version)?
+        RequestKind::InitProducerId(r) => {
+            encode(&init_producer_id::handle(ctx, client, r), version)?
         }
-        RequestKind::JoinGroup(r) => encode(&groups::join(ctx, client, r, version).await, version)?,
-        RequestKind::SyncGroup(r) => encode(&groups::sync(ctx, r, version).await, version)?,
-        RequestKind::Heartbeat(r) => encode(&groups::heartbeat(ctx, r), version)?,
-        RequestKind::LeaveGroup(r) => encode(&groups::leave(ctx, r, version).await, version)?,
-        RequestKind::OffsetCommit(r) => {
-            encode(&groups::offset_commit(ctx, r, version).await, version)?
+        RequestKind::FindCoordinator(r) => encode(
+            &groups::find_coordinator(ctx, client, r, version).await,
+            version,
+        )?,
+        // Membership needs READ on the group (Kafka's rule).
+        RequestKind::JoinGroup(r) => {
+            if !group_readable(ctx, client, &r.group_id.0) {
+                let mut resp = JoinGroupResponse::default();
+                resp.error_code = ResponseError::GroupAuthorizationFailed.code();
+                return Ok(Some(encode(&resp, version)?));
+            }
+            encode(&groups::join(ctx, client, r, version).await, version)?
         }
-        RequestKind::OffsetFetch(r) => encode(&groups::offset_fetch(ctx, r, version), version)?,
-        RequestKind::ListGroups(r) => encode(&groups::list(ctx, r, version), version)?,
-        RequestKind::DescribeGroups(r) => encode(&groups::describe(ctx, r, version), version)?,
-        RequestKind::DeleteGroups(r) => encode(&groups::delete(ctx, r).await, version)?,
-        RequestKind::OffsetDelete(r) => encode(&groups::offset_delete(ctx, r).await, version)?,
+        RequestKind::SyncGroup(r) => {
+            if !group_readable(ctx, client, &r.group_id.0) {
+                let mut resp = SyncGroupResponse::default();
+                resp.error_code = ResponseError::GroupAuthorizationFailed.code();
+                return Ok(Some(encode(&resp, version)?));
+            }
+            encode(&groups::sync(ctx, r, version).await, version)?
+        }
+        RequestKind::Heartbeat(r) => {
+            if !group_readable(ctx, client, &r.group_id.0) {
+                let mut resp = HeartbeatResponse::default();
+                resp.error_code = ResponseError::GroupAuthorizationFailed.code();
+                return Ok(Some(encode(&resp, version)?));
+            }
+            encode(&groups::heartbeat(ctx, r), version)?
+        }
+        RequestKind::LeaveGroup(r) => {
+            if !group_readable(ctx, client, &r.group_id.0) {
+                let mut resp = LeaveGroupResponse::default();
+                resp.error_code = ResponseError::GroupAuthorizationFailed.code();
+                return Ok(Some(encode(&resp, version)?));
+            }
+            encode(&groups::leave(ctx, r, version).await, version)?
+        }
+        RequestKind::OffsetCommit(r) => encode(
+            &groups::offset_commit(ctx, client, r, version).await,
+            version,
+        )?,
+        RequestKind::OffsetFetch(r) => {
+            encode(&groups::offset_fetch(ctx, client, r, version), version)?
+        }
+        RequestKind::ListGroups(r) => encode(&groups::list(ctx, client, r, version), version)?,
+        RequestKind::DescribeGroups(r) => {
+            encode(&groups::describe(ctx, client, r, version), version)?
+        }
+        RequestKind::DeleteGroups(r) => encode(&groups::delete(ctx, client, r).await, version)?,
+        RequestKind::OffsetDelete(r) => {
+            encode(&groups::offset_delete(ctx, client, r).await, version)?
+        }
         RequestKind::DescribeCluster(r) => {
-            encode(&describe_cluster::handle(ctx, r, version), version)?
+            encode(&describe_cluster::handle(ctx, client, r, version), version)?
         }
         RequestKind::IncrementalAlterConfigs(r) => {
-            encode(&alter_configs::incremental(ctx, r).await, version)?
+            encode(&alter_configs::incremental(ctx, client, r).await, version)?
         }
-        RequestKind::AlterConfigs(r) => encode(&alter_configs::alter_all(ctx, r).await, version)?,
+        RequestKind::AlterConfigs(r) => {
+            encode(&alter_configs::alter_all(ctx, client, r).await, version)?
+        }
         RequestKind::DescribeTopicPartitions(r) => {
-            encode(&describe_topic_partitions::handle(ctx, r), version)?
+            encode(&describe_topic_partitions::handle(ctx, client, r), version)?
         }
         RequestKind::ListConfigResources(r) => {
             encode(&list_config_resources::handle(ctx, r, version), version)?
         }
-        RequestKind::DescribeLogDirs(r) => encode(&describe_log_dirs::handle(ctx, r), version)?,
-        RequestKind::DeleteRecords(r) => encode(&delete_records::handle(ctx, r).await, version)?,
+        RequestKind::DescribeLogDirs(r) => {
+            encode(&describe_log_dirs::handle(ctx, client, r), version)?
+        }
+        RequestKind::DeleteRecords(r) => {
+            encode(&delete_records::handle(ctx, client, r).await, version)?
+        }
         RequestKind::OffsetForLeaderEpoch(r) => {
-            encode(&offset_for_leader_epoch::handle(ctx, r), version)?
+            encode(&offset_for_leader_epoch::handle(ctx, client, r), version)?
+        }
+        // Users and ACLs: ALTER or DESCRIBE on the cluster (Kafka's rules).
+        RequestKind::AlterUserScramCredentials(r) => {
+            let mut resp = scram_credentials::AlterUserScramCredentialsResponse::default();
+            if cluster_denied(ctx, client, Operation::Alter) {
+                resp.results = r
+                    .upsertions
+                    .iter()
+                    .map(|u| u.name.clone())
+                    .chain(r.deletions.iter().map(|d| d.name.clone()))
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .map(|user| {
+                        let mut res = scram_credentials::AlterUserScramCredentialsResult::default();
+                        res.user = user;
+                        res.error_code = ResponseError::ClusterAuthorizationFailed.code();
+                        res
+                    })
+                    .collect();
+            } else {
+                resp = scram_credentials::alter(ctx, r).await;
+            }
+            encode(&resp, version)?
+        }
+        RequestKind::DescribeUserScramCredentials(r) => {
+            let mut resp = scram_credentials::DescribeUserScramCredentialsResponse::default();
+            if cluster_denied(ctx, client, Operation::Describe) {
+                resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
+            } else {
+                resp = scram_credentials::describe(ctx, r);
+            }
+            encode(&resp, version)?
+        }
+        RequestKind::CreateAcls(r) => {
+            let resp = if cluster_denied(ctx, client, Operation::Alter) {
+                acls::refuse_create(&r, ResponseError::ClusterAuthorizationFailed)
+            } else {
+                acls::create(ctx, r).await
+            };
+            encode(&resp, version)?
+        }
+        RequestKind::DescribeAcls(r) => {
+            let resp = if cluster_denied(ctx, client, Operation::Describe) {
+                let mut resp = acls::DescribeAclsResponse::default();
+                resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
+                resp
+            } else {
+                acls::describe(ctx, r)
+            };
+            encode(&resp, version)?
+        }
+        RequestKind::DeleteAcls(r) => {
+            let resp = if cluster_denied(ctx, client, Operation::Alter) {
+                acls::refuse_delete(&r, ResponseError::ClusterAuthorizationFailed)
+            } else {
+                acls::delete(ctx, r).await
+            };
+            encode(&resp, version)?
         }
         other => return Err(HandlerError::Unhandled(format!("{other:?}"))),
     };

@@ -3,6 +3,9 @@
 //! the log it read was truncated (KIP-320) and a follower where to truncate (KIP-101) when the
 //! Fetch response's `DivergingEpoch` is not available.
 
+use crate::handlers::authorized::{authorized, on_cluster};
+use crate::handlers::groups::Client;
+use crate::security::acl::{Operation, ResourceType};
 use std::rc::Rc;
 
 use iouring_log::LeaderEpoch;
@@ -12,14 +15,22 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 
 use crate::shard::ShardCtx;
+use kafka_protocol::ResponseError;
 
 pub fn handle(
     ctx: &Rc<ShardCtx>,
+    client: &Client,
     req: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
     let mut resp = OffsetForLeaderEpochResponse::default();
+    // Followers (replica id >= 0) need CLUSTER_ACTION, clients DESCRIBE on each topic.
+    let follower = req.replica_id.0 >= 0;
+    let follower_allowed = !follower || on_cluster(ctx, client, Operation::ClusterAction);
     for topic in req.topics {
         let name = topic.topic.0.to_string();
+        let allowed = follower_allowed
+            && (follower
+                || authorized(ctx, client, Operation::Describe, ResourceType::Topic, &name));
         let mut tr = OffsetForLeaderTopicResult::default();
         tr.topic = topic.topic.clone();
         for p in topic.partitions {
@@ -28,6 +39,7 @@ pub fn handle(
             pr.leader_epoch = -1;
             pr.end_offset = -1;
             let answer = match ctx.partition(&name, p.partition) {
+                _ if !allowed => Err(ResponseError::TopicAuthorizationFailed),
                 None => Err(ctx.not_served(&name, p.partition)),
                 Some(part) => ctx
                     .check_current_epoch(&part, p.current_leader_epoch)

@@ -4,6 +4,9 @@
 //! next request while earlier ones are still in [`complete`], so one write and one fsync
 //! serve all of them. Records must be message format v2 (Produce v3+).
 
+use crate::handlers::authorized::authorized;
+use crate::handlers::groups::Client;
+use crate::security::acl::{Operation, ResourceType};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -36,7 +39,12 @@ struct PendingPartition {
 }
 
 /// The ordered append of every partition of the request, in request order.
-pub async fn append(ctx: &Rc<ShardCtx>, req: ProduceRequest, version: i16) -> PendingProduce {
+pub async fn append(
+    ctx: &Rc<ShardCtx>,
+    client: &Client,
+    req: ProduceRequest,
+    version: i16,
+) -> PendingProduce {
     let timeout_ms = req.timeout_ms.clamp(0, PRODUCE_ACK_TIMEOUT_MAX_MS);
     let mut pending = PendingProduce {
         version,
@@ -45,10 +53,16 @@ pub async fn append(ctx: &Rc<ShardCtx>, req: ProduceRequest, version: i16) -> Pe
     };
     for topic in req.topic_data {
         let name = topic.name.0.to_string();
+        let allowed = authorized(ctx, client, Operation::Write, ResourceType::Topic, &name);
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for pd in topic.partition_data {
             let index = pd.index;
-            let outcome = if !matches!(req.acks, -1..=1) {
+            let outcome = if !allowed {
+                Err(Refused::new(
+                    ResponseError::TopicAuthorizationFailed,
+                    format!("{} may not write to {name}", client.principal),
+                ))
+            } else if !matches!(req.acks, -1..=1) {
                 Err(Refused::new(
                     ResponseError::InvalidRequiredAcks,
                     format!("acks={} (allowed -1, 0, 1)", req.acks),
@@ -133,8 +147,13 @@ async fn wait(
 }
 
 /// Appends and answers in one go (for callers that do not pipeline, like the fuzz target).
-pub async fn handle(ctx: &Rc<ShardCtx>, req: ProduceRequest, version: i16) -> ProduceResponse {
-    complete(ctx, append(ctx, req, version).await).await
+pub async fn handle(
+    ctx: &Rc<ShardCtx>,
+    client: &Client,
+    req: ProduceRequest,
+    version: i16,
+) -> ProduceResponse {
+    complete(ctx, append(ctx, client, req, version).await).await
 }
 
 fn partition_response(

@@ -1,6 +1,9 @@
 //! CreateTopics, DeleteTopics, CreatePartitions: forwarded to the control plane, which
 //! validates (Kafka's error codes) and persists; answered once every shard applied the change.
 
+use crate::handlers::authorized::{authorized, on_cluster};
+use crate::handlers::groups::Client;
+use crate::security::acl::{Operation, ResourceType};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -27,6 +30,7 @@ use crate::shard::ShardCtx;
 
 pub async fn create(
     ctx: &Rc<ShardCtx>,
+    client: &Client,
     req: CreateTopicsRequest,
     version: i16,
 ) -> CreateTopicsResponse {
@@ -54,7 +58,12 @@ pub async fn create(
             None => t.replication_factor,
         };
         let live_nodes = ctx.snapshot.borrow().nodes.len().max(1);
-        let result = if let Err(e) = &assignment {
+        // CREATE on the cluster or on the topic, as in Kafka.
+        let may_create = on_cluster(ctx, client, Operation::Create)
+            || authorized(ctx, client, Operation::Create, ResourceType::Topic, &name);
+        let result = if !may_create {
+            Err(not_authorized(client, "create", &name))
+        } else if let Err(e) = &assignment {
             Err(e.clone())
         } else if let (None, Err(e)) = (
             manual,
@@ -111,6 +120,7 @@ pub async fn create(
 
 pub async fn delete(
     ctx: &Rc<ShardCtx>,
+    client: &Client,
     req: DeleteTopicsRequest,
     version: i16,
 ) -> DeleteTopicsResponse {
@@ -123,9 +133,12 @@ pub async fn delete(
     );
     for name in names {
         let n = name.clone();
-        let result = ctx
-            .control(|reply| Command::DeleteTopic { name: n, reply })
-            .await;
+        let result = if authorized(ctx, client, Operation::Delete, ResourceType::Topic, &name) {
+            ctx.control(|reply| Command::DeleteTopic { name: n, reply })
+                .await
+        } else {
+            Err(not_authorized(client, "delete", &name))
+        };
         let mut r = DeletableTopicResult::default();
         r.name = Some(TopicName(StrBytes::from_string(name)));
         if let Err(Refused {
@@ -145,6 +158,7 @@ pub async fn delete(
 
 pub async fn create_partitions(
     ctx: &Rc<ShardCtx>,
+    client: &Client,
     req: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let mut resp = CreatePartitionsResponse::default();
@@ -155,7 +169,9 @@ pub async fn create_partitions(
                 .map(|p| p.broker_ids.iter().map(|b| b.0).collect())
                 .collect()
         });
-        let result = if req.validate_only {
+        let result = if !authorized(ctx, client, Operation::Alter, ResourceType::Topic, &name) {
+            Err(not_authorized(client, "add partitions to", &name))
+        } else if req.validate_only {
             Ok(())
         } else {
             let count = t.count;
@@ -180,6 +196,13 @@ pub async fn create_partitions(
         resp.results.push(r);
     }
     resp
+}
+
+fn not_authorized(client: &Client, what: &str, topic: &str) -> Refused {
+    Refused::new(
+        ResponseError::TopicAuthorizationFailed,
+        format!("{} may not {what} topic {topic}", client.principal),
+    )
 }
 
 /// A CreateTopics topic's manual replica assignment, in partition order, by Kafka's rules:

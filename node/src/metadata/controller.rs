@@ -29,6 +29,8 @@ use super::snapshot::{PartitionMeta, Snapshot, TopicMeta};
 use super::store::{MetadataStore, Saved};
 use crate::error::Refused;
 use crate::limits::PARTITIONS_MAX;
+use crate::security::acl::{Entry as AclEntry, Pattern};
+use crate::security::scram::ScramCredential;
 
 /// The answer to a [`Command`].
 pub type Reply = oneshot::Sender<Result<(), Refused>>;
@@ -70,6 +72,20 @@ pub enum Command {
         topic: String,
         partition: i32,
         change: IsrChange,
+        reply: Reply,
+    },
+    /// A user's SCRAM credentials set (by mechanism name) and deleted
+    /// (AlterUserScramCredentials, `--add-scram`).
+    AlterScram {
+        user: String,
+        upsert: Vec<(String, ScramCredential)>,
+        delete: Vec<String>,
+        reply: Reply,
+    },
+    /// ACL bindings added (CreateAcls) and removed (DeleteAcls).
+    AlterAcls {
+        add: Vec<(Pattern, AclEntry)>,
+        remove: Vec<(Pattern, AclEntry)>,
         reply: Reply,
     },
 }
@@ -410,6 +426,12 @@ impl Controller {
                 partition,
                 change,
             } => self.alter_partition(&mut next, topic, *partition, change),
+            Op::AlterScram {
+                user,
+                upsert,
+                delete,
+            } => alter_scram(&mut next, user, upsert, delete),
+            Op::AlterAcls { add, remove } => Ok(alter_acls(&mut next, add, remove)),
         }
         .map_err(Attempt::Refused)?;
         if !changed {
@@ -683,6 +705,15 @@ enum Op {
         partition: i32,
         change: IsrChange,
     },
+    AlterScram {
+        user: String,
+        upsert: Vec<(String, ScramCredential)>,
+        delete: Vec<String>,
+    },
+    AlterAcls {
+        add: Vec<(Pattern, AclEntry)>,
+        remove: Vec<(Pattern, AclEntry)>,
+    },
 }
 
 enum Attempt {
@@ -741,6 +772,73 @@ impl Command {
                 },
                 reply,
             ),
+            Command::AlterAcls { add, remove, reply } => (Op::AlterAcls { add, remove }, reply),
+            Command::AlterScram {
+                user,
+                upsert,
+                delete,
+                reply,
+            } => (
+                Op::AlterScram {
+                    user,
+                    upsert,
+                    delete,
+                },
+                reply,
+            ),
         }
     }
+}
+
+/// Sets and deletes a user's SCRAM credentials; deleting one the user does not have is
+/// RESOURCE_NOT_FOUND, as in Kafka (and nothing changes).
+fn alter_scram(
+    snapshot: &mut Snapshot,
+    user: &str,
+    upsert: &[(String, ScramCredential)],
+    delete: &[String],
+) -> Result<bool, Refused> {
+    let creds = snapshot.scram.entry(user.to_owned()).or_default();
+    for mech in delete {
+        if creds.remove(mech).is_none() {
+            return Err(Refused::new(
+                ResponseError::ResourceNotFound,
+                format!("attempt to delete a user credential that does not exist: {user} has no {mech} credential"),
+            ));
+        }
+    }
+    for (mech, cred) in upsert {
+        creds.insert(mech.clone(), cred.clone());
+    }
+    if creds.is_empty() {
+        snapshot.scram.remove(user);
+    }
+    Ok(!upsert.is_empty() || !delete.is_empty())
+}
+
+/// Adds and removes ACL bindings (removing one that is gone already is no error: a concurrent
+/// DeleteAcls took it); whether anything changed.
+fn alter_acls(
+    snapshot: &mut Snapshot,
+    add: &[(Pattern, AclEntry)],
+    remove: &[(Pattern, AclEntry)],
+) -> bool {
+    let mut changed = false;
+    for (pattern, entry) in remove {
+        let key = pattern.key();
+        if let Some(entries) = snapshot.acls.get_mut(&key) {
+            changed |= entries.remove(entry);
+            if entries.is_empty() {
+                snapshot.acls.remove(&key);
+            }
+        }
+    }
+    for (pattern, entry) in add {
+        changed |= snapshot
+            .acls
+            .entry(pattern.key())
+            .or_default()
+            .insert(entry.clone());
+    }
+    changed
 }

@@ -7,6 +7,8 @@ use replication::{PartitionState, ReplicaId};
 use serde::{Deserialize, Serialize};
 
 use super::placement::Slot;
+use crate::security::acl::Acls;
+use crate::security::sasl::UserCredentials;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PartitionMeta {
@@ -129,9 +131,21 @@ pub struct TopicMeta {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct NodeInfo {
     pub node: i32,
+    /// The inter-broker listener's advertised host and shard 0's port.
     pub host: String,
     pub port: u16,
     pub shards: usize,
+    /// Every listener's advertised host and shard 0's port, by listener name (clients are
+    /// told the endpoints of the listener they connected to).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub listeners: BTreeMap<String, (String, u16)>,
+}
+
+impl NodeInfo {
+    /// Where shard 0 of this node is reached on listener `name`.
+    pub fn endpoint(&self, name: &str) -> Option<(&str, u16)> {
+        self.listeners.get(name).map(|(h, p)| (h.as_str(), *p))
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -144,6 +158,12 @@ pub struct Snapshot {
     /// The node elected controller, in a cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub controller: Option<i32>,
+    /// Each user's SCRAM credentials (salted; no password is stored), by mechanism name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scram: BTreeMap<String, UserCredentials>,
+    /// The ACL bindings, by resource pattern (`TYPE/PATTERN/name`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub acls: Acls,
 }
 
 impl Snapshot {

@@ -2,6 +2,11 @@
 //! run their handlers, write the responses in arrival order (Kafka's guarantee). Bad input
 //! closes the connection with a log line; it never panics the shard and never reaches a log.
 //!
+//! A connection comes in on one listener: PLAINTEXT connections send record bytes from their
+//! buffers with vectored `sendmsg`, no copy in user space; TLS connections (SSL, SASL_SSL) copy
+//! them into TLS records. On a SASL listener nothing but ApiVersions, SaslHandshake and
+//! SaslAuthenticate is served until the client authenticated (`server/authenticate.rs`).
+//!
 //! Produce requests are pipelined: the reader appends request N+1 (the ordered append) while
 //! the answer to request N still waits for its records to be written or flushed, so one write
 //! and one fsync serve several requests of the connection (group commit). Answers wait in a
@@ -18,7 +23,7 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use futures_lite::io::{ReadHalf, WriteHalf};
-use futures_lite::AsyncWriteExt;
+use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use glommio::net::TcpStream;
 use iouring_log::notify::Notify;
 use iouring_log::reader::{await_piece, try_piece, ChunkPiece};
@@ -29,7 +34,12 @@ use kafka_protocol::protocol::Encodable;
 
 use crate::handlers;
 use crate::handlers::groups::Client;
-use crate::limits::{FETCH_READS_AHEAD_SLICES, PIPELINE_REQUESTS_MAX, SEND_PIECES_MAX};
+use crate::limits::{
+    FETCH_READS_AHEAD_SLICES, PIPELINE_REQUESTS_MAX, SEND_PIECES_MAX, TLS_COPY_BYTES,
+    TLS_HANDSHAKE_MAX,
+};
+use crate::security::ANONYMOUS;
+use crate::server::authenticate::{self, Sasl};
 use crate::server::frame::{decode_request, ConnectionError, Decoded, FrameReader};
 use crate::server::response::{Outgoing, Part};
 use crate::shard::ShardCtx;
@@ -76,7 +86,8 @@ impl Pipeline {
     }
 }
 
-pub async fn serve_connection(ctx: &Rc<ShardCtx>, stream: TcpStream) {
+/// Serves a connection accepted on listener `listener` until it closes or the node stops.
+pub async fn serve_connection(ctx: &Rc<ShardCtx>, stream: TcpStream, listener: usize) {
     let peer = stream
         .peer_addr()
         .map(|a| a.to_string())
@@ -89,7 +100,74 @@ pub async fn serve_connection(ctx: &Rc<ShardCtx>, stream: TcpStream) {
         .peer_addr()
         .map(|a| format!("/{}", a.ip()))
         .unwrap_or_default();
-    let fd = stream.as_raw_fd();
+    let client = Client {
+        id: String::new(),
+        host,
+        listener,
+        principal: ANONYMOUS.to_owned(),
+        decisions: Default::default(),
+    };
+    let protocol = ctx.config.listener(listener).protocol;
+    let sasl = protocol.sasl().then(|| Sasl::new(ctx, &peer));
+    let result = match (&ctx.config.security.tls, protocol.tls()) {
+        (Some(tls), true) => {
+            let server = if protocol.sasl() {
+                tls.sasl_ssl.clone()
+            } else {
+                tls.ssl.clone()
+            };
+            let acceptor = futures_rustls::TlsAcceptor::from(server);
+            let handshake = async { Some(acceptor.accept(stream).await) };
+            let timeout = async {
+                glommio::timer::sleep(TLS_HANDSHAKE_MAX).await;
+                None
+            };
+            match futures_lite::future::or(handshake, timeout).await {
+                Some(Ok(tls_stream)) => {
+                    let client = Client {
+                        principal: authenticate::certificate_principal(&tls_stream),
+                        ..client
+                    };
+                    tracing::debug!(target: "node::server::authenticate", %peer, principal = %client.principal, "TLS connection");
+                    serve_stream(ctx, tls_stream, None, client, sasl).await
+                }
+                Some(Err(e)) => {
+                    ctx.auth_failures.tls_failed(&peer, &e);
+                    return;
+                }
+                None => {
+                    tracing::debug!(%peer, "TLS handshake did not finish within {TLS_HANDSHAKE_MAX:?}");
+                    return;
+                }
+            }
+        }
+        (None, true) => {
+            // Config validation builds TLS settings whenever a listener is TLS.
+            tracing::error!(%peer, "a TLS listener without TLS settings; closing");
+            return;
+        }
+        (_, false) => {
+            let fd = stream.as_raw_fd();
+            serve_stream(ctx, stream, Some(fd), client, sasl).await
+        }
+    };
+    match result {
+        Err(ConnectionError::Closed) | Err(ConnectionError::Stopping) | Ok(()) => {}
+        Err(ConnectionError::Io(e)) => tracing::debug!(%peer, error = %e, "connection I/O error"),
+        Err(ConnectionError::AuthenticationFailed) => {} // logged, rate-limited, when it failed
+        Err(e) => tracing::warn!(%peer, shard = ctx.shard, error = %e, "closing connection"),
+    }
+}
+
+/// Serves one connection's requests over `stream`; `fd` is its socket when responses may be
+/// sent from their buffers directly (not through TLS).
+async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin + 'static>(
+    ctx: &Rc<ShardCtx>,
+    stream: S,
+    fd: Option<RawFd>,
+    client: Client,
+    sasl: Option<Sasl>,
+) -> Result<(), ConnectionError> {
     let (read_half, write_half) = futures_lite::io::split(stream);
     let pipeline = Rc::new(Pipeline::default());
     let writer = glommio::spawn_local({
@@ -97,32 +175,29 @@ pub async fn serve_connection(ctx: &Rc<ShardCtx>, stream: TcpStream) {
         let ctx = ctx.clone();
         async move { write_answers(&ctx, &pipeline, write_half, fd).await }
     });
-    let result = serve_requests(ctx, &pipeline, read_half, host).await;
+    let result = serve_requests(ctx, &pipeline, read_half, client, sasl).await;
     if ctx.stop.is_stopping() && pipeline.unanswered.get() > 0 {
-        tracing::debug!(%peer, shard = ctx.shard, unanswered = pipeline.unanswered.get(), "stopping: answering what this connection asked first");
+        tracing::debug!(
+            shard = ctx.shard,
+            unanswered = pipeline.unanswered.get(),
+            "stopping: answering what this connection asked first"
+        );
     }
     pipeline.reader_done.set(true);
     pipeline.changed.notify_all();
     // Requests already read are answered before the connection closes.
     let written = writer.await;
-    match result.and(written) {
-        Err(ConnectionError::Closed) | Err(ConnectionError::Stopping) | Ok(()) => {}
-        Err(ConnectionError::Io(e)) => tracing::debug!(%peer, error = %e, "connection I/O error"),
-        Err(e) => tracing::warn!(%peer, shard = ctx.shard, error = %e, "closing connection"),
-    }
+    result.and(written)
 }
 
-async fn serve_requests(
+async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
     ctx: &Rc<ShardCtx>,
     pipeline: &Pipeline,
-    mut stream: ReadHalf<TcpStream>,
-    host: String,
+    mut stream: ReadHalf<S>,
+    mut client: Client,
+    mut sasl: Option<Sasl>,
 ) -> Result<(), ConnectionError> {
     let mut reader = FrameReader::default();
-    let mut client = Client {
-        id: String::new(),
-        host,
-    };
     loop {
         let frame = read_frame_or_stop(ctx, pipeline, &mut reader, &mut stream).await?;
         let read_at = Instant::now();
@@ -146,6 +221,9 @@ async fn serve_requests(
             } => (api, version, header, body),
         };
         let (api, version, header, body) = request;
+        if let Some(s) = &sasl {
+            s.gate(api)?;
+        }
         if let Some(id) = &header.client_id {
             if id.as_str() != client.id {
                 client.id = id.to_string();
@@ -161,7 +239,7 @@ async fn serve_requests(
             RequestKind::Produce(req) => {
                 pipeline.wait_below(PIPELINE_REQUESTS_MAX).await;
                 let acks = req.acks;
-                let pending = handlers::produce::append(ctx, req, version).await;
+                let pending = handlers::produce::append(ctx, &client, req, version).await;
                 if acks == 0 {
                     // Fire and forget: done once appended.
                     ctx.metrics
@@ -183,6 +261,23 @@ async fn serve_requests(
                     }),
                     timing,
                 );
+            }
+            RequestKind::SaslHandshake(req) => {
+                pipeline.wait_below(1).await;
+                let out = authenticate::handshake(sasl.as_mut(), req, version);
+                let out = with_header(out, api, version, correlation_id)?;
+                pipeline.push(Box::pin(async move { Ok(Some(out)) }), timing);
+            }
+            RequestKind::SaslAuthenticate(req) => {
+                pipeline.wait_below(1).await;
+                let (out, failed) =
+                    authenticate::authenticate(ctx, sasl.as_mut(), &mut client, req, version).await;
+                let out = with_header(out, api, version, correlation_id)?;
+                pipeline.push(Box::pin(async move { Ok(Some(out)) }), timing);
+                if failed {
+                    // Kafka answers, then closes the connection.
+                    return Err(ConnectionError::AuthenticationFailed);
+                }
             }
             other => {
                 // Everything but Produce runs alone, after the answers before it are written.
@@ -237,11 +332,11 @@ fn with_header(
 
 /// The writer task: awaits each answer in request order and writes it; stops when the reader
 /// is done and every answer is written, or on the first failure (which stops the reader).
-async fn write_answers(
+async fn write_answers<S: AsyncRead + AsyncWrite + Unpin>(
     ctx: &ShardCtx,
     pipeline: &Pipeline,
-    mut stream: WriteHalf<TcpStream>,
-    fd: RawFd,
+    mut stream: WriteHalf<S>,
+    fd: Option<RawFd>,
 ) -> Result<(), ConnectionError> {
     loop {
         let seen = pipeline.changed.generation();
@@ -279,11 +374,11 @@ async fn write_answers(
     }
 }
 
-async fn read_frame_or_stop(
+async fn read_frame_or_stop<S: AsyncRead + AsyncWrite + Unpin>(
     ctx: &ShardCtx,
     pipeline: &Pipeline,
     reader: &mut FrameReader,
-    stream: &mut ReadHalf<TcpStream>,
+    stream: &mut ReadHalf<S>,
 ) -> Result<Bytes, ConnectionError> {
     let writer_seen = pipeline.writer_failed.generation();
     if ctx.stop.is_stopping() {
@@ -316,14 +411,15 @@ async fn read_frame_or_stop(
 }
 
 /// Writes the size prefix and every part, from their own buffers (encoded response bytes,
-/// tail chunks, cached file chunks) with vectored sends: nothing is copied in user space. The
+/// tail chunks, cached file chunks) with vectored sends: nothing is copied in user space (on
+/// TLS connections, `fd` `None`, the parts are copied into TLS records instead). The
 /// file reads of the record parts run ahead of the writing, [`FETCH_READS_AHEAD_SLICES`] parts
 /// at most (across the response's partitions; they complete in the read cache); the parts go
 /// out in order, gathered until one must wait for its read, or [`SEND_PIECES_MAX`] are
 /// gathered.
-async fn write_outgoing(
-    stream: &mut WriteHalf<TcpStream>,
-    fd: RawFd,
+async fn write_outgoing<W: AsyncWrite + Unpin>(
+    stream: &mut W,
+    fd: Option<RawFd>,
     out: Outgoing,
 ) -> Result<(), ConnectionError> {
     let mut gathered = Gathered::default();
@@ -420,12 +516,17 @@ impl Gathered {
     }
 
     /// Sends every gathered piece: `sendmsg` without waiting while the socket takes bytes,
-    /// glommio's write (which waits until the socket is writable) when it does not.
-    async fn send(
+    /// glommio's write (which waits until the socket is writable) when it does not. Without a
+    /// socket to send from (TLS), the pieces are copied, [`TLS_COPY_BYTES`] at a time, into
+    /// the TLS stream.
+    async fn send<W: AsyncWrite + Unpin>(
         &mut self,
-        stream: &mut WriteHalf<TcpStream>,
-        fd: RawFd,
+        stream: &mut W,
+        fd: Option<RawFd>,
     ) -> Result<(), ConnectionError> {
+        let Some(fd) = fd else {
+            return self.copy_into(stream).await;
+        };
         while !self.pieces.is_empty() {
             let sent = match send_vectored(fd, &self.pieces, self.sent) {
                 Ok(n) => n,
@@ -441,6 +542,31 @@ impl Gathered {
                 return Err(std::io::Error::from(std::io::ErrorKind::WriteZero).into());
             }
             self.advance(sent);
+        }
+        Ok(())
+    }
+
+    /// Copies the pieces into `stream` in writes of up to [`TLS_COPY_BYTES`] (one TLS record
+    /// each at most 16 KiB; small pieces share records instead of one record each).
+    async fn copy_into<W: AsyncWrite + Unpin>(
+        &mut self,
+        stream: &mut W,
+    ) -> Result<(), ConnectionError> {
+        let mut buf = Vec::with_capacity(TLS_COPY_BYTES);
+        while let Some(piece) = self.pieces.pop_front() {
+            let mut bytes = &piece.as_bytes()[std::mem::take(&mut self.sent)..];
+            while !bytes.is_empty() {
+                let n = bytes.len().min(TLS_COPY_BYTES - buf.len());
+                buf.extend_from_slice(&bytes[..n]);
+                bytes = &bytes[n..];
+                if buf.len() == TLS_COPY_BYTES {
+                    stream.write_all(&buf).await?;
+                    buf.clear();
+                }
+            }
+        }
+        if !buf.is_empty() {
+            stream.write_all(&buf).await?;
         }
         Ok(())
     }

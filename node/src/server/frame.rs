@@ -38,6 +38,12 @@ pub enum ConnectionError {
     Stopping,
     #[error("writing a response failed")]
     WriterFailed,
+    #[error("{api:?} before authenticating on a SASL listener (only ApiVersions, SaslHandshake and SaslAuthenticate are served until then)")]
+    NotAuthenticated { api: ApiKey },
+    #[error("the SASL session of {user} expired (connections.max.reauth.ms) and the client did not authenticate again")]
+    SessionExpired { user: String },
+    #[error("authentication failed")]
+    AuthenticationFailed,
 }
 
 /// Reads request frames from a connection. Small frames come from one read buffer (one
@@ -322,6 +328,17 @@ mod tests {
                 RequestKind::IncrementalAlterConfigs(Default::default())
             }
             ApiKey::ListConfigResources => RequestKind::ListConfigResources(Default::default()),
+            ApiKey::SaslHandshake => RequestKind::SaslHandshake(Default::default()),
+            ApiKey::SaslAuthenticate => RequestKind::SaslAuthenticate(Default::default()),
+            ApiKey::AlterUserScramCredentials => {
+                RequestKind::AlterUserScramCredentials(Default::default())
+            }
+            ApiKey::DescribeUserScramCredentials => {
+                RequestKind::DescribeUserScramCredentials(Default::default())
+            }
+            ApiKey::CreateAcls => RequestKind::CreateAcls(Default::default()),
+            ApiKey::DescribeAcls => RequestKind::DescribeAcls(Default::default()),
+            ApiKey::DeleteAcls => RequestKind::DeleteAcls(Default::default()),
             other => panic!("add {other:?} to default_request"),
         }
     }

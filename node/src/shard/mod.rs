@@ -58,6 +58,8 @@ pub struct ShardCtx {
     pub request_budget: Arc<crate::server::budget::RequestBudget>,
     /// What the shard counts for the metrics endpoint.
     pub metrics: crate::metrics::recorder::ShardMetrics,
+    /// Failed authentications and TLS handshakes, logged rate-limited.
+    pub auth_failures: crate::security::failure_log::FailureLog,
 }
 
 pub fn now_ms() -> i64 {
@@ -147,33 +149,51 @@ impl ShardCtx {
         epoch
     }
 
-    /// Where a partition's leader is reached: its broker id, host and port; `None` when its
-    /// node is not live (a cluster node whose registration is gone: the partition is offline).
-    pub fn leader_endpoint(&self, meta: &PartitionMeta) -> Option<(BrokerId, String, i32)> {
+    /// Where a partition's leader is reached on listener `listener` (the one the client
+    /// connected to): its broker id, host and port; `None` when its node is not live (a
+    /// cluster node whose registration is gone: the partition is offline) or has no such
+    /// listener.
+    pub fn leader_endpoint(
+        &self,
+        meta: &PartitionMeta,
+        listener: usize,
+    ) -> Option<(BrokerId, String, i32)> {
         let me = self.config.node_id.0;
         match meta.node {
-            None => Some(self.local_endpoint(meta.shard)),
-            Some(n) if n == me => Some(self.local_endpoint(meta.shard)),
+            None => Some(self.local_endpoint(meta.shard, listener)),
+            Some(n) if n == me => Some(self.local_endpoint(meta.shard, listener)),
             Some(n) => {
                 let snapshot = self.snapshot.borrow();
                 let node = snapshot.node(n)?;
-                let port = i32::from(node.port) + meta.shard as i32;
-                Some((
-                    crate::ids::broker_id(n, meta.shard),
-                    node.host.clone(),
-                    port,
-                ))
+                self.remote_endpoint(node, meta.shard, listener)
             }
         }
     }
 
-    fn local_endpoint(&self, shard: usize) -> (BrokerId, String, i32) {
-        let port = i32::from(self.config.advertised_port) + shard as i32;
+    fn local_endpoint(&self, shard: usize, listener: usize) -> (BrokerId, String, i32) {
+        let l = self.config.listener(listener);
+        let port = i32::from(l.advertised_port) + shard as i32;
         (
             self.config.broker_id(shard),
-            self.config.advertised_host.clone(),
+            l.advertised_host.clone(),
             port,
         )
+    }
+
+    /// Shard `shard` of another node on listener `listener` (by name: nodes list the
+    /// listeners they have); `None` if it has no listener of that name.
+    fn remote_endpoint(
+        &self,
+        node: &crate::metadata::snapshot::NodeInfo,
+        shard: usize,
+        listener: usize,
+    ) -> Option<(BrokerId, String, i32)> {
+        let (host, port) = node.endpoint(&self.config.listener(listener).name)?;
+        Some((
+            crate::ids::broker_id(node.node, shard),
+            host.to_owned(),
+            i32::from(port) + shard as i32,
+        ))
     }
 
     /// The cluster's id as clients see it: `cluster.id` in a cluster, one per single node.
@@ -195,16 +215,16 @@ impl ShardCtx {
         }
     }
 
-    /// Every broker clients may talk to: each shard of each live node (this node's own always).
-    pub fn brokers(&self) -> Vec<(BrokerId, String, i32)> {
+    /// Every broker clients of listener `listener` may talk to: each shard of each live node
+    /// that has the listener (this node's own always).
+    pub fn brokers(&self, listener: usize) -> Vec<(BrokerId, String, i32)> {
         let me = self.config.node_id.0;
         let mut out: Vec<_> = (0..self.config.shards)
-            .map(|s| self.local_endpoint(s))
+            .map(|s| self.local_endpoint(s, listener))
             .collect();
         for n in self.snapshot.borrow().nodes.iter().filter(|n| n.node != me) {
             for shard in 0..n.shards {
-                let port = i32::from(n.port) + shard as i32;
-                out.push((crate::ids::broker_id(n.node, shard), n.host.clone(), port));
+                out.extend(self.remote_endpoint(n, shard, listener));
             }
         }
         out.sort_by_key(|b| b.0 .0);

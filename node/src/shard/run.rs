@@ -25,25 +25,27 @@ pub async fn run_shard(
     mut updates: fmpsc::UnboundedReceiver<SnapshotUpdate>,
     mut asks: fmpsc::UnboundedReceiver<Ask>,
 ) {
-    let addr = std::net::SocketAddr::new(
-        ctx.config.listen.ip(),
-        ctx.config.listen.port() + ctx.shard as u16,
-    );
     // The first snapshot arrives before any client is served.
     if let Some(u) = updates.next().await {
         ctx.apply_snapshot(u.snapshot).await;
         u.applied.send(()).ok();
         start_fetchers(&ctx);
     }
-    let listener = match TcpListener::bind(addr) {
-        Ok(l) => l,
-        Err(e) => {
-            tracing::error!(shard = ctx.shard, %addr, error = %e, "cannot listen");
-            ctx.stop.stop_node();
-            return;
+    let mut bound = Vec::new();
+    for (i, l) in ctx.config.security.listeners.iter().enumerate() {
+        let addr = l.bind_of(ctx.shard);
+        match TcpListener::bind(addr) {
+            Ok(socket) => {
+                tracing::info!(shard = ctx.shard, listener = %l.name, protocol = l.protocol.name(), %addr, broker_id = ctx.broker_id().0, "listening");
+                bound.push((i, socket));
+            }
+            Err(e) => {
+                tracing::error!(shard = ctx.shard, listener = %l.name, %addr, error = %e, "cannot listen");
+                ctx.stop.stop_node();
+                return;
+            }
         }
-    };
-    tracing::info!(shard = ctx.shard, %addr, broker_id = ctx.broker_id().0, "listening");
+    }
     let updater = glommio::spawn_local({
         let ctx = ctx.clone();
         async move {
@@ -88,7 +90,17 @@ pub async fn run_shard(
     })
     .detach();
     let cleaner = super::cleaner::spawn_cleaner(ctx.clone());
-    accept_until_stopped(&ctx, listener).await;
+    glommio::spawn_local(watch_for_stop(ctx.clone())).detach();
+    let mut acceptors: Vec<_> = bound
+        .into_iter()
+        .map(|(i, socket)| {
+            let ctx = ctx.clone();
+            glommio::spawn_local(async move { accept_until_stopped(&ctx, socket, i).await })
+        })
+        .collect();
+    for a in acceptors.drain(..) {
+        a.await;
+    }
     reporter.cancel();
     group_ticker.cancel();
     maintenance.cancel();
@@ -149,17 +161,17 @@ fn spawn_group_ticker(ctx: Rc<ShardCtx>) -> glommio::task::JoinHandle<()> {
     .detach()
 }
 
-async fn accept_until_stopped(ctx: &Rc<ShardCtx>, listener: TcpListener) {
+/// Accepts connections on `socket` (listener `listener` of the config) until the node stops.
+async fn accept_until_stopped(ctx: &Rc<ShardCtx>, socket: TcpListener, listener: usize) {
     // The accept future is polled only when a connection arrives or the shard stops: glommio's
     // listener keeps a clone of the task's waker for every poll of an accept, and a task polled
     // on a timer (every 50 ms while idle) overflowed glommio's waker count after 27 minutes and
     // panicked the shard ("Waker invariant broken").
-    glommio::spawn_local(watch_for_stop(ctx.clone())).detach();
     loop {
         if ctx.stop.is_stopping() {
             return;
         }
-        let accept = async { Some(listener.accept().await) };
+        let accept = async { Some(socket.accept().await) };
         let stop = async {
             ctx.stop.stopped().await;
             None
@@ -171,7 +183,7 @@ async fn accept_until_stopped(ctx: &Rc<ShardCtx>, listener: TcpListener) {
                 ctx.metrics.connection_accepted();
                 glommio::spawn_local(async move {
                     ctx.connections.set(ctx.connections.get() + 1);
-                    serve_connection(&ctx, stream).await;
+                    serve_connection(&ctx, stream, listener).await;
                     ctx.connections.set(ctx.connections.get() - 1);
                 })
                 .detach();

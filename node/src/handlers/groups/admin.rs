@@ -17,13 +17,25 @@ use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponse, OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
 use kafka_protocol::messages::GroupId;
+use kafka_protocol::ResponseError;
 
 use crate::group_coordinator::membership::GroupState;
 use crate::shard::{now_ms, ShardCtx};
 
-use super::{code, s};
+use super::{code, s, Client};
+use crate::handlers::authorized::{authorized, on_cluster};
+use crate::security::acl::{Operation, ResourceType};
 
-pub fn list(ctx: &Rc<ShardCtx>, req: ListGroupsRequest, version: i16) -> ListGroupsResponse {
+pub fn list(
+    ctx: &Rc<ShardCtx>,
+    client: &Client,
+    req: ListGroupsRequest,
+    version: i16,
+) -> ListGroupsResponse {
+    // DESCRIBE on the cluster lists every group; otherwise those the client may describe.
+    let all = on_cluster(ctx, client, Operation::Describe);
+    let visible =
+        |g: &str| all || authorized(ctx, client, Operation::Describe, ResourceType::Group, g);
     let states: Vec<String> = req.states_filter.iter().map(|s| s.to_lowercase()).collect();
     let types: Vec<String> = req.types_filter.iter().map(|s| s.to_lowercase()).collect();
     let mut resp = ListGroupsResponse::default();
@@ -31,6 +43,7 @@ pub fn list(ctx: &Rc<ShardCtx>, req: ListGroupsRequest, version: i16) -> ListGro
         .groups
         .list()
         .into_iter()
+        .filter(|(id, _, _)| visible(id))
         .filter(|(_, _, st)| states.is_empty() || states.contains(&st.name().to_lowercase()))
         .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
         .map(|(id, protocol_type, st)| {
@@ -51,6 +64,7 @@ pub fn list(ctx: &Rc<ShardCtx>, req: ListGroupsRequest, version: i16) -> ListGro
 
 pub fn describe(
     ctx: &Rc<ShardCtx>,
+    client: &Client,
     req: DescribeGroupsRequest,
     version: i16,
 ) -> DescribeGroupsResponse {
@@ -58,9 +72,18 @@ pub fn describe(
     for id in req.groups {
         let mut g = DescribedGroup::default();
         if version >= 3 {
-            g.authorized_operations = i32::MIN;
+            g.authorized_operations =
+                crate::handlers::authorized::report(req.include_authorized_operations, || {
+                    crate::handlers::authorized::operations(ctx, client, ResourceType::Group, &id.0)
+                });
         }
-        match ctx.groups.describe(&**ctx, &id.0) {
+        let described = if authorized(ctx, client, Operation::Describe, ResourceType::Group, &id.0)
+        {
+            ctx.groups.describe(&**ctx, &id.0)
+        } else {
+            Err(ResponseError::GroupAuthorizationFailed)
+        };
+        match described {
             Err(e) => {
                 g.error_code = e.code();
                 g.group_state = s(GroupState::Dead.name());
@@ -93,11 +116,19 @@ pub fn describe(
     resp
 }
 
-pub async fn delete(ctx: &Rc<ShardCtx>, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+pub async fn delete(
+    ctx: &Rc<ShardCtx>,
+    client: &Client,
+    req: DeleteGroupsRequest,
+) -> DeleteGroupsResponse {
     let mut resp = DeleteGroupsResponse::default();
     for id in req.groups_names {
         let mut r = DeletableGroupResult::default();
-        r.error_code = code(ctx.groups.delete(&**ctx, &id.0, now_ms()).await);
+        r.error_code = if authorized(ctx, client, Operation::Delete, ResourceType::Group, &id.0) {
+            code(ctx.groups.delete(&**ctx, &id.0, now_ms()).await)
+        } else {
+            ResponseError::GroupAuthorizationFailed.code()
+        };
         r.group_id = id;
         resp.results.push(r);
     }
@@ -105,11 +136,28 @@ pub async fn delete(ctx: &Rc<ShardCtx>, req: DeleteGroupsRequest) -> DeleteGroup
 }
 
 /// OffsetDelete: the group's committed offsets of the listed partitions are removed.
-pub async fn offset_delete(ctx: &Rc<ShardCtx>, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+pub async fn offset_delete(
+    ctx: &Rc<ShardCtx>,
+    client: &Client,
+    req: OffsetDeleteRequest,
+) -> OffsetDeleteResponse {
     let mut resp = OffsetDeleteResponse::default();
+    // DELETE on the group, READ on each topic (Kafka's rules).
+    if !authorized(
+        ctx,
+        client,
+        Operation::Delete,
+        ResourceType::Group,
+        &req.group_id.0,
+    ) {
+        resp.error_code = ResponseError::GroupAuthorizationFailed.code();
+        return resp;
+    }
+    let readable = |t: &str| authorized(ctx, client, Operation::Read, ResourceType::Topic, t);
     let partitions: Vec<(String, i32)> = req
         .topics
         .iter()
+        .filter(|t| readable(&t.name.0))
         .flat_map(|t| {
             t.partitions
                 .iter()
@@ -131,10 +179,15 @@ pub async fn offset_delete(ctx: &Rc<ShardCtx>, req: OffsetDeleteRequest) -> Offs
     for t in req.topics {
         let mut tr = OffsetDeleteResponseTopic::default();
         tr.name = t.name.clone();
+        let ok = readable(&t.name.0);
         for p in t.partitions {
             let mut pr = OffsetDeleteResponsePartition::default();
             pr.partition_index = p.partition_index;
-            pr.error_code = code(results.next().unwrap_or(Ok(())));
+            pr.error_code = if ok {
+                code(results.next().unwrap_or(Ok(())))
+            } else {
+                ResponseError::TopicAuthorizationFailed.code()
+            };
             tr.partitions.push(pr);
         }
         resp.topics.push(tr);

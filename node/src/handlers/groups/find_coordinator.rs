@@ -13,7 +13,9 @@ use crate::metadata::Command;
 use crate::metadata::OFFSETS_TOPIC;
 use crate::shard::ShardCtx;
 
-use super::s;
+use super::{s, Client};
+use crate::handlers::authorized::authorized;
+use crate::security::acl::{Operation, ResourceType};
 
 /// Creates `__consumer_offsets` if it does not exist yet (as Kafka does on the first
 /// FindCoordinator). Returns its partition count.
@@ -65,9 +67,11 @@ async fn offsets_topic(ctx: &Rc<ShardCtx>) -> Result<i32, ResponseError> {
 /// `(broker id, host, port)` of the shard coordinating `key`, or the error.
 async fn coordinator_of(
     ctx: &Rc<ShardCtx>,
+    client: &Client,
     key_type: i8,
     key: &str,
 ) -> Result<(BrokerId, String, i32), Refused> {
+    let listener = client.listener;
     if key_type != 0 {
         return Err(Refused::new(
             ResponseError::InvalidRequest,
@@ -80,12 +84,18 @@ async fn coordinator_of(
             "empty group id",
         ));
     }
+    if !authorized(ctx, client, Operation::Describe, ResourceType::Group, key) {
+        return Err(Refused::new(
+            ResponseError::GroupAuthorizationFailed,
+            format!("{} may not describe group {key}", client.principal),
+        ));
+    }
     let partitions = offsets_topic(ctx)
         .await
         .map_err(|e| Refused::new(e, format!("{OFFSETS_TOPIC} is not available")))?;
     let p = partition_for(key, partitions);
     let meta = ctx.snapshot.borrow().partition(OFFSETS_TOPIC, p).cloned();
-    meta.and_then(|m| ctx.leader_endpoint(&m))
+    meta.and_then(|m| ctx.leader_endpoint(&m, listener))
         .ok_or(Refused::new(
             ResponseError::CoordinatorNotAvailable,
             "the coordinator's node is not live",
@@ -94,6 +104,7 @@ async fn coordinator_of(
 
 pub async fn find_coordinator(
     ctx: &Rc<ShardCtx>,
+    client: &Client,
     req: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
@@ -102,7 +113,7 @@ pub async fn find_coordinator(
     if version >= 4 {
         for key in req.coordinator_keys {
             let mut c = Coordinator::default();
-            match coordinator_of(ctx, key_type, &key).await {
+            match coordinator_of(ctx, client, key_type, &key).await {
                 Ok((id, host, port)) => {
                     c.node_id = id;
                     c.host = s(host);
@@ -120,7 +131,7 @@ pub async fn find_coordinator(
         }
         return resp;
     }
-    match coordinator_of(ctx, key_type, &req.key).await {
+    match coordinator_of(ctx, client, key_type, &req.key).await {
         Ok((id, host, port)) => {
             resp.node_id = id;
             resp.host = s(host);

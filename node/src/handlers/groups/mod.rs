@@ -16,12 +16,7 @@ pub use offsets::{offset_commit, offset_fetch};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-/// Who sent a request: JoinGroup records it for DescribeGroups.
-#[derive(Debug, Clone, Default)]
-pub struct Client {
-    pub id: String,
-    pub host: String,
-}
+pub use crate::handlers::client::Client;
 
 pub(super) fn s(v: impl Into<String>) -> StrBytes {
     StrBytes::from_string(v.into())

@@ -18,20 +18,37 @@ use crate::group_coordinator::membership::Caller;
 use crate::group_coordinator::records::OffsetValue;
 use crate::shard::{now_ms, ShardCtx};
 
-use super::{code, s};
+use super::{code, s, Client};
+use crate::handlers::authorized::authorized;
+use crate::security::acl::{Operation, ResourceType};
 
 pub async fn offset_commit(
     ctx: &Rc<ShardCtx>,
+    client: &Client,
     req: OffsetCommitRequest,
     version: i16,
 ) -> OffsetCommitResponse {
     let now = now_ms();
-    let mut asked: Vec<(TopicName, Vec<i32>)> = Vec::new();
+    // READ on the group, and READ on each topic (Kafka's rules); what is not allowed is not
+    // committed.
+    let group_ok = authorized(
+        ctx,
+        client,
+        Operation::Read,
+        ResourceType::Group,
+        &req.group_id.0,
+    );
+    let mut asked: Vec<(TopicName, Vec<i32>, bool)> = Vec::new();
     let mut offsets = Vec::new();
     for t in &req.topics {
         let mut ps = Vec::new();
+        let topic_ok =
+            group_ok && authorized(ctx, client, Operation::Read, ResourceType::Topic, &t.name.0);
         for p in &t.partitions {
             ps.push(p.partition_index);
+            if !topic_ok {
+                continue;
+            }
             offsets.push((
                 t.name.0.to_string(),
                 p.partition_index,
@@ -51,37 +68,48 @@ pub async fn offset_commit(
                 },
             ));
         }
-        asked.push((t.name.clone(), ps));
+        asked.push((t.name.clone(), ps, topic_ok));
     }
-    let results = ctx
-        .groups
-        .commit(
-            &**ctx,
-            &req.group_id.0,
-            Caller {
-                member_id: &req.member_id,
-                instance_id: req.group_instance_id.as_deref(),
-                generation: req.generation_id_or_member_epoch,
-            },
-            offsets,
-            now,
-        )
-        .await;
+    let committed = offsets.len();
+    let results = if !group_ok {
+        Ok(Vec::new())
+    } else {
+        ctx.groups
+            .commit(
+                &**ctx,
+                &req.group_id.0,
+                Caller {
+                    member_id: &req.member_id,
+                    instance_id: req.group_instance_id.as_deref(),
+                    generation: req.generation_id_or_member_epoch,
+                },
+                offsets,
+                now,
+            )
+            .await
+    };
     let mut results = match results {
         Ok(r) => r.into_iter(),
-        Err(e) => {
-            let n = asked.iter().map(|(_, ps)| ps.len()).sum();
-            vec![Err(e); n].into_iter()
-        }
+        Err(e) => vec![Err(e); committed].into_iter(),
     };
     let mut resp = OffsetCommitResponse::default();
-    for (name, ps) in asked {
+    for (name, ps, topic_ok) in asked {
         let mut t = OffsetCommitResponseTopic::default();
         t.name = name;
         for index in ps {
             let mut p = OffsetCommitResponsePartition::default();
             p.partition_index = index;
-            p.error_code = code(results.next().expect("one result per partition"));
+            p.error_code = if !group_ok {
+                ResponseError::GroupAuthorizationFailed.code()
+            } else if !topic_ok {
+                ResponseError::TopicAuthorizationFailed.code()
+            } else {
+                code(
+                    results
+                        .next()
+                        .unwrap_or(Err(ResponseError::UnknownServerError)),
+                )
+            };
             t.partitions.push(p);
         }
         resp.topics.push(t);
@@ -111,9 +139,19 @@ fn committed_partitions(
 
 pub fn offset_fetch(
     ctx: &Rc<ShardCtx>,
+    client: &Client,
     req: OffsetFetchRequest,
     version: i16,
 ) -> OffsetFetchResponse {
+    // DESCRIBE on the group; topics the client may not describe are left out.
+    let committed_partitions = |group: &str, asked: Asked| {
+        if !authorized(ctx, client, Operation::Describe, ResourceType::Group, group) {
+            return Err(ResponseError::GroupAuthorizationFailed);
+        }
+        let mut found = committed_partitions(ctx, group, asked)?;
+        found.retain(|(t, _)| authorized(ctx, client, Operation::Describe, ResourceType::Topic, t));
+        Ok(found)
+    };
     let mut resp = OffsetFetchResponse::default();
     if version >= 8 {
         for g in req.groups {
@@ -121,7 +159,7 @@ pub fn offset_fetch(
                 .topics
                 .map(|ts| asked_partitions(ts.into_iter().map(|t| (t.name, t.partition_indexes))));
             let mut rg = OffsetFetchResponseGroup::default();
-            match committed_partitions(ctx, &g.group_id.0, asked) {
+            match committed_partitions(&g.group_id.0, asked) {
                 Err(e) => rg.error_code = e.code(),
                 Ok(topics) => {
                     rg.topics = topics
@@ -154,7 +192,7 @@ pub fn offset_fetch(
     let asked: Asked = req
         .topics
         .map(|ts| asked_partitions(ts.into_iter().map(|t| (t.name, t.partition_indexes))));
-    match committed_partitions(ctx, &req.group_id.0, asked.clone()) {
+    match committed_partitions(&req.group_id.0, asked.clone()) {
         Ok(topics) => {
             resp.topics = topics
                 .into_iter()

@@ -48,6 +48,26 @@ impl Keys {
         key.strip_prefix(&self.root)?.strip_prefix("topics/")
     }
 
+    /// A user's SCRAM credentials (salted keys, never a password).
+    pub fn scram(&self, user: &str) -> String {
+        format!("{}scram/{user}", self.root)
+    }
+
+    /// Parses a SCRAM credentials key back into the user.
+    pub fn scram_of<'a>(&self, key: &'a str) -> Option<&'a str> {
+        key.strip_prefix(&self.root)?.strip_prefix("scram/")
+    }
+
+    /// The ACL entries of one resource pattern (`TYPE/PATTERN/name`).
+    pub fn acls(&self, pattern: &str) -> String {
+        format!("{}acls/{pattern}", self.root)
+    }
+
+    /// Parses an ACL key back into its resource pattern.
+    pub fn acls_of<'a>(&self, key: &'a str) -> Option<&'a str> {
+        key.strip_prefix(&self.root)?.strip_prefix("acls/")
+    }
+
     /// Whether `key` is a controller candidacy (etcd's election API puts one key per candidate
     /// under the election's name; the oldest is the leader).
     pub fn is_controller_candidacy(&self, key: &str) -> bool {
@@ -85,5 +105,7 @@ mod tests {
         assert_eq!(k.broker_of("/ringlog/c2/brokers/3"), None);
         assert_eq!(k.partition_of(&k.partition("a/b", 7)), Some(("a/b", 7)));
         assert_eq!(k.partition_of(&k.broker(1)), None);
+        assert_eq!(k.scram_of(&k.scram("a/b=c")), Some("a/b=c"));
+        assert_eq!(k.scram_of(&k.topic("t")), None);
     }
 }

@@ -1,5 +1,5 @@
-//! The cluster's [`MetadataStore`]: topics under `topics/<name>` in etcd, written with
-//! compare-and-swap on each topic key's revision (create only if absent, change or delete only
+//! The cluster's [`MetadataStore`]: topics under `topics/<name>` and users' SCRAM credentials
+//! under `scram/<user>`, ACL entries under `acls/<TYPE>/<PATTERN>/<name>` in etcd, written with compare-and-swap on each key's revision (create only if absent, change or delete only
 //! what this node last read), read back through the ordered watch; the live nodes are the
 //! broker registrations.
 //!
@@ -9,7 +9,7 @@
 //! watch's events and, if this node's lease was lost, registers it again under a new broker
 //! epoch. Dropping the store revokes the lease: the node leaves at once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,8 @@ use crate::metadata::lease::LeaseClock;
 use crate::metadata::placement::NodeShards;
 use crate::metadata::snapshot::{NodeInfo, Snapshot, TopicMeta};
 use crate::metadata::store::{MetadataStore, Saved, StoreError};
+use crate::security::acl::Entry as AclEntry;
+use crate::security::sasl::UserCredentials;
 
 pub struct EtcdStore {
     etcd: Etcd,
@@ -40,6 +42,10 @@ pub struct EtcdStore {
     watch: MetadataWatch,
     /// Every topic as last read, with its key's mod revision.
     topics: BTreeMap<String, (TopicMeta, i64)>,
+    /// Every user's SCRAM credentials as last read, with the key's mod revision.
+    scram: BTreeMap<String, (UserCredentials, i64)>,
+    /// Every resource pattern's ACL entries as last read, with the key's mod revision.
+    acls: BTreeMap<String, (BTreeSet<AclEntry>, i64)>,
     nodes: BTreeMap<i32, NodeInfo>,
     /// Controller candidacies: key → (create revision, node); the oldest leads.
     candidates: BTreeMap<String, (i64, i32)>,
@@ -93,6 +99,8 @@ impl EtcdStore {
             clock,
             watch,
             topics: BTreeMap::new(),
+            scram: BTreeMap::new(),
+            acls: BTreeMap::new(),
             nodes: BTreeMap::new(),
             candidates: BTreeMap::new(),
             campaign: None,
@@ -138,6 +146,30 @@ impl EtcdStore {
                     tracing::error!(key = %e.key, error = %err, "ignoring a topic that does not parse")
                 }
             }
+        } else if let Some(user) = keys.scram_of(&e.key) {
+            match serde_json::from_slice::<UserCredentials>(&e.value) {
+                Ok(c) => {
+                    let old = self
+                        .scram
+                        .insert(user.to_owned(), (c.clone(), e.mod_revision));
+                    return old.is_none_or(|(o, _)| o != c);
+                }
+                Err(err) => {
+                    tracing::error!(key = %e.key, error = %err, "ignoring SCRAM credentials that do not parse")
+                }
+            }
+        } else if let Some(pattern) = keys.acls_of(&e.key) {
+            match serde_json::from_slice::<BTreeSet<AclEntry>>(&e.value) {
+                Ok(a) => {
+                    let old = self
+                        .acls
+                        .insert(pattern.to_owned(), (a.clone(), e.mod_revision));
+                    return old.is_none_or(|(o, _)| o != a);
+                }
+                Err(err) => {
+                    tracing::error!(key = %e.key, error = %err, "ignoring ACLs that do not parse")
+                }
+            }
         } else if keys.is_controller_candidacy(&e.key) {
             let node = String::from_utf8_lossy(&e.value).parse::<i32>();
             if let Ok(node) = node {
@@ -175,6 +207,12 @@ impl EtcdStore {
         if let Some(name) = keys.topic_of(key) {
             return self.topics.remove(name).is_some();
         }
+        if let Some(user) = keys.scram_of(key) {
+            return self.scram.remove(user).is_some();
+        }
+        if let Some(pattern) = keys.acls_of(key) {
+            return self.acls.remove(pattern).is_some();
+        }
         if let Some(node) = keys.broker_of(key) {
             self.liveness.deregistered(node);
             return self.nodes.remove(&node).is_some();
@@ -203,6 +241,16 @@ impl EtcdStore {
                 .collect(),
             nodes: self.nodes.values().cloned().collect(),
             controller: self.snapshot_controller(),
+            scram: self
+                .scram
+                .iter()
+                .map(|(u, (c, _))| (u.clone(), c.clone()))
+                .collect(),
+            acls: self
+                .acls
+                .iter()
+                .map(|(p, (a, _))| (p.clone(), a.clone()))
+                .collect(),
         }
     }
 
@@ -331,6 +379,8 @@ impl EtcdStore {
             .map_err(|e| store_error("re-reading", &self.location(), e))?;
         self.watch = watch;
         self.topics.clear();
+        self.scram.clear();
+        self.acls.clear();
         self.nodes.clear();
         self.liveness = Liveness::default();
         for e in entries {
@@ -370,6 +420,65 @@ fn register_waiting_for_predecessor(
     }
 }
 
+/// The compares and writes of one metadata transaction.
+#[derive(Default)]
+struct TxnParts {
+    compares: Vec<Compare>,
+    ops: Vec<TxnOp>,
+}
+
+impl TxnParts {
+    /// Writes every document of `wanted` that differs from what was `read` (created only if
+    /// still absent, changed only if unchanged since read) and deletes what `wanted` lacks.
+    fn diff<T: PartialEq + serde::Serialize>(
+        &mut self,
+        read: &BTreeMap<String, (T, i64)>,
+        wanted: &BTreeMap<String, T>,
+        key: impl Fn(&str) -> String,
+    ) {
+        for (name, doc) in wanted {
+            match read.get(name) {
+                Some((old, _)) if old == doc => continue,
+                Some((_, rev)) => {
+                    self.compares
+                        .push(Compare::mod_revision(key(name), CompareOp::Equal, *rev))
+                }
+                None => {
+                    self.compares
+                        .push(Compare::create_revision(key(name), CompareOp::Equal, 0))
+                }
+            }
+            let value = serde_json::to_string(doc).expect("metadata serializes");
+            self.ops.push(TxnOp::put(key(name), value, None));
+        }
+        for (name, (_, rev)) in read {
+            if !wanted.contains_key(name) {
+                self.compares
+                    .push(Compare::mod_revision(key(name), CompareOp::Equal, *rev));
+                self.ops.push(TxnOp::delete(key(name), None));
+            }
+        }
+    }
+}
+
+/// What was read becomes what was saved: changed documents at the transaction's revision.
+fn saved<T: PartialEq + Clone>(
+    read: &mut BTreeMap<String, (T, i64)>,
+    wanted: &BTreeMap<String, T>,
+    revision: i64,
+) {
+    *read = wanted
+        .iter()
+        .map(|(n, t)| {
+            let rev = match read.get(n) {
+                Some((old, rev)) if old == t => *rev,
+                _ => revision,
+            };
+            (n.clone(), (t.clone(), rev))
+        })
+        .collect();
+}
+
 impl MetadataStore for EtcdStore {
     fn load(&mut self) -> Result<Snapshot, StoreError> {
         Ok(self.snapshot())
@@ -377,45 +486,20 @@ impl MetadataStore for EtcdStore {
 
     fn save(&mut self, snapshot: &Snapshot) -> Result<Saved, StoreError> {
         let keys = self.etcd.keys();
-        let mut compares = Vec::new();
-        let mut ops = Vec::new();
-        for (name, topic) in &snapshot.topics {
-            match self.topics.get(name) {
-                Some((old, _)) if old == topic => continue,
-                Some((_, rev)) => compares.push(Compare::mod_revision(
-                    keys.topic(name),
-                    CompareOp::Equal,
-                    *rev,
-                )),
-                None => compares.push(Compare::create_revision(
-                    keys.topic(name),
-                    CompareOp::Equal,
-                    0,
-                )),
-            }
-            let value = serde_json::to_string(topic).expect("a topic serializes");
-            ops.push(TxnOp::put(keys.topic(name), value, None));
-        }
-        for (name, (_, rev)) in &self.topics {
-            if !snapshot.topics.contains_key(name) {
-                compares.push(Compare::mod_revision(
-                    keys.topic(name),
-                    CompareOp::Equal,
-                    *rev,
-                ));
-                ops.push(TxnOp::delete(keys.topic(name), None));
-            }
-        }
-        if ops.is_empty() {
+        let mut txn = TxnParts::default();
+        txn.diff(&self.topics, &snapshot.topics, |n| keys.topic(n));
+        txn.diff(&self.scram, &snapshot.scram, |u| keys.scram(u));
+        txn.diff(&self.acls, &snapshot.acls, |p| keys.acls(p));
+        if txn.ops.is_empty() {
             return Ok(Saved::Yes);
         }
-        let txn = Txn::new().when(compares).and_then(ops);
+        let txn = Txn::new().when(txn.compares).and_then(txn.ops);
         let mut client = self.etcd.client();
-        let answer = match self.etcd.call("writing topics", client.txn(txn)) {
+        let answer = match self.etcd.call("writing metadata", client.txn(txn)) {
             Ok(a) => a,
             Err(e) => {
                 self.failed();
-                return Err(store_error("writing topics to", &self.location(), e));
+                return Err(store_error("writing metadata to", &self.location(), e));
             }
         };
         self.backoff = None;
@@ -423,17 +507,9 @@ impl MetadataStore for EtcdStore {
             return Ok(Saved::Conflict);
         }
         let revision = answer.header().map_or(0, |h| h.revision());
-        self.topics = snapshot
-            .topics
-            .iter()
-            .map(|(n, t)| {
-                let rev = match self.topics.get(n) {
-                    Some((old, rev)) if old == t => *rev,
-                    _ => revision,
-                };
-                (n.clone(), (t.clone(), rev))
-            })
-            .collect();
+        saved(&mut self.topics, &snapshot.topics, revision);
+        saved(&mut self.scram, &snapshot.scram, revision);
+        saved(&mut self.acls, &snapshot.acls, revision);
         Ok(Saved::Yes)
     }
 
