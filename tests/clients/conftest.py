@@ -124,6 +124,44 @@ def kafka_tool(*args):
                           env=dict(os.environ, KAFKA_LIBS=libs))
 
 
+def kafka_libs():
+    libs = os.environ.get("RINGLOG_KAFKA_LIBS")
+    if libs:
+        return libs
+    out = subprocess.run([os.path.join(REPO, "scripts", "fetch-kafka.sh")], capture_output=True,
+                         text=True, check=True).stdout
+    return out.strip().splitlines()[-1]
+
+
+class ApacheKafka:
+    """Apache Kafka 4.1.1 (scripts/kafka-start.sh) on free loopback ports, its own data dir;
+    `extra_props` are more server.properties lines (later lines win over the script's), where
+    {port}, {controller_port} and {extra_port} stand for this broker's ports."""
+
+    def __init__(self, extra_props, prefix="kafka-test-"):
+        self.dir = tempfile.mkdtemp(prefix=prefix, dir=os.path.join(REPO, "target"))
+        # the PLAINTEXT listener, the controller's, and one more a test may name
+        port = free_port_block(3)
+        self.extra_port = port + 2
+        self.env = dict(os.environ, KAFKA_DATA_DIR=self.dir, KAFKA_PORT=str(port),
+                        KAFKA_CONTROLLER_PORT=str(port + 1), KAFKA_LIBS=kafka_libs(),
+                        KAFKA_HEAP_OPTS="-Xms256m -Xmx512m",
+                        KAFKA_EXTRA_PROPS=extra_props.format(port=port, controller_port=port + 1,
+                                                             extra_port=port + 2))
+        self.bootstrap = f"127.0.0.1:{port}"
+
+    def start(self):
+        r = subprocess.run([os.path.join(REPO, "scripts", "kafka-start.sh")], env=self.env,
+                           capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0, f"kafka-start.sh: {r.stdout}\n{r.stderr}"
+        return self
+
+    def stop(self):
+        subprocess.run([os.path.join(REPO, "scripts", "kafka-stop.sh")], env=self.env,
+                       capture_output=True, text=True, timeout=120)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
 JAVA_PROJECT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "java")
 JAVA_JAR = os.path.join(JAVA_PROJECT, "target", "client-check.jar")
 JAVA_LIB = os.path.join(JAVA_PROJECT, "target", "lib")

@@ -5,16 +5,14 @@ restart loads the latest commits from the cleaned log."""
 import glob
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import REPO, Broker, free_port_block, kafka_tool
+from conftest import REPO, ApacheKafka, Broker, free_port_block, kafka_tool
 
 TOPIC = "compared"
 KEYS = 100
@@ -24,38 +22,6 @@ COMPACTED = {
     "segment.ms": "1000",
     "min.cleanable.dirty.ratio": "0.01",
 }
-
-
-def kafka_libs():
-    libs = os.environ.get("RINGLOG_KAFKA_LIBS")
-    if libs:
-        return libs
-    out = subprocess.run([os.path.join(REPO, "scripts", "fetch-kafka.sh")], capture_output=True,
-                         text=True, check=True).stdout
-    return out.strip().splitlines()[-1]
-
-
-class ApacheKafka:
-    """Apache Kafka 4.1.1 (scripts/kafka-start.sh) on free loopback ports, its own data dir."""
-
-    def __init__(self, extra_props):
-        self.dir = tempfile.mkdtemp(prefix="kafka-compaction-", dir=os.path.join(REPO, "target"))
-        port = free_port_block(2)
-        self.env = dict(os.environ, KAFKA_DATA_DIR=self.dir, KAFKA_PORT=str(port),
-                        KAFKA_CONTROLLER_PORT=str(port + 1), KAFKA_LIBS=kafka_libs(),
-                        KAFKA_HEAP_OPTS="-Xms256m -Xmx512m", KAFKA_EXTRA_PROPS=extra_props)
-        self.bootstrap = f"127.0.0.1:{port}"
-
-    def start(self):
-        r = subprocess.run([os.path.join(REPO, "scripts", "kafka-start.sh")], env=self.env,
-                           capture_output=True, text=True, timeout=180)
-        assert r.returncode == 0, f"kafka-start.sh: {r.stdout}\n{r.stderr}"
-        return self
-
-    def stop(self):
-        subprocess.run([os.path.join(REPO, "scripts", "kafka-stop.sh")], env=self.env,
-                       capture_output=True, text=True, timeout=120)
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def the_input():
