@@ -47,3 +47,24 @@ def test_consumer_group_share_commit(make_broker, client_check):
                              "clientcheck groups")
     assert out.startswith("OK: 600 records consumed exactly once by 3 group members"), out
     assert broker.stop() == 0, broker.read_log()
+
+
+def test_sasl_ssl_scram_produce_consume_and_refusal(client_check, tmp_path):
+    """franz-go over TLS with SCRAM-SHA-512 (kgo's DialTLSConfig + sasl/scram): 100 records
+    written and read back; a wrong password is refused (SASL_AUTHENTICATION_FAILED) and writes
+    nothing."""
+    from tls_certs import make_certs
+    from test_security import ADMIN_PASSWORD, secure_broker
+    certs = make_certs(str(tmp_path))
+    broker = secure_broker(certs, shards=1)
+    try:
+        bootstrap = f"127.0.0.1:{broker.sasl_ssl}"
+        out = run_client_program(client_check + ["secure", bootstrap, "franz-secure", certs["ca"], "SCRAM-SHA-512",
+                                                 "admin", ADMIN_PASSWORD], broker, 90, "clientcheck secure")
+        assert out.startswith("OK: 100 records over TLS with SCRAM-SHA-512"), out
+        r = subprocess.run(client_check + ["secure", bootstrap, "franz-denied", certs["ca"], "SCRAM-SHA-512",
+                                           "admin", "wrong"], capture_output=True, text=True, timeout=90)
+        assert r.returncode == 3 and "REFUSED" in r.stdout, (r.returncode, r.stdout, r.stderr)
+        assert ADMIN_PASSWORD not in open(broker.log_path).read()
+    finally:
+        broker.cleanup()

@@ -6,6 +6,9 @@
 //! BROKER_LOGGER, whose configs DescribeConfigs does not describe — fails the request with
 //! UNSUPPORTED_VERSION and no resources, as Kafka does for a type it does not know.
 
+use crate::handlers::authorized::on_cluster;
+use crate::handlers::client::Client;
+use crate::security::acl::Operation;
 use std::rc::Rc;
 
 use kafka_protocol::messages::list_config_resources_request::ListConfigResourcesRequest;
@@ -26,10 +29,16 @@ const SERVED: [i8; 4] = [TOPIC, BROKER, CLIENT_METRICS, GROUP];
 
 pub fn handle(
     ctx: &Rc<ShardCtx>,
+    client: &Client,
     req: ListConfigResourcesRequest,
     version: i16,
 ) -> ListConfigResourcesResponse {
     let mut resp = ListConfigResourcesResponse::default();
+    // DESCRIBE_CONFIGS on the cluster, as Kafka asks.
+    if !on_cluster(ctx, client, Operation::DescribeConfigs) {
+        resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
+        return resp;
+    }
     let types: Vec<i8> = if version == 0 {
         vec![CLIENT_METRICS]
     } else if req.resource_types.is_empty() {

@@ -219,9 +219,10 @@ pub async fn dispatch(
         RequestKind::DescribeTopicPartitions(r) => {
             encode(&describe_topic_partitions::handle(ctx, client, r), version)?
         }
-        RequestKind::ListConfigResources(r) => {
-            encode(&list_config_resources::handle(ctx, r, version), version)?
-        }
+        RequestKind::ListConfigResources(r) => encode(
+            &list_config_resources::handle(ctx, client, r, version),
+            version,
+        )?,
         RequestKind::DescribeLogDirs(r) => {
             encode(&describe_log_dirs::handle(ctx, client, r), version)?
         }

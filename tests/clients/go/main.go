@@ -6,7 +6,8 @@
 //
 // Usage: clientcheck BOOTSTRAP [TOPIC]. Exit 0 when everything matched, 1 on a mismatch, 2 on
 // an error. clientcheck groups BOOTSTRAP [TOPIC] runs the consumer-group check of groups.go
-// instead; clientcheck chaos-produce ... the fault tests' producer of chaos.go.
+// instead; clientcheck chaos-produce ... the fault tests' producer of chaos.go; clientcheck
+// secure ... TLS and SASL/SCRAM (security.go).
 package main
 
 import (
@@ -93,6 +94,10 @@ func main() {
 	args := os.Args[1:]
 	if len(args) > 0 && args[0] == "chaos-produce" {
 		chaosProduce(args[1:])
+		return
+	}
+	if len(args) > 0 && args[0] == "secure" {
+		secure(args[1:])
 		return
 	}
 	groupMode := len(args) > 0 && args[0] == "groups"
