@@ -5,7 +5,9 @@
 //! role in `partition/replica.rs` driving the `replication` crate's state machines, elections
 //! in `metadata/controller.rs`; a leader takes writes only under its etcd lease,
 //! `metadata/lease.rs`; a dead node's lease revoked early, `metadata/etcd/liveness.rs`),
-//! configuration and the CLI.
+//! configuration and the CLI, and who may do what (`security/`: listeners with Kafka's security
+//! protocols, TLS, SASL PLAIN/SCRAM, Kafka's ACL rules; enforced per request in
+//! `handlers/authorized.rs`).
 //!
 //! It wires `iouring-log` and `replication` to the network and maps their errors to Kafka
 //! error codes in the handlers. It must not reach into a log's files, must not decide
