@@ -1,5 +1,6 @@
 //! CreateAcls, DescribeAcls and DeleteAcls, validated as Kafka's controller validates them;
-//! SECURITY_DISABLED when no authorizer is configured. The bindings change through the
+//! SECURITY_DISABLED when no authorizer is configured; ALTER (create, delete) or DESCRIBE on
+//! the cluster needed, as in Kafka. The bindings change through the
 //! control plane (the cluster metadata holds them).
 
 use std::rc::Rc;
@@ -11,12 +12,15 @@ use kafka_protocol::messages::delete_acls_response::{
     DeleteAclsFilterResult, DeleteAclsMatchingAcl, DeleteAclsResponse,
 };
 use kafka_protocol::messages::describe_acls_request::DescribeAclsRequest;
-pub use kafka_protocol::messages::describe_acls_response::DescribeAclsResponse;
-use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeAclsResource};
+use kafka_protocol::messages::describe_acls_response::{
+    AclDescription, DescribeAclsResource, DescribeAclsResponse,
+};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use crate::error::Refused;
+use crate::handlers::authorized::on_cluster;
+use crate::handlers::client::Client;
 use crate::metadata::Command;
 use crate::security::acl::{
     Entry, Filter, Operation, Pattern, PatternType, Permission, ResourceType, CLUSTER_NAME,
@@ -88,7 +92,14 @@ fn binding(c: &AclCreation) -> Result<(Pattern, Entry), Refused> {
     ))
 }
 
-pub async fn create(ctx: &Rc<ShardCtx>, req: CreateAclsRequest) -> CreateAclsResponse {
+pub async fn create(
+    ctx: &Rc<ShardCtx>,
+    client: &Client,
+    req: CreateAclsRequest,
+) -> CreateAclsResponse {
+    if !on_cluster(ctx, client, Operation::Alter) {
+        return refuse_create(&req, ResponseError::ClusterAuthorizationFailed);
+    }
     let mut resp = CreateAclsResponse::default();
     let checked: Vec<Result<(Pattern, Entry), Refused>> =
         req.creations.iter().map(binding).collect();
@@ -117,7 +128,7 @@ pub async fn create(ctx: &Rc<ShardCtx>, req: CreateAclsRequest) -> CreateAclsRes
 }
 
 /// CreateAcls refused as a whole (the client may not alter the cluster).
-pub fn refuse_create(req: &CreateAclsRequest, error: ResponseError) -> CreateAclsResponse {
+fn refuse_create(req: &CreateAclsRequest, error: ResponseError) -> CreateAclsResponse {
     let mut resp = CreateAclsResponse::default();
     resp.results = req
         .creations
@@ -132,7 +143,7 @@ pub fn refuse_create(req: &CreateAclsRequest, error: ResponseError) -> CreateAcl
 }
 
 /// DeleteAcls refused as a whole.
-pub fn refuse_delete(req: &DeleteAclsRequest, error: ResponseError) -> DeleteAclsResponse {
+fn refuse_delete(req: &DeleteAclsRequest, error: ResponseError) -> DeleteAclsResponse {
     let mut resp = DeleteAclsResponse::default();
     resp.filter_results = req
         .filters
@@ -210,10 +221,15 @@ fn matching(ctx: &ShardCtx, f: &Filter) -> Vec<(Pattern, Entry)> {
     out
 }
 
-pub fn describe(ctx: &ShardCtx, req: DescribeAclsRequest) -> DescribeAclsResponse {
+pub fn describe(ctx: &ShardCtx, client: &Client, req: DescribeAclsRequest) -> DescribeAclsResponse {
     let mut resp = DescribeAclsResponse::default();
     let f = if ctx.config.security.authorizer.is_none() {
         Err(disabled())
+    } else if !on_cluster(ctx, client, Operation::Describe) {
+        Err(Refused::new(
+            ResponseError::ClusterAuthorizationFailed,
+            format!("{} may not describe ACLs", client.principal),
+        ))
     } else {
         filter(
             req.resource_type_filter,
@@ -273,7 +289,14 @@ fn delete_filter(f: &DeleteAclsFilter) -> Result<Filter, Refused> {
     )
 }
 
-pub async fn delete(ctx: &Rc<ShardCtx>, req: DeleteAclsRequest) -> DeleteAclsResponse {
+pub async fn delete(
+    ctx: &Rc<ShardCtx>,
+    client: &Client,
+    req: DeleteAclsRequest,
+) -> DeleteAclsResponse {
+    if !on_cluster(ctx, client, Operation::Alter) {
+        return refuse_delete(&req, ResponseError::ClusterAuthorizationFailed);
+    }
     let mut resp = DeleteAclsResponse::default();
     let mut results = Vec::new();
     let mut remove = Vec::new();

@@ -35,7 +35,12 @@ pub fn authorized(
         d.cache.borrow_mut().clear();
         d.version.set(snapshot.version);
     }
-    if let Some(&allowed) = d.cache.borrow().get(&(op, resource, name.to_owned())) {
+    let cached = d
+        .cache
+        .borrow()
+        .get(&(op, resource))
+        .and_then(|names| names.get(name).copied());
+    if let Some(allowed) = cached {
         return allowed;
     }
     let who = Requester {
@@ -48,7 +53,9 @@ pub fn authorized(
     }
     d.cache
         .borrow_mut()
-        .insert((op, resource, name.to_owned()), allowed);
+        .entry((op, resource))
+        .or_default()
+        .insert(name.to_owned(), allowed);
     allowed
 }
 

@@ -25,7 +25,8 @@ pub struct Client {
 #[derive(Debug, Default)]
 pub struct Decisions {
     pub(crate) version: Cell<u64>,
-    pub(crate) cache: RefCell<HashMap<(Operation, ResourceType, String), bool>>,
+    /// By operation and resource type, then resource name (looked up without allocating).
+    pub(crate) cache: RefCell<HashMap<(Operation, ResourceType), HashMap<String, bool>>>,
 }
 
 impl Clone for Decisions {

@@ -28,14 +28,7 @@ use bytes::BytesMut;
 use kafka_protocol::messages::{ApiKey, RequestKind};
 use kafka_protocol::protocol::Encodable;
 
-use kafka_protocol::messages::heartbeat_response::HeartbeatResponse;
-use kafka_protocol::messages::join_group_response::JoinGroupResponse;
-use kafka_protocol::messages::leave_group_response::LeaveGroupResponse;
-use kafka_protocol::messages::sync_group_response::SyncGroupResponse;
-use kafka_protocol::ResponseError;
-
 use crate::error::HandlerError;
-use crate::security::acl::{Operation, ResourceType};
 use crate::server::response::Outgoing;
 use crate::shard::ShardCtx;
 
@@ -106,14 +99,6 @@ pub fn encode<T: Encodable>(body: &T, version: i16) -> Result<Outgoing, HandlerE
     Ok(Outgoing::from_bytes(buf.freeze()))
 }
 
-fn group_readable(ctx: &ShardCtx, client: &groups::Client, group: &str) -> bool {
-    authorized::authorized(ctx, client, Operation::Read, ResourceType::Group, group)
-}
-
-fn cluster_denied(ctx: &ShardCtx, client: &groups::Client, op: Operation) -> bool {
-    !authorized::on_cluster(ctx, client, op)
-}
-
 /// Runs the handler of a decoded request. `Ok(None)`: no response (produce with acks=0).
 /// `Err`: the request cannot be answered; the connection is closed.
 pub async fn dispatch(
@@ -159,38 +144,11 @@ pub async fn dispatch(
             &groups::find_coordinator(ctx, client, r, version).await,
             version,
         )?,
-        // Membership needs READ on the group (Kafka's rule).
-        RequestKind::JoinGroup(r) => {
-            if !group_readable(ctx, client, &r.group_id.0) {
-                let mut resp = JoinGroupResponse::default();
-                resp.error_code = ResponseError::GroupAuthorizationFailed.code();
-                return Ok(Some(encode(&resp, version)?));
-            }
-            encode(&groups::join(ctx, client, r, version).await, version)?
-        }
-        RequestKind::SyncGroup(r) => {
-            if !group_readable(ctx, client, &r.group_id.0) {
-                let mut resp = SyncGroupResponse::default();
-                resp.error_code = ResponseError::GroupAuthorizationFailed.code();
-                return Ok(Some(encode(&resp, version)?));
-            }
-            encode(&groups::sync(ctx, r, version).await, version)?
-        }
-        RequestKind::Heartbeat(r) => {
-            if !group_readable(ctx, client, &r.group_id.0) {
-                let mut resp = HeartbeatResponse::default();
-                resp.error_code = ResponseError::GroupAuthorizationFailed.code();
-                return Ok(Some(encode(&resp, version)?));
-            }
-            encode(&groups::heartbeat(ctx, r), version)?
-        }
+        RequestKind::JoinGroup(r) => encode(&groups::join(ctx, client, r, version).await, version)?,
+        RequestKind::SyncGroup(r) => encode(&groups::sync(ctx, client, r, version).await, version)?,
+        RequestKind::Heartbeat(r) => encode(&groups::heartbeat(ctx, client, r), version)?,
         RequestKind::LeaveGroup(r) => {
-            if !group_readable(ctx, client, &r.group_id.0) {
-                let mut resp = LeaveGroupResponse::default();
-                resp.error_code = ResponseError::GroupAuthorizationFailed.code();
-                return Ok(Some(encode(&resp, version)?));
-            }
-            encode(&groups::leave(ctx, r, version).await, version)?
+            encode(&groups::leave(ctx, client, r, version).await, version)?
         }
         RequestKind::OffsetCommit(r) => encode(
             &groups::offset_commit(ctx, client, r, version).await,
@@ -232,64 +190,15 @@ pub async fn dispatch(
         RequestKind::OffsetForLeaderEpoch(r) => {
             encode(&offset_for_leader_epoch::handle(ctx, client, r), version)?
         }
-        // Users and ACLs: ALTER or DESCRIBE on the cluster (Kafka's rules).
         RequestKind::AlterUserScramCredentials(r) => {
-            let mut resp = scram_credentials::AlterUserScramCredentialsResponse::default();
-            if cluster_denied(ctx, client, Operation::Alter) {
-                resp.results = r
-                    .upsertions
-                    .iter()
-                    .map(|u| u.name.clone())
-                    .chain(r.deletions.iter().map(|d| d.name.clone()))
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .into_iter()
-                    .map(|user| {
-                        let mut res = scram_credentials::AlterUserScramCredentialsResult::default();
-                        res.user = user;
-                        res.error_code = ResponseError::ClusterAuthorizationFailed.code();
-                        res
-                    })
-                    .collect();
-            } else {
-                resp = scram_credentials::alter(ctx, r).await;
-            }
-            encode(&resp, version)?
+            encode(&scram_credentials::alter(ctx, client, r).await, version)?
         }
         RequestKind::DescribeUserScramCredentials(r) => {
-            let mut resp = scram_credentials::DescribeUserScramCredentialsResponse::default();
-            if cluster_denied(ctx, client, Operation::Describe) {
-                resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
-            } else {
-                resp = scram_credentials::describe(ctx, r);
-            }
-            encode(&resp, version)?
+            encode(&scram_credentials::describe(ctx, client, r), version)?
         }
-        RequestKind::CreateAcls(r) => {
-            let resp = if cluster_denied(ctx, client, Operation::Alter) {
-                acls::refuse_create(&r, ResponseError::ClusterAuthorizationFailed)
-            } else {
-                acls::create(ctx, r).await
-            };
-            encode(&resp, version)?
-        }
-        RequestKind::DescribeAcls(r) => {
-            let resp = if cluster_denied(ctx, client, Operation::Describe) {
-                let mut resp = acls::DescribeAclsResponse::default();
-                resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
-                resp
-            } else {
-                acls::describe(ctx, r)
-            };
-            encode(&resp, version)?
-        }
-        RequestKind::DeleteAcls(r) => {
-            let resp = if cluster_denied(ctx, client, Operation::Alter) {
-                acls::refuse_delete(&r, ResponseError::ClusterAuthorizationFailed)
-            } else {
-                acls::delete(ctx, r).await
-            };
-            encode(&resp, version)?
-        }
+        RequestKind::CreateAcls(r) => encode(&acls::create(ctx, client, r).await, version)?,
+        RequestKind::DescribeAcls(r) => encode(&acls::describe(ctx, client, r), version)?,
+        RequestKind::DeleteAcls(r) => encode(&acls::delete(ctx, client, r).await, version)?,
         other => return Err(HandlerError::Unhandled(format!("{other:?}"))),
     };
     Ok(Some(out))

@@ -6,19 +6,21 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use kafka_protocol::messages::alter_user_scram_credentials_request::AlterUserScramCredentialsRequest;
-pub use kafka_protocol::messages::alter_user_scram_credentials_response::{
+use kafka_protocol::messages::alter_user_scram_credentials_response::{
     AlterUserScramCredentialsResponse, AlterUserScramCredentialsResult,
 };
 use kafka_protocol::messages::describe_user_scram_credentials_request::DescribeUserScramCredentialsRequest;
-pub use kafka_protocol::messages::describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse;
 use kafka_protocol::messages::describe_user_scram_credentials_response::{
-    CredentialInfo, DescribeUserScramCredentialsResult,
+    CredentialInfo, DescribeUserScramCredentialsResponse, DescribeUserScramCredentialsResult,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use crate::error::Refused;
+use crate::handlers::authorized::on_cluster;
+use crate::handlers::client::Client;
 use crate::metadata::Command;
+use crate::security::acl::Operation;
 use crate::security::scram::{ScramCredential, ScramMechanism, MAX_ITERATIONS, MIN_ITERATIONS};
 use crate::shard::ShardCtx;
 
@@ -48,6 +50,7 @@ fn empty_user() -> Refused {
 
 pub async fn alter(
     ctx: &Rc<ShardCtx>,
+    client: &Client,
     req: AlterUserScramCredentialsRequest,
 ) -> AlterUserScramCredentialsResponse {
     let mut users: BTreeMap<String, UserChanges> = BTreeMap::new();
@@ -110,6 +113,15 @@ pub async fn alter(
             ScramCredential::from_salted_password(m, &up.salt, &up.salted_password, up.iterations);
         u.upsert.push((m.name().to_owned(), cred));
     }
+    // ALTER on the cluster (Kafka's rule): every user named is refused otherwise.
+    if !on_cluster(ctx, client, Operation::Alter) {
+        for u in users.values_mut() {
+            u.refused = Some(Refused::new(
+                ResponseError::ClusterAuthorizationFailed,
+                format!("{} may not alter users' credentials", client.principal),
+            ));
+        }
+    }
     let mut resp = AlterUserScramCredentialsResponse::default();
     for (user, changes) in users {
         let outcome = match changes.refused {
@@ -137,10 +149,16 @@ pub async fn alter(
 
 pub fn describe(
     ctx: &ShardCtx,
+    client: &Client,
     req: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
-    let snapshot = ctx.snapshot.borrow().clone();
     let mut resp = DescribeUserScramCredentialsResponse::default();
+    // DESCRIBE on the cluster (Kafka's rule).
+    if !on_cluster(ctx, client, Operation::Describe) {
+        resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
+        return resp;
+    }
+    let snapshot = ctx.snapshot.borrow().clone();
     let asked: Vec<String> = match req.users {
         Some(u) if !u.is_empty() => u.into_iter().map(|n| n.name.to_string()).collect(),
         _ => snapshot.scram.keys().cloned().collect(),

@@ -20,7 +20,6 @@ use crate::security::sasl::{Authenticated, Gate, SaslSession};
 use crate::security::tls::subject_name;
 use crate::security::{user_principal, ANONYMOUS};
 use crate::server::frame::ConnectionError;
-use crate::server::response::Outgoing;
 use crate::shard::ShardCtx;
 
 /// The principal of a TLS connection: `User:<certificate subject>` (RFC 2253, as Kafka's
@@ -60,17 +59,12 @@ impl Sasl {
     }
 }
 
-fn encode<T: kafka_protocol::protocol::Encodable>(body: &T, version: i16) -> Outgoing {
-    let mut buf = bytes::BytesMut::new();
-    // Both responses encode at every version this broker advertises.
-    if let Err(e) = body.encode(&mut buf, version) {
-        tracing::error!(error = %e, version, "encoding a SASL response");
-    }
-    Outgoing::from_bytes(buf.freeze())
-}
-
 /// SaslHandshake: names the mechanism the SaslAuthenticate requests that follow run.
-pub fn handshake(sasl: Option<&mut Sasl>, req: SaslHandshakeRequest, version: i16) -> Outgoing {
+pub fn handshake(
+    sasl: Option<&mut Sasl>,
+    req: SaslHandshakeRequest,
+    version: i16,
+) -> SaslHandshakeResponse {
     let mut resp = SaslHandshakeResponse::default();
     match sasl {
         None => resp.error_code = ResponseError::IllegalSaslState.code(),
@@ -90,7 +84,7 @@ pub fn handshake(sasl: Option<&mut Sasl>, req: SaslHandshakeRequest, version: i1
             }
         }
     }
-    encode(&resp, version)
+    resp
 }
 
 /// SaslAuthenticate: one message of the exchange. Returns the answer and whether it failed
@@ -101,15 +95,14 @@ pub async fn authenticate(
     sasl: Option<&mut Sasl>,
     client: &mut Client,
     req: SaslAuthenticateRequest,
-    version: i16,
-) -> (Outgoing, bool) {
+) -> (SaslAuthenticateResponse, bool) {
     let mut resp = SaslAuthenticateResponse::default();
     let Some(s) = sasl else {
         resp.error_code = ResponseError::IllegalSaslState.code();
         resp.error_message = Some(StrBytes::from_static_str(
             "SaslAuthenticate on a listener that is not SASL",
         ));
-        return (encode(&resp, version), true);
+        return (resp, true);
     };
     let snapshot = ctx.snapshot.borrow().clone();
     let outcome = s.session.authenticate(
@@ -120,7 +113,7 @@ pub async fn authenticate(
     match outcome {
         Ok(Authenticated::Continue(bytes)) => {
             resp.auth_bytes = Bytes::from(bytes);
-            (encode(&resp, version), false)
+            (resp, false)
         }
         Ok(Authenticated::Done { reply, lifetime }) => {
             resp.auth_bytes = Bytes::from(reply);
@@ -128,7 +121,7 @@ pub async fn authenticate(
             let user = s.session.user().unwrap_or_default();
             client.principal = user_principal(user);
             tracing::debug!(peer = %s.peer, %user, "authenticated");
-            (encode(&resp, version), false)
+            (resp, false)
         }
         Err(failure) => {
             let mechanism = s.session.mechanism().map_or("-", |m| m.name());
@@ -144,7 +137,7 @@ pub async fn authenticate(
                 None => failure.reason,
             }));
             glommio::timer::sleep(ctx.config.security.failed_authentication_delay).await;
-            (encode(&resp, version), true)
+            (resp, true)
         }
     }
 }

@@ -250,29 +250,22 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
                 pipeline.push(
                     Box::pin(async move {
                         let resp = handlers::produce::complete(&ctx, pending).await;
-                        let body = handlers::encode(&resp, version).map_err(|e| {
-                            ConnectionError::Malformed {
-                                api,
-                                version,
-                                reason: e.to_string(),
-                            }
-                        })?;
-                        with_header(body, api, version, correlation_id).map(Some)
+                        answer(&resp, api, version, correlation_id).map(Some)
                     }),
                     timing,
                 );
             }
             RequestKind::SaslHandshake(req) => {
                 pipeline.wait_below(1).await;
-                let out = authenticate::handshake(sasl.as_mut(), req, version);
-                let out = with_header(out, api, version, correlation_id)?;
+                let resp = authenticate::handshake(sasl.as_mut(), req, version);
+                let out = answer(&resp, api, version, correlation_id)?;
                 pipeline.push(Box::pin(async move { Ok(Some(out)) }), timing);
             }
             RequestKind::SaslAuthenticate(req) => {
                 pipeline.wait_below(1).await;
-                let (out, failed) =
-                    authenticate::authenticate(ctx, sasl.as_mut(), &mut client, req, version).await;
-                let out = with_header(out, api, version, correlation_id)?;
+                let (resp, failed) =
+                    authenticate::authenticate(ctx, sasl.as_mut(), &mut client, req).await;
+                let out = answer(&resp, api, version, correlation_id)?;
                 pipeline.push(Box::pin(async move { Ok(Some(out)) }), timing);
                 if failed {
                     // Kafka answers, then closes the connection.
@@ -310,6 +303,21 @@ async fn handle_request(
         return Ok(None);
     };
     with_header(body, api, version, correlation_id).map(Some)
+}
+
+/// A response encoded with its header.
+fn answer<T: Encodable>(
+    body: &T,
+    api: ApiKey,
+    version: i16,
+    correlation_id: i32,
+) -> Result<Outgoing, ConnectionError> {
+    let body = handlers::encode(body, version).map_err(|e| ConnectionError::Malformed {
+        api,
+        version,
+        reason: e.to_string(),
+    })?;
+    with_header(body, api, version, correlation_id)
 }
 
 fn with_header(

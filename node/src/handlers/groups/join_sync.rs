@@ -11,7 +11,11 @@ use kafka_protocol::messages::leave_group_response::{LeaveGroupResponse, MemberR
 use kafka_protocol::messages::sync_group_request::SyncGroupRequest;
 use kafka_protocol::messages::sync_group_response::SyncGroupResponse;
 
-use crate::group_coordinator::membership::{Caller, JoinRequest};
+use kafka_protocol::ResponseError;
+
+use crate::group_coordinator::membership::{Caller, JoinRequest, JoinResult};
+use crate::handlers::authorized::authorized;
+use crate::security::acl::{Operation, ResourceType};
 use crate::shard::{now_ms, ShardCtx};
 
 use super::{code, s, Client};
@@ -41,10 +45,15 @@ pub async fn join(
             .collect(),
         require_known_member_id: version >= 4,
     };
-    let r = ctx
-        .groups
-        .join(&**ctx, &req.group_id.0, join, now_ms())
-        .await;
+    // Membership needs READ on the group (Kafka's rule), as do SyncGroup, Heartbeat and
+    // LeaveGroup below.
+    let r = if group_readable(ctx, client, &req.group_id.0) {
+        ctx.groups
+            .join(&**ctx, &req.group_id.0, join, now_ms())
+            .await
+    } else {
+        JoinResult::error(ResponseError::GroupAuthorizationFailed, join.member_id)
+    };
     let mut resp = JoinGroupResponse::default();
     resp.error_code = r.error.map_or(0, |e| e.code());
     resp.generation_id = r.generation;
@@ -70,27 +79,35 @@ pub async fn join(
     resp
 }
 
-pub async fn sync(ctx: &Rc<ShardCtx>, req: SyncGroupRequest, version: i16) -> SyncGroupResponse {
+pub async fn sync(
+    ctx: &Rc<ShardCtx>,
+    client: &Client,
+    req: SyncGroupRequest,
+    version: i16,
+) -> SyncGroupResponse {
     let assignments = req
         .assignments
         .into_iter()
         .map(|a| (a.member_id.to_string(), a.assignment))
         .collect();
-    let result = ctx
-        .groups
-        .sync(
-            &**ctx,
-            &req.group_id.0,
-            Caller {
-                member_id: &req.member_id,
-                instance_id: req.group_instance_id.as_deref(),
-                generation: req.generation_id,
-            },
-            (req.protocol_type.as_deref(), req.protocol_name.as_deref()),
-            assignments,
-            now_ms(),
-        )
-        .await;
+    let result = if !group_readable(ctx, client, &req.group_id.0) {
+        Err(ResponseError::GroupAuthorizationFailed)
+    } else {
+        ctx.groups
+            .sync(
+                &**ctx,
+                &req.group_id.0,
+                Caller {
+                    member_id: &req.member_id,
+                    instance_id: req.group_instance_id.as_deref(),
+                    generation: req.generation_id,
+                },
+                (req.protocol_type.as_deref(), req.protocol_name.as_deref()),
+                assignments,
+                now_ms(),
+            )
+            .await
+    };
     let mut resp = SyncGroupResponse::default();
     match result {
         Ok(assignment) => {
@@ -106,18 +123,27 @@ pub async fn sync(ctx: &Rc<ShardCtx>, req: SyncGroupRequest, version: i16) -> Sy
     resp
 }
 
-pub fn heartbeat(ctx: &Rc<ShardCtx>, req: HeartbeatRequest) -> HeartbeatResponse {
+pub fn heartbeat(ctx: &Rc<ShardCtx>, client: &Client, req: HeartbeatRequest) -> HeartbeatResponse {
     let mut resp = HeartbeatResponse::default();
     let who = Caller {
         member_id: &req.member_id,
         instance_id: req.group_instance_id.as_deref(),
         generation: req.generation_id,
     };
-    resp.error_code = code(ctx.groups.heartbeat(&**ctx, &req.group_id.0, who, now_ms()));
+    resp.error_code = if group_readable(ctx, client, &req.group_id.0) {
+        code(ctx.groups.heartbeat(&**ctx, &req.group_id.0, who, now_ms()))
+    } else {
+        ResponseError::GroupAuthorizationFailed.code()
+    };
     resp
 }
 
-pub async fn leave(ctx: &Rc<ShardCtx>, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+pub async fn leave(
+    ctx: &Rc<ShardCtx>,
+    client: &Client,
+    req: LeaveGroupRequest,
+    version: i16,
+) -> LeaveGroupResponse {
     let members: Vec<(String, Option<String>)> = if version >= 3 {
         req.members
             .iter()
@@ -132,11 +158,14 @@ pub async fn leave(ctx: &Rc<ShardCtx>, req: LeaveGroupRequest, version: i16) -> 
         vec![(req.member_id.to_string(), None)]
     };
     let mut resp = LeaveGroupResponse::default();
-    match ctx
-        .groups
-        .leave(&**ctx, &req.group_id.0, &members, now_ms())
-        .await
-    {
+    let left = if group_readable(ctx, client, &req.group_id.0) {
+        ctx.groups
+            .leave(&**ctx, &req.group_id.0, &members, now_ms())
+            .await
+    } else {
+        Err(ResponseError::GroupAuthorizationFailed)
+    };
+    match left {
         Err(e) => resp.error_code = e.code(),
         Ok(results) if version < 3 => resp.error_code = code(results[0]),
         Ok(results) => {
@@ -154,4 +183,8 @@ pub async fn leave(ctx: &Rc<ShardCtx>, req: LeaveGroupRequest, version: i16) -> 
         }
     }
     resp
+}
+
+fn group_readable(ctx: &ShardCtx, client: &Client, group: &str) -> bool {
+    authorized(ctx, client, Operation::Read, ResourceType::Group, group)
 }

@@ -135,41 +135,11 @@ impl EtcdStore {
     fn apply_put(&mut self, e: &Entry) -> bool {
         let keys = self.etcd.keys();
         if let Some(name) = keys.topic_of(&e.key) {
-            match serde_json::from_slice::<TopicMeta>(&e.value) {
-                Ok(t) => {
-                    let old = self
-                        .topics
-                        .insert(name.to_owned(), (t.clone(), e.mod_revision));
-                    return old.is_none_or(|(o, _)| o != t);
-                }
-                Err(err) => {
-                    tracing::error!(key = %e.key, error = %err, "ignoring a topic that does not parse")
-                }
-            }
+            return put_doc(&mut self.topics, name, e, "a topic");
         } else if let Some(user) = keys.scram_of(&e.key) {
-            match serde_json::from_slice::<UserCredentials>(&e.value) {
-                Ok(c) => {
-                    let old = self
-                        .scram
-                        .insert(user.to_owned(), (c.clone(), e.mod_revision));
-                    return old.is_none_or(|(o, _)| o != c);
-                }
-                Err(err) => {
-                    tracing::error!(key = %e.key, error = %err, "ignoring SCRAM credentials that do not parse")
-                }
-            }
+            return put_doc(&mut self.scram, user, e, "SCRAM credentials");
         } else if let Some(pattern) = keys.acls_of(&e.key) {
-            match serde_json::from_slice::<BTreeSet<AclEntry>>(&e.value) {
-                Ok(a) => {
-                    let old = self
-                        .acls
-                        .insert(pattern.to_owned(), (a.clone(), e.mod_revision));
-                    return old.is_none_or(|(o, _)| o != a);
-                }
-                Err(err) => {
-                    tracing::error!(key = %e.key, error = %err, "ignoring ACLs that do not parse")
-                }
-            }
+            return put_doc(&mut self.acls, pattern, e, "ACLs");
         } else if keys.is_controller_candidacy(&e.key) {
             let node = String::from_utf8_lossy(&e.value).parse::<i32>();
             if let Ok(node) = node {
@@ -234,23 +204,11 @@ impl EtcdStore {
     fn snapshot(&self) -> Snapshot {
         Snapshot {
             version: 0,
-            topics: self
-                .topics
-                .iter()
-                .map(|(n, (t, _))| (n.clone(), t.clone()))
-                .collect(),
+            topics: as_read(&self.topics),
             nodes: self.nodes.values().cloned().collect(),
             controller: self.snapshot_controller(),
-            scram: self
-                .scram
-                .iter()
-                .map(|(u, (c, _))| (u.clone(), c.clone()))
-                .collect(),
-            acls: self
-                .acls
-                .iter()
-                .map(|(p, (a, _))| (p.clone(), a.clone()))
-                .collect(),
+            scram: as_read(&self.scram),
+            acls: as_read(&self.acls),
         }
     }
 
@@ -418,6 +376,33 @@ fn register_waiting_for_predecessor(
             other => return other,
         }
     }
+}
+
+/// Applies a document's new value (a topic, a user's credentials, a pattern's ACLs) to what was
+/// read; whether it changed. One that does not parse is logged and ignored.
+fn put_doc<T: serde::de::DeserializeOwned + PartialEq + Clone>(
+    docs: &mut BTreeMap<String, (T, i64)>,
+    name: &str,
+    e: &Entry,
+    what: &str,
+) -> bool {
+    match serde_json::from_slice::<T>(&e.value) {
+        Ok(doc) => {
+            let old = docs.insert(name.to_owned(), (doc.clone(), e.mod_revision));
+            old.is_none_or(|(o, _)| o != doc)
+        }
+        Err(err) => {
+            tracing::error!(key = %e.key, error = %err, "ignoring {what} that does not parse");
+            false
+        }
+    }
+}
+
+/// The documents as read, without their revisions.
+fn as_read<T: Clone>(docs: &BTreeMap<String, (T, i64)>) -> BTreeMap<String, T> {
+    docs.iter()
+        .map(|(n, (d, _))| (n.clone(), d.clone()))
+        .collect()
 }
 
 /// The compares and writes of one metadata transaction.
