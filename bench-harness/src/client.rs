@@ -1,8 +1,12 @@
 //! The harness's Kafka connections: `kafka_client`'s blocking transport (a writing and a reading
-//! half, so producers pipeline) with the harness's client id and no read timeout.
+//! half, so producers pipeline) with the harness's client id, no read timeout, and the
+//! security `--command-config` gives (TLS, SASL) for every connection of the run.
+
+use std::sync::OnceLock;
 
 use kafka_client::blocking::ConnectOptions;
 pub use kafka_client::blocking::{Receiver, Sender};
+use kafka_client::security::ClientSecurity;
 pub use kafka_client::ClientError;
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::{Decodable, Encodable};
@@ -12,8 +16,21 @@ const OPTIONS: ConnectOptions = ConnectOptions {
     read_timeout: None,
 };
 
+static SECURITY: OnceLock<ClientSecurity> = OnceLock::new();
+
+/// Sets how every connection authenticates (once, before the run; PLAINTEXT without it).
+pub fn set_security(security: ClientSecurity) -> Result<(), String> {
+    SECURITY
+        .set(security)
+        .map_err(|_| "the client security is set once".to_owned())
+}
+
+fn security() -> &'static ClientSecurity {
+    SECURITY.get_or_init(ClientSecurity::plaintext)
+}
+
 pub fn connect(addr: &str) -> Result<(Sender, Receiver), ClientError> {
-    kafka_client::blocking::connect(addr, OPTIONS)
+    kafka_client::blocking::connect(addr, OPTIONS, security())
 }
 
 /// One request and its response on a fresh connection.
@@ -23,5 +40,5 @@ pub fn call<Req: Encodable, Resp: Decodable>(
     version: i16,
     request: &Req,
 ) -> Result<Resp, ClientError> {
-    kafka_client::blocking::call(addr, OPTIONS, api, version, request)
+    kafka_client::blocking::call(addr, OPTIONS, security(), api, version, request)
 }

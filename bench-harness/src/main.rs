@@ -49,6 +49,10 @@ enum Commands {
         /// (needs root), so the read phase starts cold.
         #[arg(long)]
         drop_caches: bool,
+        /// A Kafka client properties file for TLS and SASL (security.protocol, sasl.mechanism,
+        /// sasl.jaas.config, ssl.truststore.location, ...), as Kafka's tools take it.
+        #[arg(long = "command-config", value_name = "FILE")]
+        command_config: Option<PathBuf>,
     },
 }
 
@@ -73,7 +77,18 @@ fn main() -> ExitCode {
             duration_minutes,
             warmup_minutes,
             drop_caches,
+            command_config,
         } => {
+            if let Some(path) = command_config {
+                let security = kafka_client::security::load_properties(&path)
+                    .and_then(|p| kafka_client::security::ClientSecurity::from_properties(&p))
+                    .map_err(|e| format!("--command-config {}: {e}", path.display()))
+                    .and_then(bench_harness::client::set_security);
+                if let Err(e) = security {
+                    eprintln!("ringlog-bench: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
             let mut w = match bench_harness::workload::Workload::load(&workload) {
                 Ok(w) => w,
                 Err(e) => {

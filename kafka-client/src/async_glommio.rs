@@ -1,37 +1,96 @@
 //! An async transport on glommio, for code that runs on a shard: one connection, one request at
 //! a time ([`Connection::call`]); the caller pipelines by keeping several connections. Never
-//! blocks the reactor.
+//! blocks the reactor. TLS is futures-rustls over glommio's stream.
 
 use bytes::Bytes;
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use futures_rustls::client::TlsStream;
+use futures_rustls::TlsConnector;
 use glommio::net::TcpStream;
-use kafka_protocol::messages::ApiKey;
+use kafka_protocol::messages::{ApiKey, SaslAuthenticateResponse, SaslHandshakeResponse};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::codec::{decode, request_frame, response_body, ClientError};
+use crate::security::{
+    ClientSecurity, SaslExchange, SASL_AUTHENTICATE_VERSION, SASL_HANDSHAKE_VERSION,
+};
+
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
 
 pub struct Connection {
-    stream: TcpStream,
+    stream: Stream,
     addr: String,
     client_id: &'static str,
     next_correlation_id: i32,
 }
 
+async fn write_frame<S: AsyncWrite + Unpin>(s: &mut S, frame: &[u8]) -> std::io::Result<()> {
+    s.write_all(frame).await?;
+    s.flush().await
+}
+
+async fn read_frame<S: AsyncRead + Unpin>(s: &mut S) -> std::io::Result<Vec<u8>> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).await?;
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body).await?;
+    Ok(body)
+}
+
 impl Connection {
-    /// Connects to `addr` (`host:port`).
-    pub async fn connect(addr: &str, client_id: &'static str) -> Result<Connection, ClientError> {
+    /// Connects to `addr` (`host:port`), then runs TLS and SASL as `security` says.
+    pub async fn connect(
+        addr: &str,
+        client_id: &'static str,
+        security: &ClientSecurity,
+    ) -> Result<Connection, ClientError> {
         let io = |source| ClientError::Io {
             addr: addr.to_owned(),
             source,
         };
         let stream = TcpStream::connect(addr).await.map_err(|e| io(e.into()))?;
         stream.set_nodelay(true).map_err(|e| io(e.into()))?;
-        Ok(Connection {
+        let stream = match &security.tls {
+            None => Stream::Plain(stream),
+            Some(config) => {
+                let name = ClientSecurity::server_name(addr)?;
+                let tls = TlsConnector::from(config.clone())
+                    .connect(name, stream)
+                    .await
+                    .map_err(|e| {
+                        ClientError::Authentication(format!("{addr}: TLS handshake: {e}"))
+                    })?;
+                Stream::Tls(Box::new(tls))
+            }
+        };
+        let mut conn = Connection {
             stream,
             addr: addr.to_owned(),
             client_id,
             next_correlation_id: 0,
-        })
+        };
+        if let Some(credentials) = &security.sasl {
+            let mut exchange = SaslExchange::new(credentials);
+            let resp: SaslHandshakeResponse = conn
+                .call(
+                    ApiKey::SaslHandshake,
+                    SASL_HANDSHAKE_VERSION,
+                    &exchange.handshake_request(),
+                )
+                .await?;
+            exchange.handshake_answer(&resp)?;
+            let mut req = Some(exchange.first_request());
+            while let Some(r) = req {
+                let resp: SaslAuthenticateResponse = conn
+                    .call(ApiKey::SaslAuthenticate, SASL_AUTHENTICATE_VERSION, &r)
+                    .await?;
+                req = exchange.answer(&resp)?;
+            }
+        }
+        Ok(conn)
     }
 
     fn io(&self, source: std::io::Error) -> ClientError {
@@ -51,21 +110,17 @@ impl Connection {
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
         let expected = self.next_correlation_id;
         let frame = request_frame(api, version, expected, self.client_id, request)?;
-        self.stream
-            .write_all(&frame)
-            .await
-            .map_err(|e| self.io(e))?;
-        self.stream.flush().await.map_err(|e| self.io(e))?;
-        let mut len = [0u8; 4];
-        self.stream
-            .read_exact(&mut len)
-            .await
-            .map_err(|e| self.io(e))?;
-        let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
-        self.stream
-            .read_exact(&mut body)
-            .await
-            .map_err(|e| self.io(e))?;
+        let body = match &mut self.stream {
+            Stream::Plain(s) => match write_frame(s, &frame).await {
+                Ok(()) => read_frame(s).await,
+                Err(e) => Err(e),
+            },
+            Stream::Tls(s) => match write_frame(s, &frame).await {
+                Ok(()) => read_frame(s).await,
+                Err(e) => Err(e),
+            },
+        }
+        .map_err(|e| self.io(e))?;
         let (got, body) = response_body(api, version, Bytes::from(body))?;
         if got != expected {
             return Err(ClientError::OutOfOrder { api, expected, got });

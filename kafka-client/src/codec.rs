@@ -32,6 +32,9 @@ pub enum ClientError {
     /// The broker answered with an error the caller could not use.
     #[error("{0}")]
     Broker(String),
+    /// TLS or SASL did not let the connection in.
+    #[error("{0}")]
+    Authentication(String),
 }
 
 fn codec(api: ApiKey, version: i16, e: impl std::fmt::Display) -> ClientError {

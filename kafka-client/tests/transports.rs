@@ -6,6 +6,7 @@ use std::net::TcpListener;
 
 use bytes::{Bytes, BytesMut};
 use kafka_client::blocking::{self, ConnectOptions};
+use kafka_client::security::ClientSecurity;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
@@ -63,7 +64,7 @@ const OPTIONS: ConnectOptions = ConnectOptions {
 #[test]
 fn blocking_calls_and_pipelined_requests() {
     let addr = fake_broker();
-    let (mut tx, mut rx) = blocking::connect(&addr, OPTIONS).unwrap();
+    let (mut tx, mut rx) = blocking::connect(&addr, OPTIONS, &ClientSecurity::plaintext()).unwrap();
     let ids: Vec<i32> = (0..3)
         .map(|_| {
             tx.send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default())
@@ -80,6 +81,7 @@ fn blocking_calls_and_pipelined_requests() {
     let resp: ApiVersionsResponse = blocking::call(
         &addr,
         OPTIONS,
+        &ClientSecurity::plaintext(),
         ApiKey::ApiVersions,
         2,
         &ApiVersionsRequest::default(),
@@ -94,9 +96,13 @@ fn glommio_calls() {
     let addr = fake_broker();
     glommio::LocalExecutorBuilder::default()
         .spawn(move || async move {
-            let mut c = kafka_client::async_glommio::Connection::connect(&addr, "transport-test")
-                .await
-                .unwrap();
+            let mut c = kafka_client::async_glommio::Connection::connect(
+                &addr,
+                "transport-test",
+                &ClientSecurity::plaintext(),
+            )
+            .await
+            .unwrap();
             for expected in 1..=3 {
                 let resp: ApiVersionsResponse = c
                     .call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default())

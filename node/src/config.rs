@@ -14,9 +14,11 @@ use iouring_log::LogConfig;
 
 use crate::partition::timestamps::{TimestampPolicy, TimestampType};
 use crate::security::acl::AuthorizerSettings;
+use crate::security::listeners::SecurityProtocol;
 use crate::security::sasl::SaslMechanism;
 use crate::security::tls::{SslProperties, TlsSettings};
 use crate::security::SecuritySettings;
+use kafka_client::security::ClientSecurity;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -200,6 +202,18 @@ pub const PROPERTIES: &[Property] = &[
         "SCRAM-SHA-256,SCRAM-SHA-512",
         ConfigType::List,
         "SASL mechanisms of the SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (PLAIN checks passwords against the users' SCRAM credentials).",
+    ),
+    prop(
+        "sasl.mechanism.inter.broker.protocol",
+        "GSSAPI",
+        ConfigType::String,
+        "The SASL mechanism brokers use with each other when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (GSSAPI, Kafka's default, is not supported). The broker's user and password: listener.name.<listener>.<mechanism>.sasl.jaas.config.",
+    ),
+    prop(
+        "ssl.endpoint.identification.algorithm",
+        "https",
+        ConfigType::String,
+        "https: a broker connecting to another over TLS checks that its certificate names the host it connects to; empty: only that it chains to the trust store.",
     ),
     prop(
         "connections.max.reauth.ms",
@@ -606,6 +620,22 @@ pub fn property(name: &str) -> Option<&'static Property> {
     PROPERTIES.iter().find(|p| p.name == name)
 }
 
+/// Whether `key`'s value is a secret, never shown: passwords, keys and JAAS configs.
+fn is_secret(key: &str) -> bool {
+    property(key).is_some_and(|p| p.kind == ConfigType::Password)
+        || key.ends_with(".sasl.jaas.config")
+}
+
+/// `listener.name.<listener>.<mechanism>.sasl.jaas.config`: the one per-listener property
+/// ringlog reads (a broker's own SASL credentials for the inter-broker listener).
+fn listener_jaas_key(key: &str) -> Option<(&str, &str)> {
+    let rest = key
+        .strip_prefix("listener.name.")?
+        .strip_suffix(".sasl.jaas.config")?;
+    let (listener, mechanism) = rest.split_once('.')?;
+    (!listener.is_empty() && !mechanism.is_empty()).then_some((listener, mechanism))
+}
+
 /// The raw property map, validated as it is filled, and which properties were set (by the
 /// config file, `--set` or a CLI flag) rather than left at their defaults.
 #[derive(Clone)]
@@ -618,7 +648,7 @@ pub struct Properties {
 impl std::fmt::Debug for Properties {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let shown = self.values.iter().map(|(k, v)| {
-            let secret = property(k).is_some_and(|p| p.kind == ConfigType::Password);
+            let secret = is_secret(k);
             (
                 k,
                 if secret && !v.is_empty() {
@@ -652,7 +682,14 @@ impl Properties {
                 why,
             });
         }
-        if !self.values.contains_key(key) {
+        if key.starts_with("listener.name.") && listener_jaas_key(key).is_none() {
+            return Err(ConfigError::Invalid {
+                key: key.to_owned(),
+                value: if is_secret(key) { "[hidden]".into() } else { value.to_owned() },
+                reason: "of the per-listener properties ringlog reads only listener.name.<listener>.<mechanism>.sasl.jaas.config".into(),
+            });
+        }
+        if !self.values.contains_key(key) && listener_jaas_key(key).is_none() {
             return Err(ConfigError::Unknown(key.to_owned()));
         }
         self.values.insert(key.to_owned(), value.to_owned());
@@ -707,9 +744,14 @@ impl Properties {
     }
 
     fn invalid(&self, key: &str, reason: impl Into<String>) -> ConfigError {
+        let value = self.values.get(key).map_or("", String::as_str);
         ConfigError::Invalid {
             key: key.to_owned(),
-            value: self.get(key).to_owned(),
+            value: if is_secret(key) && !value.is_empty() {
+                "[hidden]".to_owned()
+            } else {
+                value.to_owned()
+            },
             reason: reason.into(),
         }
     }
@@ -816,6 +858,7 @@ impl Properties {
             sasl_mechanisms,
             reauth: (reauth > 0).then(|| std::time::Duration::from_millis(reauth as u64)),
             failed_authentication_delay: std::time::Duration::from_millis(delay as u64),
+            inter_broker_client: ClientSecurity::plaintext(),
         })
     }
 
@@ -829,8 +872,9 @@ impl Properties {
         if shards > 256 {
             return Err(self.invalid("num.shards", "at most 256"));
         }
-        let security = self.security(shards)?;
-        let metadata = self.inter_broker_checked(self.metadata()?, &security)?;
+        let mut security = self.security(shards)?;
+        let metadata = self.metadata()?;
+        security.inter_broker_client = self.inter_broker_client(&metadata, &security)?;
         let num_partitions: i32 = self.int("num.partitions")?;
         let num_partitions = if num_partitions == 0 {
             shards as i32
@@ -1019,27 +1063,97 @@ impl Properties {
         }
     }
 
-    /// Followers and the controller's probes speak PLAINTEXT to other nodes: in a cluster the
-    /// inter-broker listener must be one (TLS and SASL between brokers are not built yet).
-    fn inter_broker_checked(
+    /// How this broker connects to the others' inter-broker listener (its followers fetch
+    /// over it): TLS with the broker's own trust store (and key store, for listeners that ask
+    /// for client certificates), SASL with `sasl.mechanism.inter.broker.protocol` and the
+    /// listener's `listener.name.<listener>.<mechanism>.sasl.jaas.config`. Only a cluster
+    /// (`metadata.store=etcd`) connects to other brokers.
+    fn inter_broker_client(
         &self,
-        m: MetadataConfig,
+        metadata: &MetadataConfig,
         security: &SecuritySettings,
-    ) -> Result<MetadataConfig, ConfigError> {
-        if matches!(m, MetadataConfig::Etcd { .. }) {
-            let l = &security.listeners[security.inter_broker];
-            if l.protocol != crate::security::listeners::SecurityProtocol::Plaintext {
+    ) -> Result<ClientSecurity, ConfigError> {
+        let listener = &security.listeners[security.inter_broker];
+        if !matches!(metadata, MetadataConfig::Etcd { .. })
+            || listener.protocol == SecurityProtocol::Plaintext
+        {
+            return Ok(ClientSecurity::plaintext());
+        }
+        let mut props = vec![(
+            "security.protocol".to_owned(),
+            listener.protocol.name().to_owned(),
+        )];
+        let mut copy = |key: &str| props.push((key.to_owned(), self.get(key).to_owned()));
+        if listener.protocol.tls() {
+            for key in [
+                "ssl.keystore.type",
+                "ssl.keystore.location",
+                "ssl.keystore.key",
+                "ssl.keystore.certificate.chain",
+                "ssl.truststore.type",
+                "ssl.truststore.location",
+                "ssl.truststore.certificates",
+                "ssl.enabled.protocols",
+                "ssl.endpoint.identification.algorithm",
+            ] {
+                copy(key);
+            }
+        }
+        if listener.protocol.sasl() {
+            let mech_key = "sasl.mechanism.inter.broker.protocol";
+            let mechanism = self.get(mech_key).trim().to_owned();
+            if !security
+                .sasl_mechanisms
+                .iter()
+                .any(|m| m.name() == mechanism)
+            {
                 return Err(self.invalid(
-                    "inter.broker.listener.name",
+                    mech_key,
                     format!(
-                        "the inter-broker listener {} is {}: brokers fetch from each other over PLAINTEXT only for now (TLS and SASL between brokers are not built); name a PLAINTEXT listener",
-                        l.name,
-                        l.protocol.name()
+                        "the inter-broker listener {} is {}: brokers authenticate to each other with one of sasl.enabled.mechanisms ({})",
+                        listener.name,
+                        listener.protocol.name(),
+                        self.get("sasl.enabled.mechanisms")
                     ),
                 ));
             }
+            let jaas_key = format!(
+                "listener.name.{}.{}.sasl.jaas.config",
+                listener.name.to_ascii_lowercase(),
+                mechanism.to_ascii_lowercase()
+            );
+            let jaas = self
+                .values
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(&jaas_key))
+                .map(|(_, v)| v.clone())
+                .ok_or_else(|| ConfigError::Invalid {
+                    key: jaas_key.clone(),
+                    value: String::new(),
+                    reason: "the broker's own user and password on the inter-broker listener: org.apache.kafka.common.security.scram.ScramLoginModule required username=\"…\" password=\"…\";".into(),
+                })?;
+            props.push(("sasl.mechanism".to_owned(), mechanism));
+            props.push(("sasl.jaas.config".to_owned(), jaas));
         }
-        Ok(m)
+        ClientSecurity::from_properties(&props).map_err(|e| {
+            let key = if e.key.starts_with("sasl.jaas") {
+                format!(
+                    "listener.name.{}.*.sasl.jaas.config",
+                    listener.name.to_ascii_lowercase()
+                )
+            } else {
+                e.key
+            };
+            ConfigError::Invalid {
+                value: if is_secret(&key) {
+                    "[hidden]".into()
+                } else {
+                    self.values.get(&key).cloned().unwrap_or_default()
+                },
+                key,
+                reason: format!("inter-broker client: {}", e.reason),
+            }
+        })
     }
 
     fn metadata(&self) -> Result<MetadataConfig, ConfigError> {
@@ -1276,5 +1390,63 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn inter_broker_sasl_names_what_is_missing_and_never_shows_a_secret() {
+        let mut p = Properties::default();
+        for (k, v) in [
+            ("metadata.store", "etcd"),
+            ("metadata.etcd.endpoints", "http://127.0.0.1:2379"),
+            (
+                "listeners",
+                "INTERNAL://127.0.0.1:9192,PLAINTEXT://127.0.0.1:9092",
+            ),
+            (
+                "listener.security.protocol.map",
+                "INTERNAL:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            ),
+            ("inter.broker.listener.name", "INTERNAL"),
+        ] {
+            p.set(k, v).unwrap();
+        }
+        // Kafka's default mechanism, GSSAPI, is not one ringlog has.
+        let err = p.build().unwrap_err().to_string();
+        assert!(
+            err.contains("sasl.mechanism.inter.broker.protocol") && err.contains("GSSAPI"),
+            "{err}"
+        );
+        p.set("sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-512")
+            .unwrap();
+        let err = p.build().unwrap_err().to_string();
+        assert!(
+            err.contains("listener.name.internal.scram-sha-512.sasl.jaas.config"),
+            "{err}"
+        );
+        let key = "listener.name.internal.scram-sha-512.sasl.jaas.config";
+        p.set(key, "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"broker\" password=\"s3cret-pw\";").unwrap();
+        let c = p.build().unwrap();
+        let client = &c.security.inter_broker_client;
+        assert_eq!(client.sasl.as_ref().unwrap().username, "broker");
+        assert!(!format!("{p:?} {client:?}").contains("s3cret-pw"));
+        // A login module ringlog cannot use: named, the value (with its password) not shown.
+        p.set(
+            key,
+            "com.sun.security.auth.module.Krb5LoginModule required password=\"s3cret-pw\";",
+        )
+        .unwrap();
+        let err = p.build().unwrap_err().to_string();
+        assert!(
+            err.contains("sasl.jaas.config") && !err.contains("s3cret-pw"),
+            "{err}"
+        );
+        let err = p
+            .set("listener.name.internal.ssl.keystore.location", "/x")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("per-listener"), "{err}");
+        // Without a cluster nothing connects to other brokers: nothing is needed.
+        p.set("metadata.store", "embedded").unwrap();
+        assert!(p.build().is_ok());
     }
 }

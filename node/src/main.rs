@@ -60,6 +60,10 @@ enum Commands {
         /// A broker of the node, HOST:PORT.
         #[arg(long, default_value = "127.0.0.1:9092")]
         bootstrap_server: String,
+        /// A Kafka client properties file for TLS and SASL (security.protocol, sasl.mechanism,
+        /// sasl.jaas.config, ssl.truststore.location, ...), as Kafka's tools take it.
+        #[arg(long = "command-config", value_name = "FILE")]
+        command_config: Option<std::path::PathBuf>,
         #[command(subcommand)]
         action: TopicAction,
     },
@@ -69,6 +73,10 @@ enum Commands {
         /// A broker of the cluster, HOST:PORT.
         #[arg(long, default_value = "127.0.0.1:9092")]
         bootstrap_server: String,
+        /// A Kafka client properties file for TLS and SASL (security.protocol, sasl.mechanism,
+        /// sasl.jaas.config, ssl.truststore.location, ...), as Kafka's tools take it.
+        #[arg(long = "command-config", value_name = "FILE")]
+        command_config: Option<std::path::PathBuf>,
         #[command(subcommand)]
         action: ClusterAction,
     },
@@ -77,15 +85,23 @@ enum Commands {
         /// A broker of the node, HOST:PORT.
         #[arg(long, default_value = "127.0.0.1:9092")]
         bootstrap_server: String,
+        /// A Kafka client properties file for TLS and SASL (security.protocol, sasl.mechanism,
+        /// sasl.jaas.config, ssl.truststore.location, ...), as Kafka's tools take it.
+        #[arg(long = "command-config", value_name = "FILE")]
+        command_config: Option<std::path::PathBuf>,
         #[command(subcommand)]
         action: GroupAction,
     },
     /// Manage SCRAM users (SASL) over the Kafka protocol, like kafka-configs.sh --entity-type
-    /// users; through a PLAINTEXT listener.
+    /// users.
     User {
-        /// A PLAINTEXT listener of the node, HOST:PORT.
+        /// A broker of the node, HOST:PORT.
         #[arg(long, default_value = "127.0.0.1:9092")]
         bootstrap_server: String,
+        /// A Kafka client properties file for TLS and SASL (security.protocol, sasl.mechanism,
+        /// sasl.jaas.config, ssl.truststore.location, ...), as Kafka's tools take it.
+        #[arg(long = "command-config", value_name = "FILE")]
+        command_config: Option<std::path::PathBuf>,
         #[command(subcommand)]
         action: UserAction,
     },
@@ -179,6 +195,11 @@ enum TopicAction {
     Describe { name: String },
     /// Delete a topic and its data.
     Delete { name: String },
+}
+
+/// `--command-config`: how the admin client connects.
+fn configure(command_config: Option<std::path::PathBuf>) -> Result<(), CliError> {
+    node::cli::admin_client::configure(command_config.as_deref())
 }
 
 fn topic_command(bootstrap: &str, action: TopicAction) -> Result<String, CliError> {
@@ -385,22 +406,36 @@ fn main() -> ExitCode {
         }
         Commands::Topic {
             bootstrap_server,
+            command_config,
             action,
-        } => admin_outcome("topic", topic_command(&bootstrap_server, action)),
+        } => admin_outcome(
+            "topic",
+            configure(command_config).and_then(|()| topic_command(&bootstrap_server, action)),
+        ),
         Commands::Group {
             bootstrap_server,
+            command_config,
             action,
-        } => admin_outcome("group", group_command(&bootstrap_server, action)),
+        } => admin_outcome(
+            "group",
+            configure(command_config).and_then(|()| group_command(&bootstrap_server, action)),
+        ),
         Commands::User {
             bootstrap_server,
+            command_config,
             action,
-        } => admin_outcome("user", user_command(&bootstrap_server, action)),
+        } => admin_outcome(
+            "user",
+            configure(command_config).and_then(|()| user_command(&bootstrap_server, action)),
+        ),
         Commands::Cluster {
             bootstrap_server,
+            command_config,
             action: ClusterAction::Status { etcd },
         } => admin_outcome(
             "cluster",
-            node::cli::cluster::status(&bootstrap_server, etcd.as_deref()),
+            configure(command_config)
+                .and_then(|()| node::cli::cluster::status(&bootstrap_server, etcd.as_deref())),
         ),
     }
 }

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use kafka_client::blocking::{ConnectOptions, Connection};
+use kafka_client::security::ClientSecurity;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
 use kafka_protocol::messages::fetch_request::{
@@ -175,7 +176,7 @@ fn connect(broker: &Ringlog) -> Connection {
         client_id: "fetch-protocol-test",
         read_timeout: Some(Duration::from_secs(10)),
     };
-    Connection::connect(&broker.addr, options).unwrap()
+    Connection::connect(&broker.addr, options, &ClientSecurity::plaintext()).unwrap()
 }
 
 /// Creates `topic` with `partitions` partitions; its id.

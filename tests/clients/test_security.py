@@ -420,3 +420,94 @@ def test_failed_authentications_are_delayed_closed_and_logged_rate_limited(certs
         assert log_shows(b, "15 more failed authentications were not logged"), full_log(b)[-2000:]
     finally:
         b.cleanup()
+
+
+def command_config(path, **props):
+    with open(path, "w") as f:
+        for k, v in props.items():
+            f.write(f"{k.replace('_', '.')}={v}\n")
+    return str(path)
+
+
+def sasl_command_config(path, certs, user="admin", password=ADMIN_PASSWORD, **more):
+    escaped = password.replace("\\", "\\\\").replace('"', '\\"')
+    props = dict(security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512",
+                 sasl_jaas_config=f'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                  f'username="{user}" password="{escaped}";',
+                 ssl_truststore_location=certs["ca"])
+    return command_config(path, **{**props, **more})
+
+
+def test_ringlog_cli_over_sasl_ssl_and_mutual_tls_with_a_command_config(broker, certs, tmp_path):
+    """`ringlog user|topic --command-config` (Kafka's client properties) over SASL_SSL with
+    SCRAM-SHA-512 and over mutual TLS; a wrong password, an untrusted broker and a config that
+    cannot work each end with a clear error."""
+    from conftest import BINARY
+
+    def ringlog(port, config, *args, **kw):
+        return subprocess.run([BINARY, *args[:1], "--bootstrap-server", f"127.0.0.1:{port}",
+                               "--command-config", config, *args[1:]],
+                              capture_output=True, text=True, timeout=30, **kw)
+
+    sasl = sasl_command_config(tmp_path / "sasl.properties", certs)
+    r = ringlog(broker.sasl_ssl, sasl, "user", "set", "grace", "--mechanism", "SCRAM-SHA-512",
+                input="grace-pw\n")
+    assert r.returncode == 0, r.stderr
+    r = ringlog(broker.sasl_ssl, sasl, "user", "list", "grace")
+    assert r.returncode == 0 and r.stdout.strip() == "grace\tSCRAM-SHA-512=iterations=4096", r.stdout + r.stderr
+    grace = sasl_command_config(tmp_path / "grace.properties", certs, "grace", "grace-pw")
+    r = ringlog(broker.sasl_ssl, grace, "topic", "create", "cli-sasl-topic", "--partitions", "1")
+    assert r.returncode == 0, r.stderr
+    failed, errors = produce(sasl_conf(broker, certs, "grace", "grace-pw"), "cli-sasl-topic", [b"g"])
+    assert not failed and not errors, (failed, errors)
+
+    # Mutual TLS: the client's key and certificate in one PEM file, as ssl.keystore.location.
+    mtls = command_config(tmp_path / "mtls.properties", security_protocol="SSL",
+                          ssl_keystore_location=certs["client.pem"], ssl_truststore_location=certs["ca"])
+    r = ringlog(broker.ssl, mtls, "topic", "list")
+    assert r.returncode == 0 and "cli-sasl-topic" in r.stdout, r.stdout + r.stderr
+    assert log_shows(broker, "principal=User:CN=client1,OU=eng,O=ringlog"), full_log(broker)[-3000:]
+
+    wrong = sasl_command_config(tmp_path / "wrong.properties", certs, "grace", "not-grace-pw")
+    r = ringlog(broker.sasl_ssl, wrong, "topic", "list")
+    assert r.returncode != 0 and "SCRAM-SHA-512 authentication failed" in r.stderr, r.stderr
+    untrusting = sasl_command_config(tmp_path / "untrusting.properties", certs,
+                                     ssl_truststore_location=certs["other-ca"])
+    r = ringlog(broker.sasl_ssl, untrusting, "topic", "list")
+    assert r.returncode != 0 and "TLS handshake" in r.stderr and "UnknownIssuer" in r.stderr, r.stderr
+    no_ca = command_config(tmp_path / "no-ca.properties", security_protocol="SSL")
+    r = ringlog(broker.ssl, no_ca, "topic", "list")
+    assert r.returncode != 0 and "ssl.truststore.location" in r.stderr, r.stderr
+    gssapi = command_config(tmp_path / "gssapi.properties", security_protocol="SASL_PLAINTEXT")
+    r = ringlog(broker.sasl_ssl, gssapi, "topic", "list")
+    assert r.returncode != 0 and "sasl.mechanism" in r.stderr and "GSSAPI" in r.stderr, r.stderr
+    # The no-certificate client on the SSL listener (client certificates required).
+    anonymous = command_config(tmp_path / "anon.properties", security_protocol="SSL",
+                               ssl_truststore_location=certs["ca"])
+    r = ringlog(broker.ssl, anonymous, "topic", "list")
+    assert r.returncode != 0, r.stdout
+    for secret in ("grace-pw", "not-grace-pw", ADMIN_PASSWORD):
+        assert secret not in full_log(broker)
+
+
+def test_ringlog_bench_runs_over_sasl_ssl(broker, certs, tmp_path):
+    """The load generator's pipelined producers and consumers over SASL_SSL (TLS records sealed
+    and opened by two threads on one connection): every message sent is acknowledged and read."""
+    from conftest import REPO
+    bench = os.path.join(REPO, "target", "release", "ringlog-bench")
+    workload = tmp_path / "w.yaml"
+    workload.write_text(
+        "name: sasl-ssl-smoke\ntopics: 1\npartitionsPerTopic: 2\nmessageSize: 1024\n"
+        "producersPerTopic: 1\nsubscriptionsPerTopic: 1\nconsumerPerSubscription: 1\n"
+        "producerRate: 5000\nkeyDistributor: NO_KEY\ntestDurationMinutes: 0.1\n"
+        "warmupDurationMinutes: 0.02\n"
+        "producer: { acks: 1, batchSizeBytes: 131072, lingerMs: 1, compression: none, maxInFlight: 5 }\n")
+    out = tmp_path / "result.json"
+    r = subprocess.run([bench, "run", "--bootstrap", f"127.0.0.1:{broker.sasl_ssl}", "--workload", str(workload),
+                        "--out", str(out), "--command-config", sasl_command_config(tmp_path / "b.properties", certs)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    import json
+    result = json.load(open(out))
+    assert sum(result["publishRate"]) > 0 and result["errors"] == 0, r.stdout
+    assert sum(result["consumeRate"]) > 0, r.stdout

@@ -57,6 +57,9 @@ def make_certs(directory):
     other_ca = _cert(other_name, other_key, other_name, other_key, ca=True)
     files = {"ca": d / "ca.pem"}
     files["ca"].write_bytes(_pem_cert(ca))
+    # A CA that signed none of the broker's certificates: a client trusting only it must refuse.
+    files["other-ca"] = d / "other-ca.pem"
+    files["other-ca"].write_bytes(_pem_cert(other_ca))
     made = {
         # name: (subject, issuer, issuer key, server?, validity days)
         "broker": (_name(CN="localhost"), ca_name, ca_key, True, (-1, 30)),

@@ -1,7 +1,12 @@
 //! The admin commands' Kafka client: `kafka_client`'s blocking connection with the admin
-//! timeout, and the few requests the `topic` and `group` commands share.
+//! timeout and the security `--command-config` gives (TLS, SASL), and the few requests the
+//! `topic` and `group` commands share.
+
+use std::path::Path;
+use std::sync::OnceLock;
 
 use kafka_client::blocking::{ConnectOptions, Connection};
+use kafka_client::security::{load_properties, ClientSecurity};
 use kafka_protocol::messages::create_topics_request::{
     CreatableTopic, CreatableTopicConfig, CreateTopicsRequest,
 };
@@ -26,14 +31,32 @@ const OPTIONS: ConnectOptions = ConnectOptions {
     read_timeout: Some(ADMIN_TIMEOUT),
 };
 
+/// How every connection of this process authenticates: one command, one `--command-config`.
+static SECURITY: OnceLock<ClientSecurity> = OnceLock::new();
+
+/// Reads `--command-config` (a Kafka client properties file) before the command connects;
+/// without one, connections are PLAINTEXT.
+pub fn configure(command_config: Option<&Path>) -> Result<(), CliError> {
+    let security = match command_config {
+        None => ClientSecurity::plaintext(),
+        Some(path) => load_properties(path)
+            .and_then(|props| ClientSecurity::from_properties(&props))
+            .map_err(|e| CliError::Invalid(format!("--command-config {}: {e}", path.display())))?,
+    };
+    SECURITY
+        .set(security)
+        .map_err(|_| CliError::Invalid("the admin client is configured once".into()))
+}
+
 pub struct AdminClient {
     connection: Connection,
 }
 
 impl AdminClient {
     pub fn connect(bootstrap: &str) -> Result<AdminClient, CliError> {
+        let security = SECURITY.get_or_init(ClientSecurity::plaintext);
         Ok(AdminClient {
-            connection: Connection::connect(bootstrap, OPTIONS)?,
+            connection: Connection::connect(bootstrap, OPTIONS, security)?,
         })
     }
 

@@ -1,7 +1,7 @@
 //! `ringlog user ...`: SCRAM users over the Kafka protocol (AlterUserScramCredentials and
 //! DescribeUserScramCredentials), as `kafka-configs.sh --entity-type users` manages them. The
 //! password is salted here; only the salted password goes over the wire, as Kafka's admin
-//! client does. The admin client speaks PLAINTEXT: point it at a PLAINTEXT listener.
+//! client does. Over TLS or SASL listeners give `--command-config` (as to Kafka's tools).
 
 use kafka_protocol::messages::alter_user_scram_credentials_request::{
     AlterUserScramCredentialsRequest, ScramCredentialDeletion, ScramCredentialUpsertion,

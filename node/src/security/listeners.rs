@@ -6,58 +6,7 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
-/// Kafka's security protocols.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SecurityProtocol {
-    Plaintext,
-    Ssl,
-    SaslPlaintext,
-    SaslSsl,
-}
-
-impl SecurityProtocol {
-    pub fn parse(s: &str) -> Option<SecurityProtocol> {
-        Some(match s.trim() {
-            "PLAINTEXT" => SecurityProtocol::Plaintext,
-            "SSL" => SecurityProtocol::Ssl,
-            "SASL_PLAINTEXT" => SecurityProtocol::SaslPlaintext,
-            "SASL_SSL" => SecurityProtocol::SaslSsl,
-            _ => return None,
-        })
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            SecurityProtocol::Plaintext => "PLAINTEXT",
-            SecurityProtocol::Ssl => "SSL",
-            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
-            SecurityProtocol::SaslSsl => "SASL_SSL",
-        }
-    }
-
-    /// Kafka's security protocol id (Metadata v0's `security_protocol` of an endpoint).
-    pub fn id(self) -> i16 {
-        match self {
-            SecurityProtocol::Plaintext => 0,
-            SecurityProtocol::Ssl => 1,
-            SecurityProtocol::SaslPlaintext => 2,
-            SecurityProtocol::SaslSsl => 3,
-        }
-    }
-
-    /// Whether connections are TLS.
-    pub fn tls(self) -> bool {
-        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
-    }
-
-    /// Whether clients authenticate with SASL before anything else.
-    pub fn sasl(self) -> bool {
-        matches!(
-            self,
-            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
-        )
-    }
-}
+pub use kafka_client::security::SecurityProtocol;
 
 /// One listener: its name, protocol, shard 0's bound address, and what clients are told.
 #[derive(Debug, Clone, PartialEq, Eq)]

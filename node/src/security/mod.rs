@@ -45,6 +45,8 @@ pub struct SecuritySettings {
     pub reauth: Option<Duration>,
     /// `connection.failed.authentication.delay.ms`.
     pub failed_authentication_delay: Duration,
+    /// How this broker connects to the other brokers' inter-broker listener (TLS, SASL).
+    pub inter_broker_client: kafka_client::security::ClientSecurity,
 }
 
 /// A SCRAM user to create at start: `--add-scram 'SCRAM-SHA-512=[name=admin,password=...]'`

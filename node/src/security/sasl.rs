@@ -298,7 +298,7 @@ mod tests {
         else {
             panic!("no server-first")
         };
-        let (last, _) = c.last(&sf);
+        let last = c.last(&sf);
         s.authenticate(&last, |u| users.get(u).cloned(), now)
             .map(|_| ())
     }

@@ -1,88 +1,14 @@
 //! SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677) as Kafka speaks them: the salted
 //! credentials the cluster metadata stores (never a password), and the server's side of one
-//! authentication exchange. Pure: no I/O, the credential lookup is a closure.
+//! authentication exchange. Pure: no I/O, the credential lookup is a closure. The mechanisms'
+//! primitives and the client's side are `kafka_client::scram`.
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
-use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256, Sha512};
 
-/// Kafka's SCRAM mechanisms (AlterUserScramCredentials' `mechanism`: 1 and 2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum ScramMechanism {
-    Sha256,
-    Sha512,
-}
-
-/// Kafka's bounds on a SCRAM credential's iterations.
-pub const MIN_ITERATIONS: i32 = 4096;
-pub const MAX_ITERATIONS: i32 = 16384;
-
-impl ScramMechanism {
-    pub const ALL: [ScramMechanism; 2] = [ScramMechanism::Sha256, ScramMechanism::Sha512];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ScramMechanism::Sha256 => "SCRAM-SHA-256",
-            ScramMechanism::Sha512 => "SCRAM-SHA-512",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<ScramMechanism> {
-        ScramMechanism::ALL.into_iter().find(|m| m.name() == name)
-    }
-
-    /// Kafka's `ScramMechanism` type.
-    pub fn id(self) -> i8 {
-        match self {
-            ScramMechanism::Sha256 => 1,
-            ScramMechanism::Sha512 => 2,
-        }
-    }
-
-    pub fn from_id(id: i8) -> Option<ScramMechanism> {
-        ScramMechanism::ALL.into_iter().find(|m| m.id() == id)
-    }
-
-    fn hash(self, data: &[u8]) -> Vec<u8> {
-        match self {
-            ScramMechanism::Sha256 => Sha256::digest(data).to_vec(),
-            ScramMechanism::Sha512 => Sha512::digest(data).to_vec(),
-        }
-    }
-
-    fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
-        match self {
-            ScramMechanism::Sha256 => {
-                let mut m = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key");
-                m.update(data);
-                m.finalize().into_bytes().to_vec()
-            }
-            ScramMechanism::Sha512 => {
-                let mut m = Hmac::<Sha512>::new_from_slice(key).expect("HMAC takes any key");
-                m.update(data);
-                m.finalize().into_bytes().to_vec()
-            }
-        }
-    }
-
-    /// RFC 5802's Hi(): PBKDF2 with this mechanism's HMAC.
-    pub fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
-        match self {
-            ScramMechanism::Sha256 => {
-                let mut out = [0u8; 32];
-                pbkdf2::pbkdf2_hmac::<Sha256>(password, salt, iterations, &mut out);
-                out.to_vec()
-            }
-            ScramMechanism::Sha512 => {
-                let mut out = [0u8; 64];
-                pbkdf2::pbkdf2_hmac::<Sha512>(password, salt, iterations, &mut out);
-                out.to_vec()
-            }
-        }
-    }
-}
+use kafka_client::scram::constant_time_eq;
+pub use kafka_client::scram::{ScramMechanism, MAX_ITERATIONS, MIN_ITERATIONS};
 
 /// A user's stored SCRAM credential: salt, StoredKey and ServerKey (base64), iterations.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,8 +28,7 @@ impl ScramCredential {
         salted_password: &[u8],
         iterations: i32,
     ) -> ScramCredential {
-        let client_key = mech.hmac(salted_password, b"Client Key");
-        let server_key = mech.hmac(salted_password, b"Server Key");
+        let (client_key, server_key) = mech.keys(salted_password);
         ScramCredential {
             salt: B64.encode(salt),
             stored_key: B64.encode(mech.hash(&client_key)),
@@ -129,10 +54,6 @@ impl ScramCredential {
         let client_key = mech.hmac(&salted, b"Client Key");
         constant_time_eq(&mech.hash(&client_key), &stored)
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Why an exchange failed; the message is for the broker's log, the client is told only
@@ -330,65 +251,32 @@ impl ScramServer {
 pub(crate) mod tests {
     use super::*;
 
-    /// A client's side, to test the server against (RFC 5802 §3).
-    pub struct Client {
-        pub mech: ScramMechanism,
-        pub user: String,
-        pub password: String,
-        pub nonce: String,
-        first_bare: String,
-    }
+    /// The real client's side, with a fixed nonce.
+    pub struct Client(kafka_client::scram::ScramClient);
 
     impl Client {
         pub fn new(mech: ScramMechanism, user: &str, password: &str) -> Client {
-            Client {
+            Client(kafka_client::scram::ScramClient::with_nonce(
                 mech,
-                user: user.into(),
-                password: password.into(),
-                nonce: "fyko+d2lbbFgONRv9qkxdawL".into(),
-                first_bare: String::new(),
-            }
+                user,
+                password,
+                "fyko+d2lbbFgONRv9qkxdawL",
+            ))
         }
 
         pub fn first(&mut self) -> Vec<u8> {
-            let name = self.user.replace('=', "=3D").replace(',', "=2C");
-            self.first_bare = format!("n={name},r={}", self.nonce);
-            format!("n,,{}", self.first_bare).into_bytes()
+            self.0.first()
         }
 
-        /// The final message, and the server signature it expects.
-        pub fn last(&self, server_first: &[u8]) -> (Vec<u8>, String) {
-            let sf = std::str::from_utf8(server_first).unwrap();
-            let mut parts = sf.split(',');
-            let nonce = parts.next().unwrap().strip_prefix("r=").unwrap();
-            let salt = B64
-                .decode(parts.next().unwrap().strip_prefix("s=").unwrap())
-                .unwrap();
-            let i: u32 = parts
-                .next()
-                .unwrap()
-                .strip_prefix("i=")
-                .unwrap()
-                .parse()
-                .unwrap();
-            let salted = self
-                .mech
-                .salted_password(self.password.as_bytes(), &salt, i);
-            let client_key = self.mech.hmac(&salted, b"Client Key");
-            let stored = self.mech.hash(&client_key);
-            let without_proof = format!("c=biws,r={nonce}");
-            let auth = format!("{},{sf},{without_proof}", self.first_bare);
-            let sig = self.mech.hmac(&stored, auth.as_bytes());
-            let proof: Vec<u8> = client_key.iter().zip(&sig).map(|(a, b)| a ^ b).collect();
-            let server_key = self.mech.hmac(&salted, b"Server Key");
-            let expect = format!(
-                "v={}",
-                B64.encode(self.mech.hmac(&server_key, auth.as_bytes()))
-            );
-            (
-                format!("{without_proof},p={}", B64.encode(proof)).into_bytes(),
-                expect,
-            )
+        /// The final message; [`Client::verify`] checks the server's answer.
+        pub fn last(&mut self, server_first: &[u8]) -> Vec<u8> {
+            self.0
+                .last(server_first)
+                .expect("a well-formed server-first")
+        }
+
+        pub fn verify(&mut self, server_final: &[u8]) -> bool {
+            self.0.verify(server_final).is_ok()
         }
     }
 
@@ -404,10 +292,13 @@ pub(crate) mod tests {
         let ScramStep::Continue(server_first) = first else {
             panic!("server finished after the first message");
         };
-        let (last, expect) = client.last(&server_first);
+        let last = client.last(&server_first);
         let done = server.step(&last, |_| None)?;
         if let ScramStep::Done { reply, .. } = &done {
-            assert_eq!(std::str::from_utf8(reply).unwrap(), expect);
+            assert!(
+                client.verify(reply),
+                "the client checks the server's signature"
+            );
         }
         Ok(done)
     }

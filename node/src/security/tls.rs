@@ -4,13 +4,13 @@
 //! Fetched record bytes cannot go out zero-copy through user-space TLS: a TLS connection's
 //! responses are copied into TLS records (see the connection's send path).
 
-use std::path::Path;
 use std::sync::Arc;
 
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use kafka_client::tls::error;
+pub use kafka_client::tls::{SslProperties, TlsError};
+use rustls::pki_types::CertificateDer;
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig};
+use rustls::ServerConfig;
 
 /// `ssl.client.auth`: whether clients must, may or need not show a certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,35 +31,6 @@ impl ClientAuth {
     }
 }
 
-/// The `ssl.*` properties as given (a `Properties` view, so this module does not depend on
-/// the config's types).
-pub struct SslProperties<'a> {
-    pub keystore_type: &'a str,
-    pub keystore_location: &'a str,
-    pub keystore_key: &'a str,
-    pub keystore_certificate_chain: &'a str,
-    pub key_password: &'a str,
-    pub truststore_type: &'a str,
-    pub truststore_location: &'a str,
-    pub truststore_certificates: &'a str,
-    pub client_auth: &'a str,
-    pub enabled_protocols: &'a str,
-}
-
-/// What is wrong with the TLS settings: the property and why.
-#[derive(Debug)]
-pub struct TlsError {
-    pub key: &'static str,
-    pub reason: String,
-}
-
-fn error(key: &'static str, reason: impl Into<String>) -> TlsError {
-    TlsError {
-        key,
-        reason: reason.into(),
-    }
-}
-
 /// The TLS side of the broker's listeners. `ssl.client.auth` applies to SSL listeners; a
 /// SASL_SSL listener authenticates clients with SASL and asks for no certificate (Kafka's rule
 /// since KIP-684, unless set per listener, which ringlog does not read).
@@ -72,73 +43,15 @@ pub struct TlsSettings {
     pub client_auth: ClientAuth,
 }
 
-fn read_pem(key: &'static str, path: &str) -> Result<Vec<u8>, TlsError> {
-    std::fs::read(Path::new(path)).map_err(|e| error(key, format!("reading {path}: {e}")))
-}
-
-fn certificates(key: &'static str, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let certs = CertificateDer::pem_slice_iter(pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| error(key, format!("not PEM certificates: {e}")))?;
-    if certs.is_empty() {
-        return Err(error(
-            key,
-            "no PEM certificate (-----BEGIN CERTIFICATE-----) found",
-        ));
-    }
-    Ok(certs)
-}
-
-fn private_key(key: &'static str, pem: &[u8]) -> Result<PrivateKeyDer<'static>, TlsError> {
-    PrivateKeyDer::from_pem_slice(pem).map_err(|e| {
-        error(
-            key,
-            format!("no unencrypted PEM private key (PKCS#8, PKCS#1 or SEC1) found: {e}"),
-        )
-    })
-}
-
 impl TlsSettings {
     /// Builds the server's TLS config from the `ssl.*` properties.
     pub fn build(p: &SslProperties<'_>) -> Result<TlsSettings, TlsError> {
-        if p.keystore_type.trim() != "PEM" {
-            return Err(error(
-                "ssl.keystore.type",
-                format!(
-                    "'{}' is not supported: ringlog reads PEM key stores (ssl.keystore.type=PEM)",
-                    p.keystore_type
-                ),
-            ));
-        }
-        if !p.key_password.is_empty() {
-            return Err(error(
-                "ssl.key.password",
-                "encrypted private keys are not supported: give the key unencrypted (PKCS#8 PEM)",
-            ));
-        }
-        let (chain, key) = match (
-            p.keystore_location.trim(),
-            p.keystore_key.trim(),
-            p.keystore_certificate_chain.trim(),
-        ) {
-            ("", "", _) | ("", _, "") => {
-                return Err(error(
-                    "ssl.keystore.location",
-                    "a TLS listener needs the broker's key and certificate chain: ssl.keystore.location (one PEM file holding both) or ssl.keystore.key with ssl.keystore.certificate.chain",
-                ))
-            }
-            ("", key, chain) => (
-                certificates("ssl.keystore.certificate.chain", chain.as_bytes())?,
-                private_key("ssl.keystore.key", key.as_bytes())?,
-            ),
-            (path, _, _) => {
-                let pem = read_pem("ssl.keystore.location", path)?;
-                (
-                    certificates("ssl.keystore.location", &pem)?,
-                    private_key("ssl.keystore.location", &pem)?,
-                )
-            }
-        };
+        let (chain, key) = p.key_store()?.ok_or_else(|| {
+            error(
+                "ssl.keystore.location",
+                "a TLS listener needs the broker's key and certificate chain: ssl.keystore.location (one PEM file holding both) or ssl.keystore.key with ssl.keystore.certificate.chain",
+            )
+        })?;
         let client_auth = ClientAuth::parse(p.client_auth).ok_or_else(|| {
             error(
                 "ssl.client.auth",
@@ -146,23 +59,7 @@ impl TlsSettings {
             )
         })?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut versions = Vec::new();
-        for v in p.enabled_protocols.split(',').map(str::trim) {
-            match v {
-                "TLSv1.3" => versions.push(&rustls::version::TLS13),
-                "TLSv1.2" => versions.push(&rustls::version::TLS12),
-                "" => {}
-                other => {
-                    return Err(error(
-                        "ssl.enabled.protocols",
-                        format!("'{other}' is not supported (TLSv1.2, TLSv1.3)"),
-                    ))
-                }
-            }
-        }
-        if versions.is_empty() {
-            return Err(error("ssl.enabled.protocols", "no protocol enabled"));
-        }
+        let versions = p.protocol_versions()?;
         let builder = || {
             ServerConfig::builder_with_provider(provider.clone())
                 .with_protocol_versions(&versions)
@@ -180,39 +77,12 @@ impl TlsSettings {
         let ssl = if client_auth == ClientAuth::None {
             sasl_ssl.clone()
         } else {
-            let trusted = match (
-                p.truststore_location.trim(),
-                p.truststore_certificates.trim(),
-            ) {
-                ("", "") => {
-                    return Err(error(
-                        "ssl.truststore.location",
-                        "ssl.client.auth asks for client certificates: give the CAs that sign them (ssl.truststore.location or ssl.truststore.certificates, PEM)",
-                    ))
-                }
-                ("", inline) => certificates("ssl.truststore.certificates", inline.as_bytes())?,
-                (path, _) => {
-                    if p.truststore_type.trim() != "PEM" {
-                        return Err(error(
-                            "ssl.truststore.type",
-                            format!(
-                                "'{}' is not supported: ringlog reads PEM trust stores",
-                                p.truststore_type
-                            ),
-                        ));
-                    }
-                    certificates(
-                        "ssl.truststore.location",
-                        &read_pem("ssl.truststore.location", path)?,
-                    )?
-                }
-            };
-            let mut roots = RootCertStore::empty();
-            for c in trusted {
-                roots
-                    .add(c)
-                    .map_err(|e| error("ssl.truststore.location", e.to_string()))?;
-            }
+            let roots = p.trust_store()?.ok_or_else(|| {
+                error(
+                    "ssl.truststore.location",
+                    "ssl.client.auth asks for client certificates: give the CAs that sign them (ssl.truststore.location or ssl.truststore.certificates, PEM)",
+                )
+            })?;
             let verifier =
                 WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
             let verifier = if client_auth == ClientAuth::Requested {
@@ -290,18 +160,7 @@ mod tests {
 
     #[test]
     fn missing_key_store_is_named() {
-        let p = SslProperties {
-            keystore_type: "PEM",
-            keystore_location: "",
-            keystore_key: "",
-            keystore_certificate_chain: "",
-            key_password: "",
-            truststore_type: "PEM",
-            truststore_location: "",
-            truststore_certificates: "",
-            client_auth: "none",
-            enabled_protocols: "TLSv1.2,TLSv1.3",
-        };
+        let p = SslProperties::default();
         assert_eq!(
             TlsSettings::build(&p).unwrap_err().key,
             "ssl.keystore.location"

@@ -112,6 +112,7 @@ impl Session {
 
 async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
     let mut conn: Option<Connection> = None;
+    let mut refused: Option<String> = None;
     let mut session = Session::default();
     loop {
         if ctx.stop.is_stopping() {
@@ -123,8 +124,21 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
         }
         if conn.is_none() {
             match connect(&ctx, leader).await {
-                Ok(c) => conn = Some(c),
-                Err(e) => {
+                Ok(c) => {
+                    conn = Some(c);
+                    refused = None;
+                }
+                Err(ConnectError::Refused(e)) => {
+                    // TLS or SASL refused this broker: a configuration fault an operator must
+                    // see, once for each new reason (retries repeat it every RETRY_DELAY).
+                    if refused.as_deref() != Some(e.as_str()) {
+                        tracing::warn!(shard = ctx.shard, leader = ?leader, error = %e, "the leader refused this follower's authentication (inter-broker TLS or SASL)");
+                        refused = Some(e);
+                    }
+                    glommio::timer::sleep(RETRY_DELAY).await;
+                    continue;
+                }
+                Err(ConnectError::Other(e)) => {
                     tracing::debug!(shard = ctx.shard, leader = ?leader, error = %e, "follower fetcher cannot connect");
                     glommio::timer::sleep(RETRY_DELAY).await;
                     continue;
@@ -217,17 +231,30 @@ fn next_epoch(epoch: i32) -> i32 {
     }
 }
 
-async fn connect(ctx: &ShardCtx, leader: Slot) -> Result<Connection, String> {
+enum ConnectError {
+    /// The leader's TLS or SASL did not let this broker in.
+    Refused(String),
+    Other(String),
+}
+
+async fn connect(ctx: &ShardCtx, leader: Slot) -> Result<Connection, ConnectError> {
     let addr = {
         let snapshot = ctx.snapshot.borrow();
         let node = snapshot
             .node(leader.node)
-            .ok_or_else(|| format!("node {} is not live", leader.node))?;
+            .ok_or_else(|| ConnectError::Other(format!("node {} is not live", leader.node)))?;
         format!("{}:{}", node.host, node.port as usize + leader.shard)
     };
-    Connection::connect(&addr, "ringlog-replica-fetcher")
-        .await
-        .map_err(|e| e.to_string())
+    Connection::connect(
+        &addr,
+        "ringlog-replica-fetcher",
+        &ctx.config.security.inter_broker_client,
+    )
+    .await
+    .map_err(|e| match e {
+        kafka_client::ClientError::Authentication(why) => ConnectError::Refused(why),
+        other => ConnectError::Other(other.to_string()),
+    })
 }
 
 /// The next fetch: every followed partition on a full fetch; on an incremental one only those
