@@ -285,7 +285,6 @@ impl ClientSecurity {
                 truststore_type: get("ssl.truststore.type").unwrap_or("PEM"),
                 truststore_location: get("ssl.truststore.location").unwrap_or(""),
                 truststore_certificates: get("ssl.truststore.certificates").unwrap_or(""),
-                client_auth: "none",
                 enabled_protocols: get("ssl.enabled.protocols").unwrap_or("TLSv1.2,TLSv1.3"),
             };
             let verify_hostname = match get("ssl.endpoint.identification.algorithm")

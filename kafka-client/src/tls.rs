@@ -25,8 +25,6 @@ pub struct SslProperties<'a> {
     pub truststore_type: &'a str,
     pub truststore_location: &'a str,
     pub truststore_certificates: &'a str,
-    /// Read by the broker only.
-    pub client_auth: &'a str,
     pub enabled_protocols: &'a str,
 }
 
@@ -42,7 +40,6 @@ impl Default for SslProperties<'_> {
             truststore_type: "PEM",
             truststore_location: "",
             truststore_certificates: "",
-            client_auth: "none",
             enabled_protocols: "TLSv1.2,TLSv1.3",
         }
     }

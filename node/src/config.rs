@@ -16,7 +16,7 @@ use crate::partition::timestamps::{TimestampPolicy, TimestampType};
 use crate::security::acl::AuthorizerSettings;
 use crate::security::listeners::SecurityProtocol;
 use crate::security::sasl::SaslMechanism;
-use crate::security::tls::{SslProperties, TlsSettings};
+use crate::security::tls::{ClientAuth, SslProperties, TlsSettings};
 use crate::security::SecuritySettings;
 use kafka_client::security::ClientSecurity;
 
@@ -626,14 +626,18 @@ fn is_secret(key: &str) -> bool {
         || key.ends_with(".sasl.jaas.config")
 }
 
-/// `listener.name.<listener>.<mechanism>.sasl.jaas.config`: the one per-listener property
-/// ringlog reads (a broker's own SASL credentials for the inter-broker listener).
-fn listener_jaas_key(key: &str) -> Option<(&str, &str)> {
-    let rest = key
-        .strip_prefix("listener.name.")?
-        .strip_suffix(".sasl.jaas.config")?;
-    let (listener, mechanism) = rest.split_once('.')?;
-    (!listener.is_empty() && !mechanism.is_empty()).then_some((listener, mechanism))
+/// A per-listener property, `listener.name.<listener>.<property>`, of those ringlog reads per
+/// listener: `ssl.client.auth`, `sasl.enabled.mechanisms` and `<mechanism>.sasl.jaas.config`
+/// (a broker's own SASL credentials on the inter-broker listener). Returns the listener and the
+/// property.
+fn listener_key(key: &str) -> Option<(&str, &str)> {
+    let rest = key.strip_prefix("listener.name.")?;
+    let (listener, property) = rest.split_once('.')?;
+    let known = matches!(property, "ssl.client.auth" | "sasl.enabled.mechanisms")
+        || property
+            .strip_suffix(".sasl.jaas.config")
+            .is_some_and(|m| !m.is_empty() && !m.contains('.'));
+    (!listener.is_empty() && known).then_some((listener, property))
 }
 
 /// The raw property map, validated as it is filled, and which properties were set (by the
@@ -682,14 +686,14 @@ impl Properties {
                 why,
             });
         }
-        if key.starts_with("listener.name.") && listener_jaas_key(key).is_none() {
+        if key.starts_with("listener.name.") && listener_key(key).is_none() {
             return Err(ConfigError::Invalid {
                 key: key.to_owned(),
                 value: if is_secret(key) { "[hidden]".into() } else { value.to_owned() },
-                reason: "of the per-listener properties ringlog reads only listener.name.<listener>.<mechanism>.sasl.jaas.config".into(),
+                reason: "of the per-listener properties ringlog reads listener.name.<listener>.ssl.client.auth, .sasl.enabled.mechanisms and .<mechanism>.sasl.jaas.config".into(),
             });
         }
-        if !self.values.contains_key(key) && listener_jaas_key(key).is_none() {
+        if !self.values.contains_key(key) && listener_key(key).is_none() {
             return Err(ConfigError::Unknown(key.to_owned()));
         }
         self.values.insert(key.to_owned(), value.to_owned());
@@ -778,6 +782,19 @@ impl Properties {
         }
     }
 
+    /// A listener's own value of `property` (`listener.name.<listener>.<property>`, the
+    /// listener name in any case): the key as given and the value.
+    fn listener_value(&self, listener: &str, property: &str) -> Option<(&str, &str)> {
+        self.values
+            .iter()
+            .find(|(k, _)| {
+                listener_key(k).is_some_and(|(l, p)| {
+                    l.eq_ignore_ascii_case(listener) && p.eq_ignore_ascii_case(property)
+                })
+            })
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     /// Listeners, TLS and SASL (`listeners`, `ssl.*`, `sasl.*`).
     fn security(&self, shards: usize) -> Result<SecuritySettings, ConfigError> {
         let (listeners, inter_broker) = crate::security::listeners::parse(
@@ -788,6 +805,48 @@ impl Properties {
             shards,
         )
         .map_err(|e| self.invalid(e.key, e.reason))?;
+        // Every per-listener property names a listener.
+        for key in self.values.keys() {
+            if let Some((name, _)) = listener_key(key) {
+                if !listeners.iter().any(|l| l.name.eq_ignore_ascii_case(name)) {
+                    return Err(self.invalid(key, format!("there is no listener named {name}")));
+                }
+            }
+        }
+        let mechanisms = "sasl.enabled.mechanisms";
+        let default_mechanisms = SaslMechanism::parse_list(self.get(mechanisms))
+            .map_err(|reason| self.invalid(mechanisms, reason))?;
+        let mut client_auth = Vec::with_capacity(listeners.len());
+        let mut sasl_mechanisms = Vec::with_capacity(listeners.len());
+        for l in &listeners {
+            let own = self.listener_value(&l.name, "ssl.client.auth");
+            client_auth.push(if l.protocol.tls() {
+                // KIP-684: a SASL_SSL listener asks for no certificate unless its own
+                // ssl.client.auth says so.
+                let (key, value) = match own {
+                    Some(own) => own,
+                    None if l.protocol.sasl() => ("ssl.client.auth", "none"),
+                    None => ("ssl.client.auth", self.get("ssl.client.auth")),
+                };
+                Some(ClientAuth::parse(value).ok_or_else(|| {
+                    self.invalid(key, "must be required, requested or none")
+                })?)
+            } else {
+                if let Some((key, _)) = own {
+                    return Err(self.invalid(
+                        key,
+                        format!("listener {} is {}: ssl.client.auth applies to SSL and SASL_SSL listeners", l.name, l.protocol.name()),
+                    ));
+                }
+                None
+            });
+            sasl_mechanisms.push(match self.listener_value(&l.name, mechanisms) {
+                Some((key, value)) => {
+                    SaslMechanism::parse_list(value).map_err(|reason| self.invalid(key, reason))?
+                }
+                None => default_mechanisms.clone(),
+            });
+        }
         let tls = if listeners.iter().any(|l| l.protocol.tls()) {
             let p = |k: &str| self.get(k);
             let ssl = SslProperties {
@@ -799,16 +858,13 @@ impl Properties {
                 truststore_type: p("ssl.truststore.type"),
                 truststore_location: p("ssl.truststore.location"),
                 truststore_certificates: p("ssl.truststore.certificates"),
-                client_auth: p("ssl.client.auth"),
                 enabled_protocols: p("ssl.enabled.protocols"),
             };
-            Some(TlsSettings::build(&ssl).map_err(|e| self.invalid(e.key, e.reason))?)
+            let levels: Vec<ClientAuth> = client_auth.iter().flatten().copied().collect();
+            Some(TlsSettings::build(&ssl, &levels).map_err(|e| self.invalid(e.key, e.reason))?)
         } else {
             None
         };
-        let mechanisms = "sasl.enabled.mechanisms";
-        let sasl_mechanisms = SaslMechanism::parse_list(self.get(mechanisms))
-            .map_err(|reason| self.invalid(mechanisms, reason))?;
         let reauth: i64 = self.int("connections.max.reauth.ms")?;
         if reauth < 0 {
             return Err(self.invalid("connections.max.reauth.ms", "must be at least 0"));
@@ -854,6 +910,7 @@ impl Properties {
             listeners,
             inter_broker,
             tls,
+            client_auth,
             authorizer,
             sasl_mechanisms,
             reauth: (reauth > 0).then(|| std::time::Duration::from_millis(reauth as u64)),
@@ -1102,18 +1159,16 @@ impl Properties {
         if listener.protocol.sasl() {
             let mech_key = "sasl.mechanism.inter.broker.protocol";
             let mechanism = self.get(mech_key).trim().to_owned();
-            if !security
-                .sasl_mechanisms
-                .iter()
-                .any(|m| m.name() == mechanism)
-            {
+            let enabled = &security.sasl_mechanisms[security.inter_broker];
+            if !enabled.iter().any(|m| m.name() == mechanism) {
+                let names: Vec<&str> = enabled.iter().map(|m| m.name()).collect();
                 return Err(self.invalid(
                     mech_key,
                     format!(
-                        "the inter-broker listener {} is {}: brokers authenticate to each other with one of sasl.enabled.mechanisms ({})",
+                        "the inter-broker listener {} is {}: brokers authenticate to each other with one of its enabled mechanisms ({})",
                         listener.name,
                         listener.protocol.name(),
-                        self.get("sasl.enabled.mechanisms")
+                        names.join(",")
                     ),
                 ));
             }
@@ -1448,5 +1503,57 @@ mod tests {
         // Without a cluster nothing connects to other brokers: nothing is needed.
         p.set("metadata.store", "embedded").unwrap();
         assert!(p.build().is_ok());
+    }
+
+    #[test]
+    fn per_listener_client_auth_and_mechanisms() {
+        let mut p = Properties::default();
+        for (k, v) in [
+            (
+                "listeners",
+                "SASL_SSL://127.0.0.1:9192,SSL://127.0.0.1:9292,PLAINTEXT://127.0.0.1:9092",
+            ),
+            ("ssl.keystore.key", "unused: the build stops before the key"),
+            ("listener.name.nosuch.ssl.client.auth", "required"),
+        ] {
+            p.set(k, v).unwrap();
+        }
+        let err = p.build().unwrap_err().to_string();
+        assert!(
+            err.contains("listener.name.nosuch.ssl.client.auth") && err.contains("no listener"),
+            "{err}"
+        );
+        let mut p = Properties::default();
+        p.set(
+            "listeners",
+            "SASL_SSL://127.0.0.1:9192,PLAINTEXT://127.0.0.1:9092",
+        )
+        .unwrap();
+        p.set("listener.name.PLAINTEXT.ssl.client.auth", "required")
+            .unwrap();
+        let err = p.build().unwrap_err().to_string();
+        assert!(err.contains("applies to SSL and SASL_SSL"), "{err}");
+        let mut p = Properties::default();
+        p.set(
+            "listeners",
+            "SASL_SSL://127.0.0.1:9192,PLAINTEXT://127.0.0.1:9092",
+        )
+        .unwrap();
+        p.set("listener.name.sasl_ssl.sasl.enabled.mechanisms", "GSSAPI")
+            .unwrap();
+        let err = p.build().unwrap_err().to_string();
+        assert!(
+            err.contains("listener.name.sasl_ssl.sasl.enabled.mechanisms"),
+            "{err}"
+        );
+        p.set("listener.name.sasl_ssl.sasl.enabled.mechanisms", "PLAIN")
+            .unwrap();
+        p.set("listener.name.sasl_ssl.ssl.client.auth", "sometimes")
+            .unwrap();
+        let err = p.build().unwrap_err().to_string();
+        assert!(
+            err.contains("listener.name.sasl_ssl.ssl.client.auth") && err.contains("sometimes"),
+            "{err}"
+        );
     }
 }

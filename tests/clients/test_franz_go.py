@@ -49,10 +49,11 @@ def test_consumer_group_share_commit(make_broker, client_check):
     assert broker.stop() == 0, broker.read_log()
 
 
-def test_sasl_ssl_scram_produce_consume_and_refusal(client_check, tmp_path):
-    """franz-go over TLS with SCRAM-SHA-512 (kgo's DialTLSConfig + sasl/scram): 100 records
-    written and read back; a wrong password is refused (SASL_AUTHENTICATION_FAILED) and writes
-    nothing."""
+def test_sasl_ssl_scram_and_mutual_tls_produce_consume_and_refusal(client_check, tmp_path):
+    """franz-go over TLS with SCRAM-SHA-512 (kgo's DialTLSConfig + sasl/scram) and over mutual
+    TLS: 100 records written and read back each way; a wrong password is refused
+    (SASL_AUTHENTICATION_FAILED) and writes nothing, and so is a certificate from a CA the broker
+    does not trust (a TLS alert)."""
     from tls_certs import make_certs
     from test_security import ADMIN_PASSWORD, secure_broker
     certs = make_certs(str(tmp_path))
@@ -66,5 +67,14 @@ def test_sasl_ssl_scram_produce_consume_and_refusal(client_check, tmp_path):
                                            "admin", "wrong"], capture_output=True, text=True, timeout=90)
         assert r.returncode == 3 and "REFUSED" in r.stdout, (r.returncode, r.stdout, r.stderr)
         assert ADMIN_PASSWORD not in open(broker.log_path).read()
+        # mutual TLS on the SSL listener (client certificates required)
+        mtls = f"127.0.0.1:{broker.ssl}"
+        out = run_client_program(client_check + ["secure", mtls, "franz-mtls", certs["ca"], "MTLS",
+                                                 certs["client.crt"], certs["client.key"]], broker, 90, "clientcheck secure")
+        assert out.startswith("OK: 100 records over TLS with MTLS"), out
+        r = subprocess.run(client_check + ["secure", mtls, "franz-mtls-denied", certs["ca"], "MTLS",
+                                           certs["untrusted.crt"], certs["untrusted.key"]],
+                           capture_output=True, text=True, timeout=90)
+        assert r.returncode == 3 and "REFUSED" in r.stdout, (r.returncode, r.stdout, r.stderr)
     finally:
         broker.cleanup()

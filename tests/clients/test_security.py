@@ -296,6 +296,23 @@ def test_kcat_over_sasl_ssl(broker, certs, tmp_path):
         assert r.returncode != 0 and "Authentication failed" in r.stderr, r.stderr
 
 
+def test_kcat_over_mutual_tls(broker, certs):
+    """Debian's kcat (its own librdkafka: no SCRAM here) with a client certificate; one from a CA
+    the broker does not trust is refused."""
+    b = ["-b", f"127.0.0.1:{broker.ssl}"]
+    x = lambda cert: ["-X", "security.protocol=SSL", "-X", f"ssl.ca.location={certs['ca']}",
+                      "-X", f"ssl.certificate.location={certs[cert + '.crt']}",
+                      "-X", f"ssl.key.location={certs[cert + '.key']}"]
+    r = subprocess.run(["kcat", "-P", "-t", "kcat-mtls", "-p", "0"] + b + x("client"), input="m1\nm2\n",
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(["kcat", "-C", "-t", "kcat-mtls", "-p", "0", "-o", "beginning", "-c", "2", "-e"] + b + x("client"),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.split() == ["m1", "m2"], (r.stdout, r.stderr)
+    r = subprocess.run(["kcat", "-L", "-m", "5"] + b + x("untrusted"), capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0, r.stdout
+
+
 def test_kafka_python_over_sasl_ssl_and_mutual_tls(broker, certs):
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition as KTP
     from kafka.errors import KafkaError as KPError
@@ -335,8 +352,17 @@ def test_java_tools_over_sasl_ssl(broker, certs, tmp_path):
                    "--alter", "--add-config", "'SCRAM-SHA-256=[iterations=8192,password=erin-pw]'",
                    "--entity-type", "users", "--entity-name", "erin")
     assert r.returncode == 0, r.stdout + r.stderr
-    # (kafka-configs --describe of users also asks for client quotas, which ringlog does not
-    # have: DescribeUserScramCredentials is checked with confluent-kafka's admin client above)
+    # kafka-configs --describe of users: SCRAM credentials (DescribeUserScramCredentials) and
+    # client quotas (DescribeClientQuotas: ringlog has none)
+    r = kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, "--command-config", str(props),
+                   "--describe", "--entity-type", "users", "--entity-name", "erin")
+    assert r.returncode == 0 and "SCRAM credential configs for user-principal 'erin' are SCRAM-SHA-256=iterations=8192" \
+        in r.stdout, r.stdout + r.stderr
+    # setting a quota is refused by the client (AlterClientQuotas is not served), not ignored
+    r = kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, "--command-config", str(props),
+                   "--alter", "--add-config", "producer_byte_rate=1024", "--entity-type", "users",
+                   "--entity-name", "erin")
+    assert r.returncode != 0 and "ALTER_CLIENT_QUOTAS" in r.stdout + r.stderr, r.stdout + r.stderr
     # the Java producer as erin
     erin = tmp_path / "erin.properties"
     erin.write_text(props.read_text().replace("SCRAM-SHA-512", "SCRAM-SHA-256")
@@ -349,6 +375,19 @@ def test_java_tools_over_sasl_ssl(broker, certs, tmp_path):
                    "--consumer.config", str(props), "--topic", "java-sasl", "--from-beginning",
                    "--max-messages", "2000", "--timeout-ms", "20000")
     assert r.returncode == 0 and "Processed a total of 2000 messages" in r.stdout + r.stderr, r.stdout + r.stderr
+    # the Java client over mutual TLS: Kafka's PEM key store (key and chain in one file)
+    mtls = tmp_path / "mtls.properties"
+    mtls.write_text("\n".join([
+        "security.protocol=SSL", "ssl.keystore.type=PEM", f"ssl.keystore.location={certs['client.pem']}",
+        "ssl.truststore.type=PEM", f"ssl.truststore.location={certs['ca']}", ""]))
+    r = kafka_tool("org.apache.kafka.tools.ProducerPerformance", "--topic", "java-mtls", "--num-records", "500",
+                   "--record-size", "100", "--throughput", "-1", "--producer.config", str(mtls),
+                   "--producer-props", "acks=all", f"bootstrap.servers=127.0.0.1:{broker.ssl}")
+    assert r.returncode == 0 and "500 records sent" in r.stdout, r.stdout + r.stderr
+    r = kafka_tool("org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server", f"127.0.0.1:{broker.ssl}",
+                   "--consumer.config", str(mtls), "--topic", "java-mtls", "--from-beginning",
+                   "--max-messages", "500", "--timeout-ms", "20000")
+    assert r.returncode == 0 and "Processed a total of 500 messages" in r.stdout + r.stderr, r.stdout + r.stderr
 
 
 def test_sessions_expire_and_clients_reauthenticate(certs):
@@ -511,3 +550,43 @@ def test_ringlog_bench_runs_over_sasl_ssl(broker, certs, tmp_path):
     result = json.load(open(out))
     assert sum(result["publishRate"]) > 0 and result["errors"] == 0, r.stdout
     assert sum(result["consumeRate"]) > 0, r.stdout
+
+
+def test_per_listener_client_auth_and_mechanisms(certs):
+    """Kafka's per-listener properties: a SASL_SSL listener that also wants a client
+    certificate (listener.name.sasl_ssl.ssl.client.auth=required, which KIP-684 leaves off by
+    default) and takes PLAIN only, beside a SASL_PLAINTEXT listener with the broker-wide
+    SCRAM-SHA-512."""
+    b = Broker(shards=1)
+    b.sasl_ssl, b.internal = free_port_block(1), free_port_block(1)
+    while len({b.sasl_ssl, b.internal, b.port}) < 3:
+        b.sasl_ssl, b.internal = free_port_block(1), free_port_block(1)
+    b.extra_ports = [b.sasl_ssl, b.internal]
+    b.settings.update({
+        "listeners": f"SASL_SSL://127.0.0.1:{b.sasl_ssl},INTERNAL://127.0.0.1:{b.internal},PLAINTEXT://127.0.0.1:{b.port}",
+        "listener.security.protocol.map": "SASL_SSL:SASL_SSL,INTERNAL:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "ssl.keystore.location": certs["broker.pem"], "ssl.truststore.location": certs["ca"],
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.sasl_ssl.ssl.client.auth": "required",
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN",
+    })
+    b.serve_args = ["--add-scram", f"SCRAM-SHA-512=[name=admin,password={ADMIN_PASSWORD}]"]
+    b.start()
+    try:
+        both = {**sasl_conf(b, certs, mechanism="PLAIN"), "ssl.certificate.location": certs["client.crt"],
+                "ssl.key.location": certs["client.key"]}
+        failed, errors = produce(both, "per-listener", [b"x"])
+        assert not failed and not errors, (failed, errors)
+        # no certificate: refused by TLS; SCRAM: not enabled on this listener
+        for conf in (sasl_conf(b, certs, mechanism="PLAIN"), {**both, "sasl.mechanism": "SCRAM-SHA-512"}):
+            failed, errors = produce(conf, "per-listener", [b"y"], timeout=15)
+            assert failed or errors, conf
+        internal = {"bootstrap.servers": f"127.0.0.1:{b.internal}", "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "admin", "sasl.password": ADMIN_PASSWORD}
+        failed, errors = produce(internal, "per-listener", [b"z"])
+        assert not failed and not errors, (failed, errors)
+        failed, errors = produce({**internal, "sasl.mechanism": "PLAIN"}, "per-listener", [b"w"], timeout=15)
+        assert failed or errors
+        assert consume(internal, "per-listener", 2) == [b"x", b"z"]
+    finally:
+        b.cleanup()

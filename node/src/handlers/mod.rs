@@ -6,6 +6,7 @@ pub mod alter_configs;
 pub mod api_versions;
 pub mod authorized;
 pub mod client;
+pub mod client_quotas;
 pub mod delete_records;
 pub mod describe_cluster;
 pub mod describe_configs;
@@ -77,6 +78,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // v1 carries the session lifetime (KIP-368), v2 flexible versions.
     (ApiKey::SaslAuthenticate, 0, 2),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
+    // No quotas exist: every filter matches nothing (AlterClientQuotas is not served).
+    (ApiKey::DescribeClientQuotas, 0, 1),
     (ApiKey::AlterUserScramCredentials, 0, 0),
     // Kafka 4.x serves 2-3 (KIP-896 removed 0-1).
     (ApiKey::DescribeAcls, 2, 3),
@@ -176,6 +179,9 @@ pub async fn dispatch(
         }
         RequestKind::DescribeTopicPartitions(r) => {
             encode(&describe_topic_partitions::handle(ctx, client, r), version)?
+        }
+        RequestKind::DescribeClientQuotas(r) => {
+            encode(&client_quotas::describe(ctx, client, r), version)?
         }
         RequestKind::ListConfigResources(r) => encode(
             &list_config_resources::handle(ctx, client, r, version),

@@ -334,10 +334,15 @@ pub fn authorize(
     allowed
 }
 
-/// Whether `who` is allowed `op` on some resource of type `resource` (Kafka's
-/// `authorizeByResourceType`, used for idempotent producers: WRITE on any topic implies
-/// IDEMPOTENT_WRITE). Approximated as: some ALLOW binding for the operation applies to `who`
-/// and no DENY for it names `who` on a wildcard or on every prefix.
+/// Whether `who` is allowed `op` on some resource of type `resource`: Kafka's
+/// `authorizeByResourceType` (idempotent producers: WRITE on any topic stands for
+/// IDEMPOTENT_WRITE), by its rules. First as for a resource named `hardcode` (so super users, and
+/// `allow.everyone.if.no.acl.found` where nothing names it, pass); then, over the bindings of
+/// that type for `who`'s principal (or `User:*`) and host (or `*`) whose operation is `op` itself
+/// or ALL (no implied operations): a DENY on the literal `*` refuses; an ALLOW on the literal `*`
+/// allows; otherwise some other ALLOW must survive the DENYs — a literal one not denied by the
+/// same literal, neither kind with a PREFIXED DENY on any prefix of its name (the whole name
+/// included).
 pub fn allowed_on_some(
     acls: &Acls,
     settings: &AuthorizerSettings,
@@ -345,10 +350,13 @@ pub fn allowed_on_some(
     op: Operation,
     resource: ResourceType,
 ) -> bool {
-    if settings.super_users.contains(who.principal) {
+    if authorize(acls, settings, who, op, resource, "hardcode") {
         return true;
     }
-    let mut allowed = false;
+    let mut denied_literal = BTreeSet::new();
+    let mut denied_prefix = BTreeSet::new();
+    let mut allowed = Vec::new();
+    let mut wildcard_allowed = false;
     for (key, entries) in acls {
         let Some(p) = Pattern::from_key(key) else {
             continue;
@@ -356,24 +364,34 @@ pub fn allowed_on_some(
         if p.resource != resource {
             continue;
         }
-        for e in entries
-            .iter()
-            .filter(|e| e.applies_to(who.principal, who.host))
-        {
-            match e.permission {
-                Permission::Deny
-                    if e.operation.denies(op)
-                        && p.pattern == PatternType::Literal
-                        && p.name == WILDCARD =>
-                {
-                    return false
+        for e in entries.iter().filter(|e| {
+            e.applies_to(who.principal, who.host)
+                && (e.operation == op || e.operation == Operation::All)
+        }) {
+            match (e.permission, p.pattern) {
+                (Permission::Deny, PatternType::Literal) if p.name == WILDCARD => return false,
+                (Permission::Deny, PatternType::Literal) => {
+                    denied_literal.insert(p.name.clone());
                 }
-                Permission::Allow if e.operation.allows(op) => allowed = true,
-                _ => {}
+                (Permission::Deny, PatternType::Prefixed) => {
+                    denied_prefix.insert(p.name.clone());
+                }
+                (Permission::Allow, PatternType::Literal) if p.name == WILDCARD => {
+                    wildcard_allowed = true
+                }
+                (Permission::Allow, pattern) => allowed.push((pattern, p.name.clone())),
             }
         }
     }
-    allowed
+    wildcard_allowed
+        || allowed.iter().any(|(pattern, name)| {
+            let literal_denied = *pattern == PatternType::Literal && denied_literal.contains(name);
+            let prefix_denied = name
+                .char_indices()
+                .map(|(i, c)| &name[..i + c.len_utf8()])
+                .any(|prefix| denied_prefix.contains(prefix));
+            !literal_denied && !prefix_denied
+        })
 }
 
 /// Kafka's operations of a resource type (the bits of authorized operations in Metadata and
@@ -478,6 +496,91 @@ mod tests {
         assert!(authorize(&a, &sup, ALICE, Read, t, "orders-secret"));
         assert!(allowed_on_some(&a, &s, ALICE, Read, t));
         assert!(!allowed_on_some(&a, &s, ALICE, Write, t));
+    }
+
+    /// Kafka's `authorizeByResourceType` cases (AuthorizerTest's by-resource-type tests).
+    #[test]
+    fn allowed_on_some_follows_kafkas_rules() {
+        use Operation::*;
+        use Permission::*;
+        let t = ResourceType::Topic;
+        let s = AuthorizerSettings::default();
+        let check = |bindings: &[(&str, &str, Operation, Permission, &str)]| {
+            allowed_on_some(&acls(bindings), &s, ALICE, Write, t)
+        };
+        assert!(!check(&[]), "no ACL, allow.everyone.if.no.acl.found=false");
+        assert!(check(&[(
+            "TOPIC/LITERAL/t1",
+            "User:alice",
+            Write,
+            Allow,
+            "*"
+        )]));
+        assert!(check(&[("TOPIC/PREFIXED/t", "User:*", All, Allow, "*")]));
+        assert!(
+            !check(&[("TOPIC/LITERAL/t1", "User:alice", Read, Allow, "*")]),
+            "READ is not WRITE, and nothing is implied"
+        );
+        assert!(!check(&[
+            ("TOPIC/LITERAL/t1", "User:alice", Write, Allow, "*"),
+            ("TOPIC/LITERAL/t1", "User:alice", Write, Deny, "*"),
+        ]));
+        assert!(check(&[
+            ("TOPIC/LITERAL/t1", "User:alice", Write, Allow, "*"),
+            ("TOPIC/LITERAL/t2", "User:alice", Write, Allow, "*"),
+            ("TOPIC/LITERAL/t1", "User:alice", Write, Deny, "*"),
+        ]));
+        assert!(
+            !check(&[
+                ("TOPIC/LITERAL/abc", "User:alice", Write, Allow, "*"),
+                ("TOPIC/PREFIXED/a", "User:alice", Write, Deny, "*"),
+            ]),
+            "a PREFIXED deny on a prefix dominates"
+        );
+        assert!(
+            !check(&[
+                ("TOPIC/PREFIXED/abc", "User:alice", Write, Allow, "*"),
+                ("TOPIC/PREFIXED/abc", "User:alice", Write, Deny, "*"),
+            ]),
+            "the whole name is a prefix of itself"
+        );
+        assert!(
+            check(&[
+                ("TOPIC/PREFIXED/a", "User:alice", Write, Allow, "*"),
+                ("TOPIC/PREFIXED/abc", "User:alice", Write, Deny, "*"),
+            ]),
+            "a longer PREFIXED deny leaves the rest of the prefix allowed"
+        );
+        assert!(
+            !check(&[
+                ("TOPIC/LITERAL/*", "User:*", All, Allow, "*"),
+                ("TOPIC/LITERAL/*", "User:alice", Write, Deny, "*"),
+            ]),
+            "a DENY on the wildcard refuses"
+        );
+        assert!(!check(&[(
+            "TOPIC/LITERAL/t1",
+            "User:alice",
+            Write,
+            Allow,
+            "10.0.0.9"
+        )]));
+        let sup = AuthorizerSettings {
+            super_users: ["User:alice".to_owned()].into(),
+            ..Default::default()
+        };
+        assert!(allowed_on_some(
+            &acls(&[("TOPIC/LITERAL/*", "User:alice", All, Deny, "*")]),
+            &sup,
+            ALICE,
+            Write,
+            t
+        ));
+        let open = AuthorizerSettings {
+            allow_everyone_if_no_acl_found: true,
+            ..Default::default()
+        };
+        assert!(allowed_on_some(&acls(&[]), &open, ALICE, Write, t));
     }
 
     #[test]

@@ -37,10 +37,14 @@ pub struct SecuritySettings {
     pub inter_broker: usize,
     /// The TLS listeners' settings (`None` when no listener is TLS).
     pub tls: Option<TlsSettings>,
+    /// Per listener (by index): the client certificates a TLS listener asks for (`None`: not a
+    /// TLS listener).
+    pub client_auth: Vec<Option<tls::ClientAuth>>,
     /// ACL authorization (`authorizer.class.name`); `None`: everyone may do everything.
     pub authorizer: Option<acl::AuthorizerSettings>,
-    /// `sasl.enabled.mechanisms`.
-    pub sasl_mechanisms: Vec<SaslMechanism>,
+    /// Per listener (by index): its SASL mechanisms (`sasl.enabled.mechanisms`, or the
+    /// listener's `listener.name.<listener>.sasl.enabled.mechanisms`).
+    pub sasl_mechanisms: Vec<Vec<SaslMechanism>>,
     /// `connections.max.reauth.ms` (`None`: 0, sessions last as long as their connection).
     pub reauth: Option<Duration>,
     /// `connection.failed.authentication.delay.ms`.

@@ -31,75 +31,69 @@ impl ClientAuth {
     }
 }
 
-/// The TLS side of the broker's listeners. `ssl.client.auth` applies to SSL listeners; a
-/// SASL_SSL listener authenticates clients with SASL and asks for no certificate (Kafka's rule
-/// since KIP-684, unless set per listener, which ringlog does not read).
+/// The TLS side of the broker's listeners: one server config for each `ssl.client.auth` a TLS
+/// listener uses. An SSL listener asks for client certificates as `ssl.client.auth` says, a
+/// SASL_SSL one for none (Kafka's rule since KIP-684); `listener.name.<listener>.ssl.client.auth`
+/// overrides either (see the config).
 #[derive(Debug, Clone)]
 pub struct TlsSettings {
-    /// For SSL listeners: asks for client certificates as `ssl.client.auth` says.
-    pub ssl: Arc<ServerConfig>,
-    /// For SASL_SSL listeners: no client certificate.
-    pub sasl_ssl: Arc<ServerConfig>,
-    pub client_auth: ClientAuth,
+    configs: Vec<(ClientAuth, Arc<ServerConfig>)>,
 }
 
 impl TlsSettings {
-    /// Builds the server's TLS config from the `ssl.*` properties.
-    pub fn build(p: &SslProperties<'_>) -> Result<TlsSettings, TlsError> {
+    /// Builds a server config for each of `levels` from the `ssl.*` properties.
+    pub fn build(p: &SslProperties<'_>, levels: &[ClientAuth]) -> Result<TlsSettings, TlsError> {
         let (chain, key) = p.key_store()?.ok_or_else(|| {
             error(
                 "ssl.keystore.location",
                 "a TLS listener needs the broker's key and certificate chain: ssl.keystore.location (one PEM file holding both) or ssl.keystore.key with ssl.keystore.certificate.chain",
             )
         })?;
-        let client_auth = ClientAuth::parse(p.client_auth).ok_or_else(|| {
-            error(
-                "ssl.client.auth",
-                format!("'{}': must be required, requested or none", p.client_auth),
-            )
-        })?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let versions = p.protocol_versions()?;
-        let builder = || {
-            ServerConfig::builder_with_provider(provider.clone())
+        let mut configs: Vec<(ClientAuth, Arc<ServerConfig>)> = Vec::new();
+        for &level in levels {
+            if configs.iter().any(|(l, _)| *l == level) {
+                continue;
+            }
+            let builder = ServerConfig::builder_with_provider(provider.clone())
                 .with_protocol_versions(&versions)
-                .map_err(|e| error("ssl.enabled.protocols", e.to_string()))
-        };
-        let certified = |b: rustls::ConfigBuilder<
-            ServerConfig,
-            rustls::server::WantsServerCert,
-        >| {
-            b.with_single_cert(chain.clone(), key.clone_key())
-                .map(Arc::new)
-                .map_err(|e| error("ssl.keystore.location", format!("key and certificate: {e}")))
-        };
-        let sasl_ssl = certified(builder()?.with_no_client_auth())?;
-        let ssl = if client_auth == ClientAuth::None {
-            sasl_ssl.clone()
-        } else {
-            let roots = p.trust_store()?.ok_or_else(|| {
-                error(
-                    "ssl.truststore.location",
-                    "ssl.client.auth asks for client certificates: give the CAs that sign them (ssl.truststore.location or ssl.truststore.certificates, PEM)",
-                )
-            })?;
-            let verifier =
-                WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
-            let verifier = if client_auth == ClientAuth::Requested {
-                verifier.allow_unauthenticated()
+                .map_err(|e| error("ssl.enabled.protocols", e.to_string()))?;
+            let builder = if level == ClientAuth::None {
+                builder.with_no_client_auth()
             } else {
-                verifier
+                let roots = p.trust_store()?.ok_or_else(|| {
+                    error(
+                        "ssl.truststore.location",
+                        "ssl.client.auth asks for client certificates: give the CAs that sign them (ssl.truststore.location or ssl.truststore.certificates, PEM)",
+                    )
+                })?;
+                let verifier =
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+                let verifier = if level == ClientAuth::Requested {
+                    verifier.allow_unauthenticated()
+                } else {
+                    verifier
+                };
+                let verifier = verifier
+                    .build()
+                    .map_err(|e| error("ssl.truststore.location", e.to_string()))?;
+                builder.with_client_cert_verifier(verifier)
             };
-            let verifier = verifier
-                .build()
-                .map_err(|e| error("ssl.truststore.location", e.to_string()))?;
-            certified(builder()?.with_client_cert_verifier(verifier))?
-        };
-        Ok(TlsSettings {
-            ssl,
-            sasl_ssl,
-            client_auth,
-        })
+            let config = builder
+                .with_single_cert(chain.clone(), key.clone_key())
+                .map_err(|e| error("ssl.keystore.location", format!("key and certificate: {e}")))?;
+            configs.push((level, Arc::new(config)));
+        }
+        Ok(TlsSettings { configs })
+    }
+
+    /// The server config for a listener asking for client certificates as `level` says.
+    pub fn config(&self, level: ClientAuth) -> Option<Arc<ServerConfig>> {
+        self.configs
+            .iter()
+            .find(|(l, _)| *l == level)
+            .map(|(_, c)| c.clone())
     }
 }
 
@@ -162,13 +156,16 @@ mod tests {
     fn missing_key_store_is_named() {
         let p = SslProperties::default();
         assert_eq!(
-            TlsSettings::build(&p).unwrap_err().key,
+            TlsSettings::build(&p, &[ClientAuth::None]).unwrap_err().key,
             "ssl.keystore.location"
         );
         let jks = SslProperties {
             keystore_type: "JKS",
             ..p
         };
-        assert!(TlsSettings::build(&jks).unwrap_err().reason.contains("PEM"));
+        assert!(TlsSettings::build(&jks, &[ClientAuth::None])
+            .unwrap_err()
+            .reason
+            .contains("PEM"));
     }
 }

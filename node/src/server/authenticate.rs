@@ -39,10 +39,14 @@ pub struct Sasl {
 }
 
 impl Sasl {
-    pub fn new(ctx: &ShardCtx, peer: &str) -> Sasl {
+    pub fn new(ctx: &ShardCtx, peer: &str, listener: usize) -> Sasl {
         let s = &ctx.config.security;
         Sasl {
-            session: SaslSession::new(s.sasl_mechanisms.clone(), s.reauth),
+            // Config validation gives every listener its list; none would refuse every login.
+            session: SaslSession::new(
+                s.sasl_mechanisms.get(listener).cloned().unwrap_or_default(),
+                s.reauth,
+            ),
             peer: peer.into(),
         }
     }

@@ -108,14 +108,16 @@ pub async fn serve_connection(ctx: &Rc<ShardCtx>, stream: TcpStream, listener: u
         decisions: Default::default(),
     };
     let protocol = ctx.config.listener(listener).protocol;
-    let sasl = protocol.sasl().then(|| Sasl::new(ctx, &peer));
-    let result = match (&ctx.config.security.tls, protocol.tls()) {
-        (Some(tls), true) => {
-            let server = if protocol.sasl() {
-                tls.sasl_ssl.clone()
-            } else {
-                tls.ssl.clone()
-            };
+    let sasl = protocol.sasl().then(|| Sasl::new(ctx, &peer, listener));
+    let security = &ctx.config.security;
+    let server = security
+        .client_auth
+        .get(listener)
+        .copied()
+        .flatten()
+        .and_then(|level| security.tls.as_ref()?.config(level));
+    let result = match (server, protocol.tls()) {
+        (Some(server), true) => {
             let acceptor = futures_rustls::TlsAcceptor::from(server);
             let handshake = async { Some(acceptor.accept(stream).await) };
             let timeout = async {

@@ -339,6 +339,7 @@ mod tests {
             ApiKey::CreateAcls => RequestKind::CreateAcls(Default::default()),
             ApiKey::DescribeAcls => RequestKind::DescribeAcls(Default::default()),
             ApiKey::DeleteAcls => RequestKind::DeleteAcls(Default::default()),
+            ApiKey::DescribeClientQuotas => RequestKind::DescribeClientQuotas(Default::default()),
             other => panic!("add {other:?} to default_request"),
         }
     }

@@ -1,10 +1,10 @@
 package main
 
 // clientcheck secure BOOTSTRAP TOPIC CAFILE MECHANISM USER PASSWORD: franz-go over TLS with
-// SASL/SCRAM (MECHANISM SCRAM-SHA-256 or SCRAM-SHA-512): produces 100 records to partition 0,
-// reads them back with a group-less consumer and compares them. With USER "-" it connects with
-// TLS only and expects the broker to refuse it (exit 0 when it was refused and nothing was
-// written). Exit 1 on a mismatch, 2 on an error.
+// SASL/SCRAM (MECHANISM SCRAM-SHA-256 or SCRAM-SHA-512), or over mutual TLS (MECHANISM MTLS:
+// USER is the client certificate's PEM file, PASSWORD its key's): produces 100 records to
+// partition 0, reads them back with a group-less consumer and compares them. Exit 3 when the
+// broker refused the login or the certificate, 1 on a mismatch, 2 on another error.
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -34,13 +35,16 @@ func secure(args []string) {
 	if !roots.AppendCertsFromPEM(pem) {
 		fail(errors.New("no CA certificate in " + caFile))
 	}
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(bootstrap),
-		kgo.DialTLSConfig(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}),
-		kgo.RequestRetries(2),
-	}
+	tlsConfig := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	opts := []kgo.Opt{kgo.SeedBrokers(bootstrap), kgo.RequestRetries(2)}
 	auth := scram.Auth{User: user, Pass: password}
 	switch mechanism {
+	case "MTLS":
+		cert, err := tls.LoadX509KeyPair(user, password)
+		if err != nil {
+			fail(err)
+		}
+		tlsConfig.Certificates = []tls.Certificate{cert}
 	case "SCRAM-SHA-256":
 		opts = append(opts, kgo.SASL(auth.AsSha256Mechanism()))
 	case "SCRAM-SHA-512":
@@ -48,6 +52,7 @@ func secure(args []string) {
 	default:
 		fail(errors.New("mechanism " + mechanism))
 	}
+	opts = append(opts, kgo.DialTLSConfig(tlsConfig))
 	producer, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 	if err != nil {
@@ -60,7 +65,7 @@ func secure(args []string) {
 	pingCtx, pingCancel := context.WithTimeout(ctx, 15*time.Second)
 	defer pingCancel()
 	if err := producer.Ping(pingCtx); err != nil {
-		if errors.Is(err, kerr.SaslAuthenticationFailed) {
+		if refused(err) {
 			fmt.Println("REFUSED:", err)
 			os.Exit(3)
 		}
@@ -70,7 +75,7 @@ func secure(args []string) {
 	for i := 0; i < n; i++ {
 		r := &kgo.Record{Value: []byte(fmt.Sprintf("secure-%d", i)), Partition: 0}
 		if err := producer.ProduceSync(ctx, r).FirstErr(); err != nil {
-			if errors.Is(err, kerr.SaslAuthenticationFailed) {
+			if refused(err) {
 				fmt.Println("REFUSED:", err)
 				os.Exit(3)
 			}
@@ -98,6 +103,11 @@ func secure(args []string) {
 		})
 	}
 	fmt.Printf("OK: %d records over TLS with %s as %s\n", n, mechanism, user)
+}
+
+// refused: the broker turned the login down (SASL) or the certificate (a TLS alert it sent).
+func refused(err error) bool {
+	return errors.Is(err, kerr.SaslAuthenticationFailed) || strings.Contains(err.Error(), "remote error: tls:")
 }
 
 func fail(err error) {
