@@ -1,6 +1,7 @@
 //! An async transport on glommio, for code that runs on a shard: one connection, one request at
 //! a time ([`Connection::call`]); the caller pipelines by keeping several connections. Never
-//! blocks the reactor. TLS is futures-rustls over glommio's stream.
+//! blocks the reactor. TLS is futures-rustls over glommio's stream; a SASL session with a
+//! lifetime is renewed on the connection before it ends (KIP-368).
 
 use bytes::Bytes;
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -12,8 +13,10 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::codec::{decode, request_frame, response_body, ClientError};
 use crate::security::{
-    ClientSecurity, SaslExchange, SASL_AUTHENTICATE_VERSION, SASL_HANDSHAKE_VERSION,
+    reauthenticate_at, ClientSecurity, SaslCredentials, SaslExchange, SASL_AUTHENTICATE_VERSION,
+    SASL_HANDSHAKE_VERSION,
 };
+use std::time::Instant;
 
 enum Stream {
     Plain(TcpStream),
@@ -25,6 +28,9 @@ pub struct Connection {
     addr: String,
     client_id: &'static str,
     next_correlation_id: i32,
+    /// SASL credentials, and when the session must be renewed.
+    sasl: Option<SaslCredentials>,
+    reauthenticate_at: Option<Instant>,
 }
 
 async fn write_frame<S: AsyncWrite + Unpin>(s: &mut S, frame: &[u8]) -> std::io::Result<()> {
@@ -71,26 +77,38 @@ impl Connection {
             addr: addr.to_owned(),
             client_id,
             next_correlation_id: 0,
+            sasl: security.sasl.clone(),
+            reauthenticate_at: None,
         };
-        if let Some(credentials) = &security.sasl {
-            let mut exchange = SaslExchange::new(credentials);
-            let resp: SaslHandshakeResponse = conn
-                .call(
-                    ApiKey::SaslHandshake,
-                    SASL_HANDSHAKE_VERSION,
-                    &exchange.handshake_request(),
-                )
-                .await?;
-            exchange.handshake_answer(&resp)?;
-            let mut req = Some(exchange.first_request());
-            while let Some(r) = req {
-                let resp: SaslAuthenticateResponse = conn
-                    .call(ApiKey::SaslAuthenticate, SASL_AUTHENTICATE_VERSION, &r)
-                    .await?;
-                req = exchange.answer(&resp)?;
-            }
-        }
+        conn.authenticate().await?;
         Ok(conn)
+    }
+
+    /// The SASL exchange (when the connection has credentials), at connect and again before
+    /// the session the broker gave ends.
+    async fn authenticate(&mut self) -> Result<(), ClientError> {
+        let Some(credentials) = self.sasl.clone() else {
+            return Ok(());
+        };
+        let mut exchange = SaslExchange::new(&credentials);
+        let resp: SaslHandshakeResponse = self
+            .exchange(
+                ApiKey::SaslHandshake,
+                SASL_HANDSHAKE_VERSION,
+                &exchange.handshake_request(),
+            )
+            .await?;
+        exchange.handshake_answer(&resp)?;
+        let mut req = Some(exchange.first_request());
+        let started = Instant::now();
+        while let Some(r) = req {
+            let resp: SaslAuthenticateResponse = self
+                .exchange(ApiKey::SaslAuthenticate, SASL_AUTHENTICATE_VERSION, &r)
+                .await?;
+            req = exchange.answer(&resp)?;
+            self.reauthenticate_at = reauthenticate_at(started, resp.session_lifetime_ms);
+        }
+        Ok(())
     }
 
     fn io(&self, source: std::io::Error) -> ClientError {
@@ -100,8 +118,24 @@ impl Connection {
         }
     }
 
-    /// Sends a request and reads its response.
+    /// Sends a request and reads its response (authenticating again first when the SASL
+    /// session is about to end).
     pub async fn call<Req: Encodable, Resp: Decodable>(
+        &mut self,
+        api: ApiKey,
+        version: i16,
+        request: &Req,
+    ) -> Result<Resp, ClientError> {
+        if self
+            .reauthenticate_at
+            .is_some_and(|at| Instant::now() >= at)
+        {
+            self.authenticate().await?;
+        }
+        self.exchange(api, version, request).await
+    }
+
+    async fn exchange<Req: Encodable, Resp: Decodable>(
         &mut self,
         api: ApiKey,
         version: i16,

@@ -11,7 +11,7 @@
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, SaslAuthenticateResponse, SaslHandshakeResponse};
@@ -20,7 +20,8 @@ use rustls::ClientConnection;
 
 use crate::codec::{decode, request_frame, response_body, ClientError};
 use crate::security::{
-    ClientSecurity, SaslExchange, SASL_AUTHENTICATE_VERSION, SASL_HANDSHAKE_VERSION,
+    reauthenticate_at, ClientSecurity, SaslCredentials, SaslExchange, SASL_AUTHENTICATE_VERSION,
+    SASL_HANDSHAKE_VERSION,
 };
 
 /// The writing half of a connection.
@@ -79,6 +80,19 @@ pub fn connect(
     options: ConnectOptions,
     security: &ClientSecurity,
 ) -> Result<(Sender, Receiver), ClientError> {
+    let (mut sender, mut receiver) = connect_wire(addr, options, security)?;
+    if let Some(credentials) = &security.sasl {
+        authenticate(&mut sender, &mut receiver, credentials)?;
+    }
+    Ok((sender, receiver))
+}
+
+/// TCP, and TLS when `security` says.
+fn connect_wire(
+    addr: &str,
+    options: ConnectOptions,
+    security: &ClientSecurity,
+) -> Result<(Sender, Receiver), ClientError> {
     let io = |source| ClientError::Io {
         addr: addr.to_owned(),
         source,
@@ -116,39 +130,50 @@ pub fn connect(
             )
         }
     };
-    let mut sender = Sender {
+    let sender = Sender {
         wire: write,
         addr: addr.to_owned(),
         client_id: options.client_id,
         next_correlation_id: 0,
     };
-    let mut receiver = Receiver {
+    let receiver = Receiver {
         wire: read,
         addr: addr.to_owned(),
     };
-    if let Some(credentials) = &security.sasl {
-        let mut exchange = SaslExchange::new(credentials);
-        let resp: SaslHandshakeResponse = call_on(
-            &mut sender,
-            &mut receiver,
-            ApiKey::SaslHandshake,
-            SASL_HANDSHAKE_VERSION,
-            &exchange.handshake_request(),
-        )?;
-        exchange.handshake_answer(&resp)?;
-        let mut req = Some(exchange.first_request());
-        while let Some(r) = req {
-            let resp: SaslAuthenticateResponse = call_on(
-                &mut sender,
-                &mut receiver,
-                ApiKey::SaslAuthenticate,
-                SASL_AUTHENTICATE_VERSION,
-                &r,
-            )?;
-            req = exchange.answer(&resp)?;
-        }
-    }
     Ok((sender, receiver))
+}
+
+/// The SASL exchange on a connection; returns when to run it again (KIP-368), if the broker
+/// limits the session.
+fn authenticate(
+    sender: &mut Sender,
+    receiver: &mut Receiver,
+    credentials: &SaslCredentials,
+) -> Result<Option<Instant>, ClientError> {
+    let mut exchange = SaslExchange::new(credentials);
+    let resp: SaslHandshakeResponse = call_on(
+        sender,
+        receiver,
+        ApiKey::SaslHandshake,
+        SASL_HANDSHAKE_VERSION,
+        &exchange.handshake_request(),
+    )?;
+    exchange.handshake_answer(&resp)?;
+    let started = Instant::now();
+    let mut again = None;
+    let mut req = Some(exchange.first_request());
+    while let Some(r) = req {
+        let resp: SaslAuthenticateResponse = call_on(
+            sender,
+            receiver,
+            ApiKey::SaslAuthenticate,
+            SASL_AUTHENTICATE_VERSION,
+            &r,
+        )?;
+        req = exchange.answer(&resp)?;
+        again = reauthenticate_at(started, resp.session_lifetime_ms);
+    }
+    Ok(again)
 }
 
 impl WriteHalf {
@@ -312,10 +337,14 @@ fn call_on<Req: Encodable, Resp: Decodable>(
     Ok(resp)
 }
 
-/// A connection used one request at a time.
+/// A connection used one request at a time; it renews a SASL session with a lifetime before
+/// it ends (the split halves of [`connect`] do not: a pipelined connection is closed by the
+/// broker when its session ends).
 pub struct Connection {
     sender: Sender,
     receiver: Receiver,
+    sasl: Option<SaslCredentials>,
+    reauthenticate_at: Option<Instant>,
 }
 
 impl Connection {
@@ -324,8 +353,23 @@ impl Connection {
         options: ConnectOptions,
         security: &ClientSecurity,
     ) -> Result<Connection, ClientError> {
-        let (sender, receiver) = connect(addr, options, security)?;
-        Ok(Connection { sender, receiver })
+        let (sender, receiver) = connect_wire(addr, options, security)?;
+        let mut c = Connection {
+            sender,
+            receiver,
+            sasl: security.sasl.clone(),
+            reauthenticate_at: None,
+        };
+        c.authenticate()?;
+        Ok(c)
+    }
+
+    fn authenticate(&mut self) -> Result<(), ClientError> {
+        if let Some(credentials) = &self.sasl {
+            self.reauthenticate_at =
+                authenticate(&mut self.sender, &mut self.receiver, credentials)?;
+        }
+        Ok(())
     }
 
     /// Sends a request and reads its response.
@@ -335,6 +379,12 @@ impl Connection {
         version: i16,
         request: &Req,
     ) -> Result<Resp, ClientError> {
+        if self
+            .reauthenticate_at
+            .is_some_and(|at| Instant::now() >= at)
+        {
+            self.authenticate()?;
+        }
         call_on(&mut self.sender, &mut self.receiver, api, version, request)
     }
 }

@@ -451,6 +451,17 @@ impl SaslExchange {
     }
 }
 
+/// When to authenticate again on a connection (KIP-368): at 85 % of the session lifetime the
+/// broker gave in its last SaslAuthenticate answer (`None`: 0, no limit).
+pub fn reauthenticate_at(
+    authenticated_at: std::time::Instant,
+    session_lifetime_ms: i64,
+) -> Option<std::time::Instant> {
+    (session_lifetime_ms > 0).then(|| {
+        authenticated_at + std::time::Duration::from_millis(session_lifetime_ms as u64 * 85 / 100)
+    })
+}
+
 fn authenticate_request(bytes: Vec<u8>) -> SaslAuthenticateRequest {
     let mut req = SaslAuthenticateRequest::default();
     req.auth_bytes = Bytes::from(bytes);

@@ -1,10 +1,12 @@
 """Brokers that authenticate to each other: three ringlog nodes over a real etcd whose
 inter-broker listener is SASL_SSL (TLS checked against the test CA, SCRAM-SHA-512 as the user
-`broker`), with ACLs on and a PLAINTEXT listener that lets nobody do anything. Followers fetch over
+`broker`, sessions limited to 4 s by connections.max.reauth.ms), with ACLs on and a PLAINTEXT
+listener that lets nobody do anything. Followers fetch over
 the SASL_SSL listener (the ISR fills), acks=all writes survive the leader's kill -9 with every
 acknowledged value read back at its offset, and a node whose inter-broker password is wrong is
 refused by the leader — it stays out of the ISR and says why in its log — until it restarts with
-the right one."""
+the right one. No follower is ever closed for an expired session: they authenticate again on
+their connections."""
 import time
 import uuid
 
@@ -50,6 +52,9 @@ class SecureCluster:
             "ssl.truststore.location": self.certs["ca"],
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "super.users": "User:broker;User:admin",
+            # sessions end every 4 s: followers (and librdkafka) authenticate again on their
+            # connections (KIP-368) instead of being cut off
+            "connections.max.reauth.ms": 4000,
         }
         if node_id == 1:
             # The users, made once (a node given another password would replace it).
@@ -160,6 +165,8 @@ def test_followers_fetch_over_sasl_ssl_and_a_wrong_broker_password_is_refused(cl
     for b in cluster.nodes.values():
         log = full_log(b)
         assert BROKER_PASSWORD not in log and "not-the-broker-password" not in log and ADMIN_PASSWORD not in log
+        # every follower renewed its session in time: none was closed for an expired one
+        assert "SASL session of broker expired" not in log, log[-3000:]
     cluster.nodes[follower].stop()
     cluster.start(follower)
     wait_for("back in sync with the right password", lambda: cluster.partition()[1] == [1, 2, 3], timeout=60)
