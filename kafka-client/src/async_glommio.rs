@@ -13,7 +13,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::codec::{decode, request_frame, response_body, ClientError};
 use crate::security::{
-    reauthenticate_at, ClientSecurity, SaslCredentials, SaslExchange, SASL_AUTHENTICATE_VERSION,
+    ClientSecurity, SaslCredentials, SaslExchange, SASL_AUTHENTICATE_VERSION,
     SASL_HANDSHAKE_VERSION,
 };
 use std::time::Instant;
@@ -33,12 +33,13 @@ pub struct Connection {
     reauthenticate_at: Option<Instant>,
 }
 
-async fn write_frame<S: AsyncWrite + Unpin>(s: &mut S, frame: &[u8]) -> std::io::Result<()> {
+/// Writes a request frame and reads the response frame after it.
+async fn round_trip<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    frame: &[u8],
+) -> std::io::Result<Vec<u8>> {
     s.write_all(frame).await?;
-    s.flush().await
-}
-
-async fn read_frame<S: AsyncRead + Unpin>(s: &mut S) -> std::io::Result<Vec<u8>> {
+    s.flush().await?;
     let mut len = [0u8; 4];
     s.read_exact(&mut len).await?;
     let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
@@ -100,14 +101,13 @@ impl Connection {
             .await?;
         exchange.handshake_answer(&resp)?;
         let mut req = Some(exchange.first_request());
-        let started = Instant::now();
         while let Some(r) = req {
             let resp: SaslAuthenticateResponse = self
                 .exchange(ApiKey::SaslAuthenticate, SASL_AUTHENTICATE_VERSION, &r)
                 .await?;
             req = exchange.answer(&resp)?;
-            self.reauthenticate_at = reauthenticate_at(started, resp.session_lifetime_ms);
         }
+        self.reauthenticate_at = exchange.renew_at();
         Ok(())
     }
 
@@ -145,14 +145,8 @@ impl Connection {
         let expected = self.next_correlation_id;
         let frame = request_frame(api, version, expected, self.client_id, request)?;
         let body = match &mut self.stream {
-            Stream::Plain(s) => match write_frame(s, &frame).await {
-                Ok(()) => read_frame(s).await,
-                Err(e) => Err(e),
-            },
-            Stream::Tls(s) => match write_frame(s, &frame).await {
-                Ok(()) => read_frame(s).await,
-                Err(e) => Err(e),
-            },
+            Stream::Plain(s) => round_trip(s, &frame).await,
+            Stream::Tls(s) => round_trip(s, &frame).await,
         }
         .map_err(|e| self.io(e))?;
         let (got, body) = response_body(api, version, Bytes::from(body))?;

@@ -20,7 +20,7 @@ use rustls::ClientConnection;
 
 use crate::codec::{decode, request_frame, response_body, ClientError};
 use crate::security::{
-    reauthenticate_at, ClientSecurity, SaslCredentials, SaslExchange, SASL_AUTHENTICATE_VERSION,
+    ClientSecurity, SaslCredentials, SaslExchange, SASL_AUTHENTICATE_VERSION,
     SASL_HANDSHAKE_VERSION,
 };
 
@@ -159,8 +159,6 @@ fn authenticate(
         &exchange.handshake_request(),
     )?;
     exchange.handshake_answer(&resp)?;
-    let started = Instant::now();
-    let mut again = None;
     let mut req = Some(exchange.first_request());
     while let Some(r) = req {
         let resp: SaslAuthenticateResponse = call_on(
@@ -171,9 +169,8 @@ fn authenticate(
             &r,
         )?;
         req = exchange.answer(&resp)?;
-        again = reauthenticate_at(started, resp.session_lifetime_ms);
     }
-    Ok(again)
+    Ok(exchange.renew_at())
 }
 
 impl WriteHalf {
@@ -188,15 +185,9 @@ impl WriteHalf {
                 sealed.clear();
                 {
                     let mut conn = tls.lock().expect("the TLS state is not poisoned");
-                    let mut rest = data;
-                    while !rest.is_empty() {
-                        let n = conn.writer().write(rest)?;
-                        rest = &rest[n..];
-                        while conn.wants_write() {
-                            conn.write_tls(sealed)?;
-                        }
-                    }
-                    // Anything the reader's decrypting queued (alerts, key updates) goes too.
+                    // No buffer limit (set at connect): rustls takes it all at once.
+                    conn.writer().write_all(data)?;
+                    // Sealed with anything the reader's decrypting queued (alerts, key updates).
                     while conn.wants_write() {
                         conn.write_tls(sealed)?;
                     }

@@ -260,6 +260,8 @@ impl ClientSecurity {
             "ssl.truststore.location",
             "ssl.truststore.certificates",
             "ssl.enabled.protocols",
+            // Names the JVM's SSLContext in Kafka; the versions offered are
+            // ssl.enabled.protocols' there as here.
             "ssl.protocol",
             "ssl.endpoint.identification.algorithm",
         ];
@@ -268,6 +270,14 @@ impl ClientSecurity {
                 return Err(config_error(k, "not supported by ringlog's client"));
             }
         }
+        ClientSecurity::from_lookup(get)
+    }
+
+    /// From the properties `get` finds by name (Kafka's defaults for the rest), without the
+    /// check for properties the client cannot honour (the caller knows its keys).
+    pub fn from_lookup<'a>(
+        get: impl Fn(&str) -> Option<&'a str>,
+    ) -> Result<ClientSecurity, SecurityConfigError> {
         let protocol_name = get("security.protocol").unwrap_or("PLAINTEXT");
         let protocol = SecurityProtocol::parse(protocol_name).ok_or_else(|| {
             config_error(
@@ -276,17 +286,7 @@ impl ClientSecurity {
             )
         })?;
         let tls = if protocol.tls() {
-            let ssl = SslProperties {
-                keystore_type: get("ssl.keystore.type").unwrap_or("PEM"),
-                keystore_location: get("ssl.keystore.location").unwrap_or(""),
-                keystore_key: get("ssl.keystore.key").unwrap_or(""),
-                keystore_certificate_chain: get("ssl.keystore.certificate.chain").unwrap_or(""),
-                key_password: get("ssl.key.password").unwrap_or(""),
-                truststore_type: get("ssl.truststore.type").unwrap_or("PEM"),
-                truststore_location: get("ssl.truststore.location").unwrap_or(""),
-                truststore_certificates: get("ssl.truststore.certificates").unwrap_or(""),
-                enabled_protocols: get("ssl.enabled.protocols").unwrap_or("TLSv1.2,TLSv1.3"),
-            };
+            let ssl = SslProperties::from_lookup(&get);
             let verify_hostname = match get("ssl.endpoint.identification.algorithm")
                 .unwrap_or("https")
                 .trim()
@@ -353,6 +353,9 @@ impl ClientSecurity {
 pub struct SaslExchange {
     mechanism: SaslMechanism,
     state: ExchangeState,
+    started: std::time::Instant,
+    /// The session lifetime the broker gave in its last answer (0: no limit).
+    session_lifetime_ms: i64,
 }
 
 enum ExchangeState {
@@ -381,6 +384,8 @@ impl SaslExchange {
         SaslExchange {
             mechanism: credentials.mechanism,
             state,
+            started: std::time::Instant::now(),
+            session_lifetime_ms: 0,
         }
     }
 
@@ -435,6 +440,7 @@ impl SaslExchange {
                 resp.error_message.as_deref().unwrap_or("no message")
             )));
         }
+        self.session_lifetime_ms = resp.session_lifetime_ms;
         let scram = |e: crate::scram::ScramClientError| ClientError::Authentication(e.to_string());
         match std::mem::replace(&mut self.state, ExchangeState::Done) {
             ExchangeState::ScramFirst(mut c) => {
@@ -451,15 +457,15 @@ impl SaslExchange {
     }
 }
 
-/// When to authenticate again on a connection (KIP-368): at 85 % of the session lifetime the
-/// broker gave in its last SaslAuthenticate answer (`None`: 0, no limit).
-pub fn reauthenticate_at(
-    authenticated_at: std::time::Instant,
-    session_lifetime_ms: i64,
-) -> Option<std::time::Instant> {
-    (session_lifetime_ms > 0).then(|| {
-        authenticated_at + std::time::Duration::from_millis(session_lifetime_ms as u64 * 85 / 100)
-    })
+impl SaslExchange {
+    /// When to authenticate again on the connection (KIP-368), once the exchange is over: at
+    /// 85 % of the session lifetime the broker gave (`None`: no limit).
+    pub fn renew_at(&self) -> Option<std::time::Instant> {
+        (self.session_lifetime_ms > 0).then(|| {
+            self.started
+                + std::time::Duration::from_millis(self.session_lifetime_ms as u64 * 85 / 100)
+        })
+    }
 }
 
 fn authenticate_request(bytes: Vec<u8>) -> SaslAuthenticateRequest {

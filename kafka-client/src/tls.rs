@@ -90,6 +90,27 @@ fn private_key(key: &'static str, pem: &[u8]) -> Result<PrivateKeyDer<'static>, 
     })
 }
 
+impl<'a> SslProperties<'a> {
+    /// The `ssl.*` properties `get` finds by name; those it does not take Kafka's defaults
+    /// (PEM stores, TLS 1.2 and 1.3).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<&'a str>) -> SslProperties<'a> {
+        let d = SslProperties::default();
+        SslProperties {
+            keystore_type: get("ssl.keystore.type").unwrap_or(d.keystore_type),
+            keystore_location: get("ssl.keystore.location").unwrap_or(d.keystore_location),
+            keystore_key: get("ssl.keystore.key").unwrap_or(d.keystore_key),
+            keystore_certificate_chain: get("ssl.keystore.certificate.chain")
+                .unwrap_or(d.keystore_certificate_chain),
+            key_password: get("ssl.key.password").unwrap_or(d.key_password),
+            truststore_type: get("ssl.truststore.type").unwrap_or(d.truststore_type),
+            truststore_location: get("ssl.truststore.location").unwrap_or(d.truststore_location),
+            truststore_certificates: get("ssl.truststore.certificates")
+                .unwrap_or(d.truststore_certificates),
+            enabled_protocols: get("ssl.enabled.protocols").unwrap_or(d.enabled_protocols),
+        }
+    }
+}
+
 /// A key and the certificate chain that goes with it.
 pub type KeyStore = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
 

@@ -626,6 +626,15 @@ fn is_secret(key: &str) -> bool {
         || key.ends_with(".sasl.jaas.config")
 }
 
+/// `value` as logs, errors and `Debug` may show it: a set secret as `[hidden]`.
+fn shown<'a>(key: &str, value: &'a str) -> &'a str {
+    if is_secret(key) && !value.is_empty() {
+        "[hidden]"
+    } else {
+        value
+    }
+}
+
 /// A per-listener property, `listener.name.<listener>.<property>`, of those ringlog reads per
 /// listener: `ssl.client.auth`, `sasl.enabled.mechanisms` and `<mechanism>.sasl.jaas.config`
 /// (a broker's own SASL credentials on the inter-broker listener). Returns the listener and the
@@ -651,18 +660,8 @@ pub struct Properties {
 /// Passwords and keys are never printed.
 impl std::fmt::Debug for Properties {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let shown = self.values.iter().map(|(k, v)| {
-            let secret = is_secret(k);
-            (
-                k,
-                if secret && !v.is_empty() {
-                    "[hidden]"
-                } else {
-                    v
-                },
-            )
-        });
-        f.debug_map().entries(shown).finish()
+        let entries = self.values.iter().map(|(k, v)| (k, shown(k, v)));
+        f.debug_map().entries(entries).finish()
     }
 }
 
@@ -689,7 +688,7 @@ impl Properties {
         if key.starts_with("listener.name.") && listener_key(key).is_none() {
             return Err(ConfigError::Invalid {
                 key: key.to_owned(),
-                value: if is_secret(key) { "[hidden]".into() } else { value.to_owned() },
+                value: shown(key, value).to_owned(),
                 reason: "of the per-listener properties ringlog reads listener.name.<listener>.ssl.client.auth, .sasl.enabled.mechanisms and .<mechanism>.sasl.jaas.config".into(),
             });
         }
@@ -748,14 +747,9 @@ impl Properties {
     }
 
     fn invalid(&self, key: &str, reason: impl Into<String>) -> ConfigError {
-        let value = self.values.get(key).map_or("", String::as_str);
         ConfigError::Invalid {
             key: key.to_owned(),
-            value: if is_secret(key) && !value.is_empty() {
-                "[hidden]".to_owned()
-            } else {
-                value.to_owned()
-            },
+            value: shown(key, self.lookup(key).unwrap_or("")).to_owned(),
             reason: reason.into(),
         }
     }
@@ -780,6 +774,12 @@ impl Properties {
             v if v > 0 => Ok(Some(v)),
             _ => Err(self.invalid(key, "must be positive, or -1 for none")),
         }
+    }
+
+    /// The value of `key`, set or default; `None` for a key the broker does not have (a
+    /// per-listener one not set).
+    fn lookup(&self, key: &str) -> Option<&str> {
+        self.values.get(key).map(String::as_str)
     }
 
     /// A listener's own value of `property` (`listener.name.<listener>.<property>`, the
@@ -848,18 +848,7 @@ impl Properties {
             });
         }
         let tls = if listeners.iter().any(|l| l.protocol.tls()) {
-            let p = |k: &str| self.get(k);
-            let ssl = SslProperties {
-                keystore_type: p("ssl.keystore.type"),
-                keystore_location: p("ssl.keystore.location"),
-                keystore_key: p("ssl.keystore.key"),
-                keystore_certificate_chain: p("ssl.keystore.certificate.chain"),
-                key_password: p("ssl.key.password"),
-                truststore_type: p("ssl.truststore.type"),
-                truststore_location: p("ssl.truststore.location"),
-                truststore_certificates: p("ssl.truststore.certificates"),
-                enabled_protocols: p("ssl.enabled.protocols"),
-            };
+            let ssl = SslProperties::from_lookup(|k| self.lookup(k));
             let levels: Vec<ClientAuth> = client_auth.iter().flatten().copied().collect();
             Some(TlsSettings::build(&ssl, &levels).map_err(|e| self.invalid(e.key, e.reason))?)
         } else {
@@ -1136,29 +1125,10 @@ impl Properties {
         {
             return Ok(ClientSecurity::plaintext());
         }
-        let mut props = vec![(
-            "security.protocol".to_owned(),
-            listener.protocol.name().to_owned(),
-        )];
-        let mut copy = |key: &str| props.push((key.to_owned(), self.get(key).to_owned()));
-        if listener.protocol.tls() {
-            for key in [
-                "ssl.keystore.type",
-                "ssl.keystore.location",
-                "ssl.keystore.key",
-                "ssl.keystore.certificate.chain",
-                "ssl.truststore.type",
-                "ssl.truststore.location",
-                "ssl.truststore.certificates",
-                "ssl.enabled.protocols",
-                "ssl.endpoint.identification.algorithm",
-            ] {
-                copy(key);
-            }
-        }
+        let mut sasl = None;
         if listener.protocol.sasl() {
             let mech_key = "sasl.mechanism.inter.broker.protocol";
-            let mechanism = self.get(mech_key).trim().to_owned();
+            let mechanism = self.get(mech_key).trim();
             let enabled = &security.sasl_mechanisms[security.inter_broker];
             if !enabled.iter().any(|m| m.name() == mechanism) {
                 let names: Vec<&str> = enabled.iter().map(|m| m.name()).collect();
@@ -1172,25 +1142,28 @@ impl Properties {
                     ),
                 ));
             }
-            let jaas_key = format!(
-                "listener.name.{}.{}.sasl.jaas.config",
-                listener.name.to_ascii_lowercase(),
-                mechanism.to_ascii_lowercase()
-            );
-            let jaas = self
-                .values
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(&jaas_key))
-                .map(|(_, v)| v.clone())
-                .ok_or_else(|| ConfigError::Invalid {
-                    key: jaas_key.clone(),
-                    value: String::new(),
-                    reason: "the broker's own user and password on the inter-broker listener: org.apache.kafka.common.security.scram.ScramLoginModule required username=\"…\" password=\"…\";".into(),
+            let jaas_property = format!("{}.sasl.jaas.config", mechanism.to_ascii_lowercase());
+            let (_, jaas) = self
+                .listener_value(&listener.name, &jaas_property)
+                .ok_or_else(|| {
+                    self.invalid(
+                        &format!(
+                            "listener.name.{}.{jaas_property}",
+                            listener.name.to_ascii_lowercase()
+                        ),
+                        "the broker's own user and password on the inter-broker listener: org.apache.kafka.common.security.scram.ScramLoginModule required username=\"…\" password=\"…\";",
+                    )
                 })?;
-            props.push(("sasl.mechanism".to_owned(), mechanism));
-            props.push(("sasl.jaas.config".to_owned(), jaas));
+            sasl = Some((mechanism, jaas));
         }
-        ClientSecurity::from_properties(&props).map_err(|e| {
+        // The broker's own ssl.* settings, with the listener's protocol and SASL login.
+        ClientSecurity::from_lookup(|key| match key {
+            "security.protocol" => Some(listener.protocol.name()),
+            "sasl.mechanism" => sasl.map(|(mechanism, _)| mechanism),
+            "sasl.jaas.config" => sasl.map(|(_, jaas)| jaas),
+            other => self.lookup(other),
+        })
+        .map_err(|e| {
             let key = if e.key.starts_with("sasl.jaas") {
                 format!(
                     "listener.name.{}.*.sasl.jaas.config",
@@ -1199,15 +1172,7 @@ impl Properties {
             } else {
                 e.key
             };
-            ConfigError::Invalid {
-                value: if is_secret(&key) {
-                    "[hidden]".into()
-                } else {
-                    self.values.get(&key).cloned().unwrap_or_default()
-                },
-                key,
-                reason: format!("inter-broker client: {}", e.reason),
-            }
+            self.invalid(&key, format!("inter-broker client: {}", e.reason))
         })
     }
 

@@ -340,12 +340,7 @@ def test_kafka_python_over_sasl_ssl_and_mutual_tls(broker, certs):
 
 
 def test_java_tools_over_sasl_ssl(broker, certs, tmp_path):
-    props = tmp_path / "client.properties"
-    props.write_text("\n".join([
-        "security.protocol=SASL_SSL", "sasl.mechanism=SCRAM-SHA-512",
-        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
-        f'username="admin" password="{ADMIN_PASSWORD}";',
-        "ssl.truststore.type=PEM", f"ssl.truststore.location={certs['ca']}", ""]))
+    props = sasl_command_config(tmp_path / "client.properties", certs, ssl_truststore_type="PEM")
     bootstrap = f"127.0.0.1:{broker.sasl_ssl}"
     # kafka-configs: a SCRAM user through AlterUserScramCredentials
     r = kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, "--command-config", str(props),
@@ -364,9 +359,8 @@ def test_java_tools_over_sasl_ssl(broker, certs, tmp_path):
                    "--entity-name", "erin")
     assert r.returncode != 0 and "ALTER_CLIENT_QUOTAS" in r.stdout + r.stderr, r.stdout + r.stderr
     # the Java producer as erin
-    erin = tmp_path / "erin.properties"
-    erin.write_text(props.read_text().replace("SCRAM-SHA-512", "SCRAM-SHA-256")
-                    .replace('username="admin"', 'username="erin"').replace(ADMIN_PASSWORD, "erin-pw"))
+    erin = sasl_command_config(tmp_path / "erin.properties", certs, "erin", "erin-pw",
+                               sasl_mechanism="SCRAM-SHA-256", ssl_truststore_type="PEM")
     r = kafka_tool("org.apache.kafka.tools.ProducerPerformance", "--topic", "java-sasl", "--num-records", "2000",
                    "--record-size", "1000", "--throughput", "-1", "--producer.config", str(erin),
                    "--producer-props", "acks=all", f"bootstrap.servers={bootstrap}")
@@ -376,10 +370,9 @@ def test_java_tools_over_sasl_ssl(broker, certs, tmp_path):
                    "--max-messages", "2000", "--timeout-ms", "20000")
     assert r.returncode == 0 and "Processed a total of 2000 messages" in r.stdout + r.stderr, r.stdout + r.stderr
     # the Java client over mutual TLS: Kafka's PEM key store (key and chain in one file)
-    mtls = tmp_path / "mtls.properties"
-    mtls.write_text("\n".join([
-        "security.protocol=SSL", "ssl.keystore.type=PEM", f"ssl.keystore.location={certs['client.pem']}",
-        "ssl.truststore.type=PEM", f"ssl.truststore.location={certs['ca']}", ""]))
+    mtls = command_config(tmp_path / "mtls.properties", security_protocol="SSL", ssl_keystore_type="PEM",
+                          ssl_keystore_location=certs["client.pem"], ssl_truststore_type="PEM",
+                          ssl_truststore_location=certs["ca"])
     r = kafka_tool("org.apache.kafka.tools.ProducerPerformance", "--topic", "java-mtls", "--num-records", "500",
                    "--record-size", "100", "--throughput", "-1", "--producer.config", str(mtls),
                    "--producer-props", "acks=all", f"bootstrap.servers=127.0.0.1:{broker.ssl}")
