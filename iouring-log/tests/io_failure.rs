@@ -177,6 +177,7 @@ fn a_retired_failed_log_reopens_and_takes_writes_once_space_returns() {
     let dir = fs.log_dir();
     let ballast = fs.mount.join("ballast");
     sh("fallocate", &["-l", "24M", ballast.to_str().unwrap()]);
+    let started = std::time::Instant::now();
     run(move || async move {
         let log = Log::open(&dir, LogConfig::default(), 0).await.unwrap();
         assert!(
@@ -221,4 +222,13 @@ fn a_retired_failed_log_reopens_and_takes_writes_once_space_returns() {
         all.iter().for_each(|r| check_record(r, VALUE));
         log.close().await.expect("clean close");
     });
+    // A hang guard, not a timing: this takes ~3 s. Each of its ~thousands of append + flush
+    // rounds waits for a completion; a reactor that parks while a task it just woke is still
+    // runnable (the executor gap `third_party/glommio`'s patch closes) leaves every round to
+    // the tests' 10 ms ticker: 965 s.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(240),
+        "filling and reopening took {:?}: is the reactor parking with runnable tasks?",
+        started.elapsed()
+    );
 }
