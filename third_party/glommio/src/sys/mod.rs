@@ -172,7 +172,6 @@ pub(crate) fn sendmsg_syscall(
 }
 
 mod dma_buffer;
-mod membarrier;
 pub(crate) mod source;
 pub(crate) mod sysfs;
 mod uring;

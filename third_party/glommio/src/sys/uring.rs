@@ -1044,6 +1044,23 @@ impl SleepableRing {
         }
     }
 
+    /// ringlog patch: sleeps on a link to the other rings that is already
+    /// armed (see `Reactor::link_rings_and_sleep`).
+    fn sleep_linked(&mut self) -> io::Result<()> {
+        assert_eq!(
+            self.waiting_kernel_submission(),
+            0,
+            "sleeping with pending SQEs"
+        );
+        self.ring
+            .cq()
+            .wait(1)
+            .map(|_| ())
+            .or_else(Reactor::busy_ok)
+            .or_else(Reactor::again_ok)
+            .or_else(Reactor::intr_ok)
+    }
+
     fn sleep(&mut self, link: &Source) -> io::Result<usize> {
         assert_eq!(
             self.waiting_kernel_submission(),
@@ -1741,21 +1758,9 @@ impl Reactor {
     /// cancellation, no new submission: one `io_uring_enter` per sleep), and
     /// a new one is submitted together with the wait.
     fn link_rings_and_sleep(&self, ring: &mut SleepableRing) -> io::Result<()> {
-        if let Some(armed) = self.link_rings_src.take() {
-            if armed.is_pending() && ring.waiting_kernel_submission() == 0 {
-                self.link_rings_src.set(Some(armed));
-                return ring
-                    .ring
-                    .cq()
-                    .wait(1)
-                    .map(|_| ())
-                    .or_else(Self::busy_ok)
-                    .or_else(Self::again_ok)
-                    .or_else(Self::intr_ok);
-            }
-            // Fired (or, with submissions waiting, replaced: a pending one is
-            // cancelled with the next submission and its completion ignored).
-            drop(armed);
+        if let Some(armed) = self.link_rings_src.take().filter(|src| src.is_pending()) {
+            self.link_rings_src.set(Some(armed));
+            return ring.sleep_linked();
         }
         let link_rings = Source::new(
             IoRequirements::default(),
@@ -1798,11 +1803,20 @@ impl Reactor {
         keep
     }
 
-    fn arm_latency_timer(&self, lat_ring: &mut SleepableRing, d: Duration) {
+    /// ringlog patch: arms a latency timer for `d` and puts the cancellation
+    /// of the one it replaces (queued when `keep_latency_timer` dropped it)
+    /// into the submission queue, so that both go out with the next flush.
+    fn arm_latency_timer(&self, lat_ring: &mut SleepableRing, d: Duration) -> io::Result<()> {
         self.latency_preemption_timeout_src
             .set(Some(lat_ring.prepare_latency_preemption_timer(d)));
         self.latency_preemption_deadline
             .set(Some(Instant::now() + d));
+        lat_ring
+            .consume_cancellation_queue()
+            .or_else(Reactor::busy_ok)
+            .or_else(Reactor::again_ok)
+            .or_else(Reactor::intr_ok)
+            .map(|_| ())
     }
 
     pub(crate) fn poll_io(&self, woke: &mut usize) -> io::Result<()> {
@@ -1890,19 +1904,18 @@ impl Reactor {
         // Schedule the throughput-based timeout immediately: it won't matter if we end
         // up sleeping. ringlog patch: an armed one stays armed (it counts
         // completions from its submission instead of from this call).
-        let throughput_armed = self
+        let throughput_timer = self
             .throughput_preemption_timeout_src
             .take()
-            .filter(|src| src.is_pending());
-        let throughput_timer = match throughput_armed {
-            Some(src) => src,
-            None => main_ring.prepare_throughput_preemption_timer(
-                self.ring_depth() as u32,
-                self.eventfd_src.raw(),
-            ),
-        };
+            .filter(|src| src.is_pending())
+            .unwrap_or_else(|| {
+                main_ring.prepare_throughput_preemption_timer(
+                    self.ring_depth() as u32,
+                    self.eventfd_src.raw(),
+                )
+            });
         self.throughput_preemption_timeout_src
-            .replace(Some(throughput_timer));
+            .set(Some(throughput_timer));
 
         // This will only dispatch if we run out of sqes. Which means until
         // flush_rings! nothing is really send to the kernel...
@@ -1926,16 +1939,13 @@ impl Reactor {
             // ringlog patch: an armed timer that fires no later than the
             // user timer is kept; without a user timer any armed one is.
             let latest = user_timer.map(|dur| Instant::now() + dur);
+            // (Without a user timer nothing armed was dropped: there is
+            // nothing to cancel or arm.)
             if !self.keep_latency_timer(latest) {
                 if let Some(dur) = user_timer {
-                    self.arm_latency_timer(&mut lat_ring, dur);
+                    self.arm_latency_timer(&mut lat_ring, dur)?;
+                    flush_rings!(lat_ring)?;
                 }
-                lat_ring
-                    .consume_cancellation_queue()
-                    .or_else(Reactor::busy_ok)
-                    .or_else(Reactor::again_ok)
-                    .or_else(Reactor::intr_ok)?;
-                flush_rings!(lat_ring)?;
             }
             // From this moment on the remote executors are aware that we are sleeping
             // We have to sweep the remote channels function once more because since
@@ -1943,8 +1953,7 @@ impl Reactor {
             // that opened up room. If it did we bail on sleep and go process it.
             self.notifier.prepare_to_sleep();
             // See https://www.scylladb.com/2018/02/15/memory-barriers-seastar-linux/ for
-            // details. This translates to `sys_membarrier()` /
-            // `MEMBARRIER_CMD_PRIVATE_EXPEDITED`
+            // details.
             //
             // ringlog patch: a SeqCst fence here and one in
             // `SleepNotifier::notify` (between a sender's push and its read
@@ -1973,12 +1982,7 @@ impl Reactor {
             // whichever is sooner, so that a sleep can keep it.
             if !self.keep_latency_timer(Some(Instant::now() + preempt)) {
                 let d = user_timer.map_or(preempt, |user| user.min(preempt));
-                self.arm_latency_timer(&mut lat_ring, d);
-                lat_ring
-                    .consume_cancellation_queue()
-                    .or_else(Reactor::busy_ok)
-                    .or_else(Reactor::again_ok)
-                    .or_else(Reactor::intr_ok)?;
+                self.arm_latency_timer(&mut lat_ring, d)?;
             }
             flush_rings!(lat_ring, main_ring)?;
         }
