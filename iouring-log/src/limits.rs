@@ -103,8 +103,16 @@ pub const PREALLOCATE_GRANULE_BYTES: u64 = 64 << 10;
 /// Size of one read while recovering or scanning a segment file.
 pub const SCAN_READ_BYTES: usize = 1 << 20;
 
-/// Bytes read at once when scanning batch headers for a fetch (index interval + slack).
+/// Bytes read at once when scanning batch headers for a fetch (index interval + slack): the
+/// largest window. A scan starts with [`HEADER_SCAN_FIRST_BYTES`] and doubles the window each
+/// time it needs more, so a fetch at the head of a log of large batches copies a few hundred
+/// bytes to find its batch, not 16 KiB (that copy was 1.4 % of a broker CPU profile at 50 000
+/// msg/s; the broker's CPU-s/GB moved less than run-to-run noise).
 pub const HEADER_SCAN_READ_BYTES: usize = 16 << 10;
+
+/// The first window of a batch header scan (room for the header of the batch at the index
+/// entry's position and a few small ones after it).
+pub const HEADER_SCAN_FIRST_BYTES: usize = 256;
 
 /// Chunks a read reads ahead of the consumer (the next 8 MiB: 4 reached 0.83× of the device in
 /// a cold catch-up, 8 reached 0.94×).
@@ -137,4 +145,6 @@ const _: () = assert!(PREALLOCATE_BYTES.is_multiple_of(PREALLOCATE_MIN_BYTES));
 const _: () = assert!(BATCH_BYTES_MAX < SEGMENT_BYTES_MAX as usize);
 const _: () = assert!(WRITES_IN_FLIGHT_MAX >= 2 && WRITES_IN_FLIGHT_MAX <= 4);
 const _: () = assert!(HEADER_SCAN_READ_BYTES >= BATCH_HEADER_BYTES);
+const _: () = assert!(HEADER_SCAN_FIRST_BYTES >= BATCH_HEADER_BYTES);
+const _: () = assert!(HEADER_SCAN_FIRST_BYTES <= HEADER_SCAN_READ_BYTES);
 const _: () = assert!(UNWRITTEN_BYTES_MAX >= (WRITE_BYTES_MAX * WRITES_IN_FLIGHT_MAX) as u64);

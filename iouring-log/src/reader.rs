@@ -13,7 +13,7 @@ use std::rc::Rc;
 use crate::appender::{align_down, AppenderIo};
 use crate::batch::{peek_size, BatchError};
 use crate::error::{IoError, ReadError};
-use crate::limits::{BATCH_LOG_OVERHEAD, HEADER_SCAN_READ_BYTES};
+use crate::limits::{BATCH_LOG_OVERHEAD, HEADER_SCAN_FIRST_BYTES, HEADER_SCAN_READ_BYTES};
 use crate::read_cache::{self, CachedChunk, CachedSegment, CHUNK};
 use crate::tail::MemSlice;
 use crate::types::Offset;
@@ -303,12 +303,14 @@ impl SegmentView {
         limit: u64,
     ) -> Result<Option<FoundBatch>, ReadError> {
         const LAST_OFFSET_DELTA_END: usize = 27;
+        let mut window = HEADER_SCAN_FIRST_BYTES;
         loop {
             let (_, end) = self.live_bounds();
             if position >= end || position >= limit {
                 return Ok(None);
             }
-            let window_end = (position + HEADER_SCAN_READ_BYTES as u64).min(end);
+            let window_end = (position + window as u64).min(end);
+            window = (window * 2).min(HEADER_SCAN_READ_BYTES);
             let bytes = self.copy_bytes(position, window_end).await?;
             let mut at = 0usize;
             while at + LAST_OFFSET_DELTA_END <= bytes.len() {
