@@ -435,7 +435,7 @@ pub const PROPERTIES: &[Property] = &[
         "log.read.cache.bytes",
         "-1",
         ConfigType::Long,
-        "The node's read cache of segment file chunks, split over its shards (-1: 256 MiB per shard, at most a quarter of memory; 0: off).",
+        "The node's read cache of segment file chunks, split over its shards (-1: 256 MiB per shard, at most a quarter of the memory the node may use; 0: off).",
     ),
     prop(
         "offsets.topic.num.partitions",
@@ -506,10 +506,13 @@ const REMOVED: &[(&str, &str)] = &[(
      (log.read.cache.bytes), never with sendfile on a helper thread",
 )];
 
-/// `log.read.cache.bytes` = -1: this much per shard, and at most a quarter of the machine's
-/// memory. Not more by default: while the cache grows, every megabyte it keeps makes the tail
-/// take fresh, unregistered memory for its next chunk, and broker CPU at 50 000 msg/s was 45 %
-/// higher for as long as that lasted (once full it recycles: no cost, measured at 128 MiB).
+/// `log.read.cache.bytes` = -1: this much per shard, and at most a quarter of the memory the
+/// node may use. Not more by default: while the cache grows, every megabyte it keeps makes the
+/// tail take fresh memory for its next chunk (page faults, zeroing, unregistered writes), and
+/// broker CPU at 50 000 msg/s is higher for as long as that lasts — 45 % when first measured,
+/// 18–21 % on 2026-12-02 (a growing 3 GiB per shard: 7.0–7.7 vs 5.4–6.5 CPU-s/GB with 128 MiB;
+/// once full it recycles at no cost). Backing those chunks with transparent huge pages made
+/// it worse (10.7–12.0 CPU-s/GB, p99.9 37–72 ms: each fault zeroes 2 MiB inline).
 const READ_CACHE_AUTO_PER_SHARD: u64 = 256 << 20;
 
 /// The shards' log cleaners (`log.cleaner.*`).
@@ -1096,11 +1099,12 @@ impl Properties {
         }
     }
 
-    /// `log.read.cache.bytes`; -1 means 256 MiB per shard, at most a quarter of memory.
+    /// `log.read.cache.bytes`; -1 means 256 MiB per shard, at most a quarter of the memory the
+    /// node may use.
     fn read_cache_bytes(&self, shards: usize) -> Result<u64, ConfigError> {
         let v: i64 = self.int("log.read.cache.bytes")?;
         match v {
-            -1 => Ok((READ_CACHE_AUTO_PER_SHARD * shards as u64).min(physical_memory_bytes() / 4)),
+            -1 => Ok((READ_CACHE_AUTO_PER_SHARD * shards as u64).min(usable_memory_bytes() / 4)),
             0.. => Ok(v as u64),
             _ => Err(self.invalid(
                 "log.read.cache.bytes",
@@ -1311,6 +1315,16 @@ impl BrokerConfig {
     }
 }
 
+/// The memory this process may use: physical memory, or the cgroup (v2) limit when that is
+/// lower (a container's `memory.max`).
+fn usable_memory_bytes() -> u64 {
+    let physical = physical_memory_bytes();
+    std::fs::read_to_string("/sys/fs/cgroup/memory.max")
+        .ok()
+        .and_then(|limit| limit.trim().parse::<u64>().ok())
+        .map_or(physical, |limit| limit.min(physical))
+}
+
 /// Total physical memory (`sysconf`); 1 GiB if the system does not say.
 fn physical_memory_bytes() -> u64 {
     // SAFETY: sysconf has no memory-safety preconditions.
@@ -1358,7 +1372,8 @@ mod tests {
         let mut p = Properties::default();
         p.set("num.shards", "2").unwrap();
         let auto = p.build().unwrap().read_cache_bytes;
-        assert_eq!(auto, (512 << 20).min(physical_memory_bytes() / 4));
+        assert!(usable_memory_bytes() <= physical_memory_bytes());
+        assert_eq!(auto, (512 << 20).min(usable_memory_bytes() / 4));
         p.set("log.read.cache.bytes", "0").unwrap();
         assert_eq!(p.build().unwrap().read_cache_bytes, 0);
         p.set("log.read.cache.bytes", "-2").unwrap();
