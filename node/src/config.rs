@@ -1372,7 +1372,6 @@ mod tests {
         let mut p = Properties::default();
         p.set("num.shards", "2").unwrap();
         let auto = p.build().unwrap().read_cache_bytes;
-        assert!(usable_memory_bytes() <= physical_memory_bytes());
         assert_eq!(auto, (512 << 20).min(usable_memory_bytes() / 4));
         p.set("log.read.cache.bytes", "0").unwrap();
         assert_eq!(p.build().unwrap().read_cache_bytes, 0);

@@ -73,9 +73,10 @@ class SecureCluster:
                 "sasl.username": "admin", "sasl.password": ADMIN_PASSWORD,
                 "ssl.ca.location": self.certs["ca"]}
 
-    def partition(self):
-        """(leader node, [ISR nodes]) of partition 0 as the cluster reports it."""
-        t = AdminClient(self.conf()).list_topics(timeout=10).topics.get(TOPIC)
+    def partition(self, conf=None):
+        """(leader node, [ISR nodes]) of partition 0 as the cluster (or the node `conf`
+        bootstraps from) reports it."""
+        t = AdminClient(conf or self.conf()).list_topics(timeout=10).topics.get(TOPIC)
         if t is None or t.error is not None or 0 not in t.partitions:
             return (-1, [])
         p = t.partitions[0]
@@ -87,11 +88,8 @@ class SecureCluster:
         for n, b in self.nodes.items():
             if b.proc.poll() is not None:
                 continue
-            conf = {**self.conf(), "bootstrap.servers": f"127.0.0.1:{b.sasl_ssl}"}
             try:
-                t = AdminClient(conf).list_topics(topic=TOPIC, timeout=5).topics.get(TOPIC)
-                p = t.partitions[0]
-                out[n] = (p.leader // 1000, sorted(r // 1000 for r in p.isrs))
+                out[n] = self.partition({**self.conf(), "bootstrap.servers": f"127.0.0.1:{b.sasl_ssl}"})
             except Exception as e:  # a diagnostic must not hide the failure it explains
                 out[n] = repr(e)
         return out
