@@ -110,6 +110,9 @@ class Broker:
     def cleanup(self):
         self.stop()
         if self.own_dir:
+            keep = os.environ.get("RINGLOG_KEEP_DIRS")
+            if keep:
+                shutil.copytree(self.data_dir, os.path.join(keep, os.path.basename(self.data_dir)))
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
