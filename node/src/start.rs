@@ -128,6 +128,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
                         )
                     })
                     .collect(),
+                controlled_shutdown: false,
             };
             let store = EtcdStore::open(etcd, me)?;
             let lease = store.lease_clock();

@@ -3,6 +3,7 @@
 //! fencing, compare-and-swap of partition states, and the ordered watch — with etcd killed and
 //! restarted, and stopped (SIGSTOP) past the lease.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Barrier};
@@ -11,8 +12,12 @@ use std::time::{Duration, Instant};
 use node::metadata::etcd::election::{current_controller, ControllerLease};
 use node::metadata::etcd::partitions::{self, CasOutcome, PartitionRecord};
 use node::metadata::etcd::session::{live_brokers, BrokerSession};
+use node::metadata::etcd::store::EtcdStore;
 use node::metadata::etcd::{Etcd, EtcdConfig, EtcdError, MetadataEvent, MetadataWatch};
 use node::metadata::lease::LeaseClock;
+use node::metadata::snapshot::NodeInfo;
+use node::metadata::store::{MetadataStore, Saved};
+use node::metadata::{Snapshot, TopicMeta};
 
 /// One etcd member on loopback ports of its own, with its data in a temp dir.
 struct EtcdProcess {
@@ -397,4 +402,92 @@ fn the_watch_delivers_every_change_once_in_order_across_an_etcd_restart() {
         (0..60).collect::<Vec<_>>(),
         "every change once, in order"
     );
+}
+
+fn node_info(node: i32) -> NodeInfo {
+    NodeInfo {
+        node,
+        host: "127.0.0.1".into(),
+        port: 9000 + node as u16,
+        shards: 1,
+        listeners: BTreeMap::new(),
+        controlled_shutdown: false,
+    }
+}
+
+fn store_config(etcd: &EtcdProcess, cluster: &str) -> EtcdConfig {
+    EtcdConfig {
+        endpoints: vec![etcd.endpoint()],
+        cluster_id: cluster.into(),
+        session_timeout: Duration::from_secs(4),
+        request_timeout: Duration::from_secs(2),
+    }
+}
+
+/// A topic document that differs for each `n` (a save must write something).
+fn with_topic(n: u32) -> Snapshot {
+    let mut s = Snapshot::default();
+    let name = format!("t{n}");
+    let topic = TopicMeta {
+        name: name.clone(),
+        id: uuid::Uuid::from_u128(u128::from(n) + 1),
+        partitions: vec![],
+        configs: BTreeMap::new(),
+    };
+    s.topics.insert(name, topic);
+    s
+}
+
+/// KIP-841 and KIP-903 on the store: a node in controlled shutdown is no longer one an ISR may
+/// take in, a restarted node is eligible under its new broker epoch only, and an ISR addition
+/// decided on a registration read before it changed is not saved.
+#[test]
+fn isr_additions_are_decided_on_the_added_brokers_registration_as_read() {
+    let etcd = EtcdProcess::start();
+    let cluster = "kip903";
+    let mut b = EtcdStore::open(store_config(&etcd, cluster), node_info(2)).unwrap();
+    let a = EtcdStore::open(store_config(&etcd, cluster), node_info(1)).unwrap();
+    let mut a = Some(a);
+    let eligible = |s: &mut EtcdStore| {
+        s.poll().unwrap();
+        s.isr_eligible().unwrap()
+    };
+    wait_for("node 1 seen by node 2", Duration::from_secs(10), || {
+        eligible(&mut b).contains_key(&1)
+    });
+    let first_epoch = eligible(&mut b)[&1];
+    let guard: BTreeSet<i32> = [1].into();
+    assert_eq!(b.save_guarded(&with_topic(1), &guard).unwrap(), Saved::Yes);
+
+    // Node 1 stops: marked first. An addition decided on what node 2 read before: not saved.
+    a.as_mut().unwrap().begin_controlled_shutdown().unwrap();
+    assert_eq!(
+        b.save_guarded(&with_topic(2), &guard).unwrap(),
+        Saved::Conflict,
+        "node 1's registration changed since node 2 read it"
+    );
+    wait_for("node 1 no longer eligible", Duration::from_secs(10), || {
+        !eligible(&mut b).contains_key(&1)
+    });
+    assert!(
+        b.live_nodes().unwrap().iter().any(|n| n.node == 1),
+        "still live (it serves until it leaves)"
+    );
+
+    // Node 1 leaves and comes back: eligible again, under a new broker epoch only.
+    drop(a.take());
+    wait_for("node 1 gone", Duration::from_secs(10), || {
+        b.poll().unwrap();
+        !b.live_nodes().unwrap().iter().any(|n| n.node == 1)
+    });
+    let _again = EtcdStore::open(store_config(&etcd, cluster), node_info(1)).unwrap();
+    wait_for("node 1 back", Duration::from_secs(10), || {
+        eligible(&mut b).contains_key(&1)
+    });
+    let second_epoch = eligible(&mut b)[&1];
+    assert!(
+        second_epoch > first_epoch,
+        "{second_epoch} after {first_epoch}"
+    );
+    assert_eq!(b.save_guarded(&with_topic(3), &guard).unwrap(), Saved::Yes);
 }

@@ -20,7 +20,7 @@
 //!   caught up ([`apply_isr_change`]).
 //! - Every change bumps the partition epoch; a leader change bumps the leader epoch.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use iouring_log::LeaderEpoch;
 
@@ -38,6 +38,11 @@ pub enum IsrChangeError {
     StalePartitionEpoch { got: i32, current: i32 },
     #[error("invalid ISR: {0}")]
     InvalidIsr(String),
+    /// A replica the change adds is registered under another broker epoch than the one it
+    /// fetched with: the leader's knowledge of it comes from a previous process (Kafka's
+    /// INELIGIBLE_REPLICA, KIP-903).
+    #[error("ineligible replica: {0}")]
+    IneligibleReplica(String),
 }
 
 /// The first replica, in preference order, that is in `candidates` and live.
@@ -206,14 +211,17 @@ pub fn fence_isr_proposals(state: &PartitionState) -> PartitionState {
 
 /// Applies a leader's ISR change if it was made against the current state (compare-and-swap
 /// on the partition epoch) by the current leader, keeps the leader in, and adds only live
-/// replicas of the partition. Replicas it removes join the ELR when the ISR falls below
-/// `min_insync`; replicas it adds leave the ELR. On [`IsrChangeError::InvalidIsr`] the caller
-/// commits [`fence_isr_proposals`]; a stale or fenced change needs nothing (the leader learns
-/// the newer state).
+/// replicas of the partition, each registered under the broker epoch it fetched with
+/// (`broker_epochs`: the live registrations' epochs, where known). Replicas it removes join
+/// the ELR when the ISR falls below `min_insync`; replicas it adds leave the ELR. On
+/// [`IsrChangeError::InvalidIsr`] or [`IsrChangeError::IneligibleReplica`] the caller commits
+/// [`fence_isr_proposals`]; a stale or fenced change needs nothing (the leader learns the
+/// newer state).
 pub fn apply_isr_change(
     state: &PartitionState,
     change: &IsrChange,
     live: &BTreeSet<ReplicaId>,
+    broker_epochs: &BTreeMap<ReplicaId, i64>,
     min_insync: usize,
 ) -> Result<PartitionState, IsrChangeError> {
     if state.leader != Some(change.leader) || state.leader_epoch != change.leader_epoch {
@@ -239,7 +247,20 @@ pub fn apply_isr_change(
         .difference(&state.isr)
         .find(|r| !live.contains(r))
     {
-        return Err(IsrChangeError::InvalidIsr(format!("{r} has no session")));
+        return Err(IsrChangeError::InvalidIsr(format!(
+            "{r} is not live (no session, or in controlled shutdown)"
+        )));
+    }
+    for r in change.new_isr.difference(&state.isr) {
+        let (Some(fetched), Some(registered)) = (change.broker_epochs.get(r), broker_epochs.get(r))
+        else {
+            continue;
+        };
+        if fetched != registered {
+            return Err(IsrChangeError::IneligibleReplica(format!(
+                "{r} fetched as broker epoch {fetched}, registered now as {registered}"
+            )));
+        }
     }
     let removed: BTreeSet<ReplicaId> = state.isr.difference(&change.new_isr).copied().collect();
     let (_, mut elr) = shrink(state, &removed, min_insync);
@@ -272,6 +293,17 @@ mod tests {
             leader: Some(ReplicaId(leader)),
             leader_epoch: LeaderEpoch(5),
             partition_epoch: 10,
+        }
+    }
+
+    /// Leader 1's change of epoch 5 to `new`, made against `partition_epoch`.
+    fn isr_change(new: &[i32], partition_epoch: i32) -> IsrChange {
+        IsrChange {
+            leader: ReplicaId(1),
+            leader_epoch: LeaderEpoch(5),
+            partition_epoch,
+            new_isr: r(new),
+            broker_epochs: BTreeMap::new(),
         }
     }
 
@@ -352,23 +384,18 @@ mod tests {
     #[test]
     fn isr_changes_are_compare_and_swap_by_the_current_leader() {
         let s = state(&[1, 2], 1);
-        let change = IsrChange {
-            leader: ReplicaId(1),
-            leader_epoch: LeaderEpoch(5),
-            partition_epoch: 10,
-            new_isr: r(&[1, 2, 3]),
-        };
+        let change = isr_change(&[1, 2, 3], 10);
         assert!(matches!(
-            apply_isr_change(&s, &change, &r(&[1, 2]), 2),
+            apply_isr_change(&s, &change, &r(&[1, 2]), &BTreeMap::new(), 2),
             Err(IsrChangeError::InvalidIsr(_))
         ));
-        let next = apply_isr_change(&s, &change, &r(&[1, 2, 3]), 2).unwrap();
+        let next = apply_isr_change(&s, &change, &r(&[1, 2, 3]), &BTreeMap::new(), 2).unwrap();
         assert_eq!(
             (next.isr.clone(), next.partition_epoch),
             (r(&[1, 2, 3]), 11)
         );
         assert!(matches!(
-            apply_isr_change(&next, &change, &r(&[1, 2, 3]), 2),
+            apply_isr_change(&next, &change, &r(&[1, 2, 3]), &BTreeMap::new(), 2),
             Err(IsrChangeError::StalePartitionEpoch { .. })
         ));
         let zombie = IsrChange {
@@ -376,7 +403,7 @@ mod tests {
             ..change
         };
         assert!(matches!(
-            apply_isr_change(&s, &zombie, &r(&[1, 2, 3]), 2),
+            apply_isr_change(&s, &zombie, &r(&[1, 2, 3]), &BTreeMap::new(), 2),
             Err(IsrChangeError::FencedLeaderEpoch { .. })
         ));
     }
@@ -384,16 +411,47 @@ mod tests {
     #[test]
     fn isr_shrinks_below_min_insync_fill_the_elr_and_expansions_empty_it() {
         let s = state(&[1, 2], 1);
-        let change = |new: &[i32], epoch| IsrChange {
-            leader: ReplicaId(1),
-            leader_epoch: LeaderEpoch(5),
-            partition_epoch: epoch,
-            new_isr: r(new),
-        };
-        let shrunk = apply_isr_change(&s, &change(&[1], 10), &r(&[1, 2, 3]), 2).unwrap();
+        let change = isr_change;
+        let shrunk =
+            apply_isr_change(&s, &change(&[1], 10), &r(&[1, 2, 3]), &BTreeMap::new(), 2).unwrap();
         assert_eq!(shrunk.elr, r(&[2]));
-        let grown = apply_isr_change(&shrunk, &change(&[1, 3], 11), &r(&[1, 2, 3]), 2).unwrap();
+        let grown = apply_isr_change(
+            &shrunk,
+            &change(&[1, 3], 11),
+            &r(&[1, 2, 3]),
+            &BTreeMap::new(),
+            2,
+        )
+        .unwrap();
         assert_eq!((grown.isr, grown.elr), (r(&[1, 3]), r(&[])));
+    }
+
+    /// KIP-903: a replica is added only under the registration it fetched with; a fetch of a
+    /// broker's previous process (stopped, restarted since) does not put it back in sync.
+    #[test]
+    fn an_addition_from_a_previous_registration_of_the_broker_is_refused() {
+        let s = state(&[1, 2], 1);
+        let change = IsrChange {
+            broker_epochs: [(ReplicaId(3), 40)].into(),
+            ..isr_change(&[1, 2, 3], 10)
+        };
+        let live = r(&[1, 2, 3]);
+        let restarted = [(ReplicaId(2), 30), (ReplicaId(3), 57)].into();
+        assert!(matches!(
+            apply_isr_change(&s, &change, &live, &restarted, 2),
+            Err(IsrChangeError::IneligibleReplica(_))
+        ));
+        let same = [(ReplicaId(2), 30), (ReplicaId(3), 40)].into();
+        let next = apply_isr_change(&s, &change, &live, &same, 2).unwrap();
+        assert_eq!(next.isr, r(&[1, 2, 3]));
+        // Replicas already in the ISR are not checked again (only additions are).
+        let shrink = IsrChange {
+            new_isr: r(&[1, 3]),
+            broker_epochs: BTreeMap::new(),
+            partition_epoch: 11,
+            ..change
+        };
+        assert!(apply_isr_change(&next, &shrink, &live, &restarted, 2).is_ok());
     }
 
     #[test]

@@ -61,19 +61,21 @@ impl FollowerState {
         self.high_watermark.get()
     }
 
-    /// The next fetch, from the follower's log end offset and the epoch of its last record
-    /// (sent by a follower that holds its lease on the cluster metadata).
+    /// The next fetch, from the follower's log end offset and the epoch of its last record,
+    /// with the broker epoch of the follower's registration while it holds its lease on the
+    /// cluster metadata.
     pub fn next_fetch(
         &self,
         log_end: Offset,
         last_fetched_epoch: Option<LeaderEpoch>,
+        broker_epoch: Option<i64>,
     ) -> FollowerFetch {
         FollowerFetch {
             replica: self.me,
             fetch_offset: log_end,
             last_fetched_epoch,
             current_leader_epoch: self.leader_epoch,
-            follower_leased: true,
+            broker_epoch,
         }
     }
 
@@ -152,7 +154,7 @@ mod tests {
         assert_eq!(f.high_watermark(), Offset(40));
         f.on_appended(Offset(30), Offset(40));
         assert_eq!(f.high_watermark(), Offset(40), "never back");
-        let fetch = f.next_fetch(Offset(40), Some(LeaderEpoch(3)));
+        let fetch = f.next_fetch(Offset(40), Some(LeaderEpoch(3)), Some(7));
         assert_eq!(
             (fetch.fetch_offset, fetch.current_leader_epoch),
             (Offset(40), LeaderEpoch(3))

@@ -54,9 +54,10 @@ pub struct FollowerFetch {
     pub last_fetched_epoch: Option<LeaderEpoch>,
     /// The leader epoch the follower believes current.
     pub current_leader_epoch: LeaderEpoch,
-    /// Whether the follower holds its own lease on the cluster metadata (Fetch's
-    /// `ReplicaEpoch`, its broker epoch, is set): it can reach the metadata store.
-    pub follower_leased: bool,
+    /// The follower's broker epoch (Fetch's `ReplicaEpoch`), sent only while it holds its own
+    /// lease on the cluster metadata (`None`: it cannot reach the metadata store; a negative
+    /// epoch: leased, epoch not known, as in a Fetch older than v15).
+    pub broker_epoch: Option<i64>,
 }
 
 /// The leader's answer to a follower's fetch.
@@ -107,6 +108,9 @@ struct Progress {
     last_fetch_ms: i64,
     /// The last fetch that came while the follower could not confirm its own lease.
     last_unleased_fetch_ms: Option<i64>,
+    /// The broker epoch of the follower's last leased fetch: which registration of its broker
+    /// the leader's knowledge of it comes from.
+    broker_epoch: Option<i64>,
     /// The leader's log end when the follower's previous fetch arrived.
     leader_end_at_last_fetch: Offset,
 }
@@ -160,6 +164,7 @@ impl LeaderState {
                     last_caught_up_ms: now_ms,
                     last_fetch_ms: now_ms,
                     last_unleased_fetch_ms: None,
+                    broker_epoch: None,
                     leader_end_at_last_fetch: written_end,
                 };
                 (r, p)
@@ -285,8 +290,9 @@ impl LeaderState {
         }
         p.log_end = Some(fetch.fetch_offset);
         p.last_fetch_ms = now_ms;
-        if !fetch.follower_leased {
-            p.last_unleased_fetch_ms = Some(now_ms);
+        match fetch.broker_epoch {
+            Some(e) => p.broker_epoch = Some(e),
+            None => p.last_unleased_fetch_ms = Some(now_ms),
         }
         p.leader_end_at_last_fetch = log_end;
         self.update_high_watermark();
@@ -367,12 +373,19 @@ impl LeaderState {
             .copied()
             .collect();
         let mut new_isr = self.isr.clone();
+        let mut broker_epochs = BTreeMap::new();
         if !lagging.is_empty() {
             lagging.iter().for_each(|r| {
                 new_isr.remove(r);
             });
         } else if !caught_up.is_empty() {
-            new_isr.extend(caught_up);
+            for r in caught_up {
+                let epoch = self.followers.get(&r).and_then(|p| p.broker_epoch);
+                if let Some(e) = epoch.filter(|e| *e >= 0) {
+                    broker_epochs.insert(r, e);
+                }
+                new_isr.insert(r);
+            }
         } else {
             return None;
         }
@@ -381,6 +394,7 @@ impl LeaderState {
             leader_epoch: self.epoch,
             partition_epoch: self.partition_epoch,
             new_isr,
+            broker_epochs,
         };
         self.pending = Some(Pending {
             change: change.clone(),
@@ -467,7 +481,7 @@ mod tests {
             fetch_offset: Offset(at),
             last_fetched_epoch: Some(LeaderEpoch(last)),
             current_leader_epoch: LeaderEpoch(3),
-            follower_leased: true,
+            broker_epoch: Some(r.into()),
         }
     }
 
@@ -488,7 +502,7 @@ mod tests {
     #[test]
     fn followers_share_the_outage_only_while_every_in_sync_one_fetches_unleased() {
         let unleased = |r, at| FollowerFetch {
-            follower_leased: false,
+            broker_epoch: None,
             ..fetch(r, at, 3)
         };
         let mut l = leader_of(&state(), 40);
@@ -595,6 +609,11 @@ mod tests {
         l.on_fetch(fetch(3, 100, 3), &epochs(), Offset(100), 1600);
         let expand = l.isr_proposal(1600).expect("3 caught up");
         assert_eq!(expand.new_isr.len(), 3);
+        assert_eq!(
+            expand.broker_epochs,
+            [(ReplicaId(3), 3)].into(),
+            "the added replica's broker epoch, as it fetched"
+        );
         let mut other = committed.clone();
         other.leader = Some(ReplicaId(2));
         other.leader_epoch = LeaderEpoch(4);

@@ -1,6 +1,6 @@
 //! What the controller commits for a partition, and the requests that change it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use iouring_log::LeaderEpoch;
 
@@ -44,4 +44,9 @@ pub struct IsrChange {
     pub leader_epoch: LeaderEpoch,
     pub partition_epoch: i32,
     pub new_isr: BTreeSet<ReplicaId>,
+    /// The broker epoch each replica this change adds fetched with (Kafka's KIP-903
+    /// `NewIsrWithEpochs`): the controller refuses the addition if that broker has registered
+    /// again since (a fetch of its previous process), so a stopped or restarted broker is
+    /// never counted in sync on what its old process had.
+    pub broker_epochs: BTreeMap<ReplicaId, i64>,
 }

@@ -172,6 +172,15 @@ impl Controller {
             .map(|(&n, _)| ReplicaId(n))
             .collect()
     }
+
+    /// The live sessions' broker epochs (a node's incarnation stands for its registration).
+    fn broker_epochs(&self, now: i64) -> BTreeMap<ReplicaId, i64> {
+        self.sessions
+            .iter()
+            .filter(|(_, (_, last))| now - last <= SESSION_MS)
+            .map(|(&n, &(incarnation, _))| (ReplicaId(n), incarnation as i64))
+            .collect()
+    }
 }
 
 struct Sim {
@@ -754,7 +763,11 @@ impl Sim {
         if node.fetch_in_flight.is_some_and(|(_, t)| now - t < 60) {
             return;
         }
-        let fetch = f.next_fetch(node.log.end(), node.log.last_epoch());
+        let fetch = f.next_fetch(
+            node.log.end(),
+            node.log.last_epoch(),
+            Some(node.incarnation as i64),
+        );
         let leader = f.leader().0;
         node.fetch_in_flight = Some((fetch, now));
         self.send(n as i32, leader, Msg::Fetch(fetch));
@@ -814,12 +827,14 @@ impl Sim {
             }
             Msg::IsrChange(change) => {
                 let live = self.controller.live(now);
-                match apply_isr_change(&self.controller.state, &change, &live, CONFIG.min_insync) {
+                let epochs = self.controller.broker_epochs(now);
+                let state = &self.controller.state;
+                match apply_isr_change(state, &change, &live, &epochs, CONFIG.min_insync) {
                     Ok(next) => {
                         self.controller.state = next;
                         self.broadcast();
                     }
-                    Err(IsrChangeError::InvalidIsr(_)) => {
+                    Err(IsrChangeError::InvalidIsr(_) | IsrChangeError::IneligibleReplica(_)) => {
                         self.controller.state = fence_isr_proposals(&self.controller.state);
                         self.broadcast();
                     }

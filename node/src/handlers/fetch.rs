@@ -80,15 +80,16 @@ pub async fn handle(
     }
     // A follower's fetch: replica id >= 0 (in ReplicaState from v15).
     let replica = if version >= 15 {
+        let epoch = req.replica_state.replica_epoch;
         Replica {
             id: req.replica_state.replica_id.0,
             // Our followers send their broker epoch only while they hold their lease.
-            leased: req.replica_state.replica_epoch >= 0,
+            broker_epoch: (epoch >= 0).then_some(epoch),
         }
     } else {
         Replica {
             id: req.replica_id.0,
-            leased: true,
+            broker_epoch: Some(-1),
         }
     };
     let max_bytes = req.max_bytes.max(0) as usize;
@@ -301,12 +302,13 @@ fn empty_partition(index: i32) -> PartitionData {
     pd
 }
 
-/// A fetch's replica id (a consumer: < 0; a follower: its broker id) and whether a follower
-/// holds its lease on the cluster metadata (`ReplicaState.ReplicaEpoch` set).
+/// A fetch's replica id (a consumer: < 0; a follower: its broker id) and a follower's broker
+/// epoch (`ReplicaState.ReplicaEpoch`), set only while it holds its lease on the cluster
+/// metadata (-1: leased, epoch unknown, before Fetch v15).
 #[derive(Clone, Copy)]
 struct Replica {
     id: i32,
-    leased: bool,
+    broker_epoch: Option<i64>,
 }
 
 /// Who fetches: a consumer (replica id < 0) or a follower, and whether this partition is the
@@ -335,7 +337,7 @@ async fn read_partition(
             last_fetched_epoch: (fp.last_fetched_epoch >= 0)
                 .then_some(LeaderEpoch(fp.last_fetched_epoch)),
             current_leader_epoch: LeaderEpoch(fp.current_leader_epoch),
-            follower_leased: fetcher.replica.leased,
+            broker_epoch: fetcher.replica.broker_epoch,
         };
         let hw = match part.on_follower_fetch(follower, now_ms()) {
             FetchAnswer::Records { high_watermark } => high_watermark,

@@ -211,6 +211,10 @@ impl Controller {
         let Some(live) = self.live_replicas() else {
             return;
         };
+        let eligible: BTreeSet<ReplicaId> = self
+            .store
+            .isr_eligible()
+            .map_or_else(BTreeSet::new, |n| n.keys().map(|&n| ReplicaId(n)).collect());
         let mut next = self.snapshot.clone();
         let mut changed = Vec::new();
         for topic in next.topics.values_mut() {
@@ -242,8 +246,9 @@ impl Controller {
                         }
                     }
                 }
-                // The preferred leader (the first replica) leads again once back in the ISR.
-                if let Some(s) = preferred_leader_election(&state, &live) {
+                // The preferred leader (the first replica) leads again once back in the ISR
+                // (not while its node is in controlled shutdown).
+                if let Some(s) = preferred_leader_election(&state, &eligible) {
                     state = s;
                     moved = true;
                 }
@@ -279,6 +284,11 @@ impl Controller {
         let Some(mut others) = self.live_replicas() else {
             return;
         };
+        // First marked, so no ISR takes this node back in on a fetch it still makes while it
+        // stops (its followers run until the node is gone), and no leadership moves back.
+        if let Err(e) = self.store.begin_controlled_shutdown() {
+            tracing::warn!(error = %e, "controlled shutdown: cannot mark this node as stopping");
+        }
         let me = ReplicaId(self.settings.node);
         others.remove(&me);
         for attempt in 0..2 {
@@ -350,9 +360,15 @@ impl Controller {
                 format!("{topic}-{partition} does not exist"),
             )
         };
-        let live = self
-            .live_replicas()
-            .unwrap_or_else(|| [ReplicaId(self.settings.node)].into());
+        // Only nodes an ISR may take in count as live for an addition (not one in controlled
+        // shutdown), each under the broker epoch it is registered with now.
+        let (live, broker_epochs) = match self.store.isr_eligible() {
+            Some(nodes) => (
+                nodes.keys().map(|&n| ReplicaId(n)).collect(),
+                nodes.iter().map(|(&n, &e)| (ReplicaId(n), e)).collect(),
+            ),
+            None => ([ReplicaId(self.settings.node)].into(), BTreeMap::new()),
+        };
         let t = snapshot.topics.get_mut(topic).ok_or_else(unknown)?;
         let min_insync = self.min_insync(&t.configs);
         let meta = usize::try_from(partition)
@@ -360,10 +376,14 @@ impl Controller {
             .and_then(|p| t.partitions.get_mut(p))
             .ok_or_else(unknown)?;
         let state = meta.state();
-        let next = match apply_isr_change(&state, change, &live, min_insync) {
+        let next = match apply_isr_change(&state, change, &live, &broker_epochs, min_insync) {
             Ok(next) => next,
             Err(IsrChangeError::InvalidIsr(why)) => {
                 tracing::warn!(topic, partition, reason = %why, "refusing an invalid ISR change");
+                fence_isr_proposals(&state)
+            }
+            Err(IsrChangeError::IneligibleReplica(why)) => {
+                tracing::info!(topic, partition, reason = %why, "refusing an ISR change that adds an ineligible replica");
                 fence_isr_proposals(&state)
             }
             Err(e) => {
@@ -376,6 +396,20 @@ impl Controller {
         tracing::info!(topic, partition, isr = ?next.isr.iter().map(|r| r.0).collect::<Vec<_>>(), partition_epoch = next.partition_epoch, "ISR changed");
         meta.apply_state(&next);
         Ok(true)
+    }
+
+    /// The nodes `change` adds to the partition's ISR as this node last read it.
+    fn isr_additions(&self, topic: &str, partition: i32, change: &IsrChange) -> BTreeSet<i32> {
+        let current = usize::try_from(partition).ok().and_then(|p| {
+            let t = self.snapshot.topics.get(topic)?;
+            Some(t.partitions.get(p)?.state().isr)
+        });
+        change
+            .new_isr
+            .iter()
+            .filter(|r| current.as_ref().is_none_or(|isr| !isr.contains(r)))
+            .map(|r| r.0)
+            .collect()
     }
 
     fn execute(&mut self, cmd: Command) {
@@ -438,7 +472,17 @@ impl Controller {
             return Ok(());
         }
         next.version += 1;
-        let saved = self.store.save(&next).map_err(|e| {
+        // An ISR addition was decided on the added brokers' registrations: saved only if they
+        // are unchanged (none restarted or entered controlled shutdown meanwhile).
+        let guarded = match op {
+            Op::AlterPartition {
+                topic,
+                partition,
+                change,
+            } => self.isr_additions(topic, *partition, change),
+            _ => BTreeSet::new(),
+        };
+        let saved = self.store.save_guarded(&next, &guarded).map_err(|e| {
             Attempt::Refused(Refused::new(
                 ResponseError::KafkaStorageError,
                 format!("persisting metadata: {e}"),

@@ -139,6 +139,10 @@ pub struct NodeInfo {
     /// told the endpoints of the listener they connected to).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub listeners: BTreeMap<String, (String, u16)>,
+    /// The node is in controlled shutdown (SIGTERM): it still serves until it leaves, but no
+    /// ISR takes it in and no leadership moves to it (Kafka's KIP-841).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub controlled_shutdown: bool,
 }
 
 impl NodeInfo {

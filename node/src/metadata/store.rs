@@ -2,6 +2,8 @@
 //! every store: the embedded JSON file of a single node ([`super::embedded`]), or etcd for a
 //! cluster ([`super::etcd::store`]), where other nodes change it too.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use super::placement::NodeShards;
 use super::snapshot::Snapshot;
 
@@ -41,5 +43,26 @@ pub trait MetadataStore: Send {
     /// The live nodes replicas may be placed on; `None`: this node alone (its own metadata).
     fn live_nodes(&mut self) -> Option<Vec<NodeShards>> {
         None
+    }
+    /// The nodes an ISR may take in, by broker epoch: registered and not in controlled
+    /// shutdown; `None`: this node alone.
+    fn isr_eligible(&mut self) -> Option<BTreeMap<i32, i64>> {
+        None
+    }
+    /// Saves as [`MetadataStore::save`] does, and only if the registrations of `brokers` are
+    /// still as last read (none registered again, none entered controlled shutdown since):
+    /// an ISR addition is decided on them.
+    fn save_guarded(
+        &mut self,
+        snapshot: &Snapshot,
+        brokers: &BTreeSet<i32>,
+    ) -> Result<Saved, StoreError> {
+        let _ = brokers;
+        self.save(snapshot)
+    }
+    /// This node begins its controlled shutdown: from now on the cluster takes it into no ISR
+    /// and moves no leadership to it. Saved before the node moves its leadership away.
+    fn begin_controlled_shutdown(&mut self) -> Result<(), StoreError> {
+        Ok(())
     }
 }

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use etcd_client::{Compare, CompareOp, Txn, TxnOp};
+use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
 
 use super::election::{campaign_until_elected, ControllerLease};
 use super::liveness::Liveness;
@@ -47,6 +47,8 @@ pub struct EtcdStore {
     /// Every resource pattern's ACL entries as last read, with the key's mod revision.
     acls: BTreeMap<String, (BTreeSet<AclEntry>, i64)>,
     nodes: BTreeMap<i32, NodeInfo>,
+    /// Every registration as last read: node → (broker epoch, the key's mod revision).
+    registrations: BTreeMap<i32, (i64, i64)>,
     /// Controller candidacies: key → (create revision, node); the oldest leads.
     candidates: BTreeMap<String, (i64, i32)>,
     /// This node's campaign, running in the background under its lease.
@@ -102,6 +104,7 @@ impl EtcdStore {
             scram: BTreeMap::new(),
             acls: BTreeMap::new(),
             nodes: BTreeMap::new(),
+            registrations: BTreeMap::new(),
             candidates: BTreeMap::new(),
             campaign: None,
             elected: Arc::default(),
@@ -149,6 +152,8 @@ impl EtcdStore {
                 return old.is_none();
             }
         } else if let Some(node) = keys.broker_of(&e.key) {
+            self.registrations
+                .insert(node, (e.create_revision, e.mod_revision));
             if let Some((epoch, seen)) = &mut self.lease_pending {
                 if node == self.me.node && e.create_revision == *epoch {
                     // Handed out with the next snapshot even if nothing else changed.
@@ -184,6 +189,7 @@ impl EtcdStore {
             return self.acls.remove(pattern).is_some();
         }
         if let Some(node) = keys.broker_of(key) {
+            self.registrations.remove(&node);
             self.liveness.deregistered(node);
             return self.nodes.remove(&node).is_some();
         }
@@ -340,6 +346,7 @@ impl EtcdStore {
         self.scram.clear();
         self.acls.clear();
         self.nodes.clear();
+        self.registrations.clear();
         self.liveness = Liveness::default();
         for e in entries {
             self.apply_put(&e);
@@ -470,6 +477,14 @@ impl MetadataStore for EtcdStore {
     }
 
     fn save(&mut self, snapshot: &Snapshot) -> Result<Saved, StoreError> {
+        self.save_guarded(snapshot, &BTreeSet::new())
+    }
+
+    fn save_guarded(
+        &mut self,
+        snapshot: &Snapshot,
+        brokers: &BTreeSet<i32>,
+    ) -> Result<Saved, StoreError> {
         let keys = self.etcd.keys();
         let mut txn = TxnParts::default();
         txn.diff(&self.topics, &snapshot.topics, |n| keys.topic(n));
@@ -477,6 +492,16 @@ impl MetadataStore for EtcdStore {
         txn.diff(&self.acls, &snapshot.acls, |p| keys.acls(p));
         if txn.ops.is_empty() {
             return Ok(Saved::Yes);
+        }
+        for node in brokers {
+            // A registration not read is not live: the change was refused before saving.
+            if let Some(&(_, rev)) = self.registrations.get(node) {
+                txn.compares.push(Compare::mod_revision(
+                    keys.broker(*node),
+                    CompareOp::Equal,
+                    rev,
+                ));
+            }
         }
         let txn = Txn::new().when(txn.compares).and_then(txn.ops);
         let mut client = self.etcd.client();
@@ -526,6 +551,45 @@ impl MetadataStore for EtcdStore {
             self.lease_pending = None;
             self.clock.metadata_applied();
         }
+    }
+
+    fn isr_eligible(&mut self) -> Option<BTreeMap<i32, i64>> {
+        Some(
+            self.nodes
+                .values()
+                .filter(|n| !n.controlled_shutdown)
+                .filter_map(|n| Some((n.node, self.registrations.get(&n.node)?.0)))
+                .collect(),
+        )
+    }
+
+    fn begin_controlled_shutdown(&mut self) -> Result<(), StoreError> {
+        let Some(session) = &self.session else {
+            return Ok(());
+        };
+        let me = NodeInfo {
+            controlled_shutdown: true,
+            ..self.me.clone()
+        };
+        let value = serde_json::to_string(&me).expect("node info serializes");
+        let key = self.etcd.keys().broker(self.me.node);
+        // Only this session's registration: a lost lease leaves nothing to mark.
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                key.clone(),
+                CompareOp::Equal,
+                session.broker_epoch(),
+            )])
+            .and_then([TxnOp::put(
+                key,
+                value,
+                Some(PutOptions::new().with_lease(session.lease_id())),
+            )]);
+        let mut client = self.etcd.client();
+        self.etcd
+            .call("marking controlled shutdown", client.txn(txn))
+            .map(|_| ())
+            .map_err(|e| store_error("marking controlled shutdown in", &self.location(), e))
     }
 
     fn live_nodes(&mut self) -> Option<Vec<NodeShards>> {
