@@ -393,17 +393,14 @@ impl Controller {
                 ))
             }
         };
-        tracing::info!(topic, partition, isr = ?next.isr.iter().map(|r| r.0).collect::<Vec<_>>(), partition_epoch = next.partition_epoch, "ISR changed");
+        tracing::debug!(topic, partition, isr = ?next.isr.iter().map(|r| r.0).collect::<Vec<_>>(), partition_epoch = next.partition_epoch, "ISR change decided; saving");
         meta.apply_state(&next);
         Ok(true)
     }
 
     /// The nodes `change` adds to the partition's ISR as this node last read it.
     fn isr_additions(&self, topic: &str, partition: i32, change: &IsrChange) -> BTreeSet<i32> {
-        let current = usize::try_from(partition).ok().and_then(|p| {
-            let t = self.snapshot.topics.get(topic)?;
-            Some(t.partitions.get(p)?.state().isr)
-        });
+        let current = partition_state(&self.snapshot, topic, partition).map(|s| s.isr);
         change
             .new_isr
             .iter()
@@ -490,6 +487,15 @@ impl Controller {
         })?;
         if saved == Saved::Conflict {
             return Err(Attempt::Conflict);
+        }
+        if let Op::AlterPartition {
+            topic, partition, ..
+        } = op
+        {
+            // Logged once saved (a change decided on a stale view is refused by the store).
+            if let Some(state) = partition_state(&next, topic, *partition) {
+                tracing::info!(topic, partition, isr = ?state.isr.iter().map(|r| r.0).collect::<Vec<_>>(), partition_epoch = state.partition_epoch, "ISR changed");
+            }
         }
         self.snapshot = next;
         self.broadcast();
@@ -683,6 +689,16 @@ impl Controller {
             .map_err(|e| Refused::new(ResponseError::InvalidReplicationFactor, e.to_string()))?;
         Ok(placed.into_iter().map(PartitionMeta::placed).collect())
     }
+}
+
+/// A partition's replication state in `snapshot`, if the partition exists.
+fn partition_state(
+    snapshot: &Snapshot,
+    topic: &str,
+    partition: i32,
+) -> Option<replication::PartitionState> {
+    let p = usize::try_from(partition).ok()?;
+    Some(snapshot.topics.get(topic)?.partitions.get(p)?.state())
 }
 
 fn alter_topic_configs(
