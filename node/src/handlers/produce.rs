@@ -83,21 +83,33 @@ pub async fn append(
 }
 
 /// Waits until every appended partition may be acknowledged (bounded by the request's
-/// timeout: REQUEST_TIMED_OUT) and answers.
+/// timeout: REQUEST_TIMED_OUT) and answers. The partitions are waited for at once, not one
+/// after the other: under a flush policy each wait may run its partition's fdatasync, and a
+/// request for N partitions then takes about one fdatasync instead of N in a row.
 pub async fn complete(ctx: &ShardCtx, pending: PendingProduce) -> ProduceResponse {
     let deadline = std::time::Instant::now() + pending.timeout;
-    let mut resp = ProduceResponse::default();
+    let version = pending.version;
+    let mut names = Vec::with_capacity(pending.topics.len());
+    let mut waits = Vec::new();
     for (name, partitions) in pending.topics {
+        names.push((name, partitions.len()));
+        for p in partitions {
+            waits.push(async move {
+                let result = match p.outcome {
+                    Ok((part, appended)) => wait(ctx, &part, appended, deadline).await,
+                    Err(refused) => Err(refused),
+                };
+                partition_response(p.index, result, version)
+            });
+        }
+    }
+    // In request order, as the waits were listed.
+    let mut answers = futures_util::future::join_all(waits).await.into_iter();
+    let mut resp = ProduceResponse::default();
+    for (name, count) in names {
         let mut tr = TopicProduceResponse::default();
         tr.name = name;
-        for p in partitions {
-            let result = match p.outcome {
-                Ok((part, appended)) => wait(ctx, &part, appended, deadline).await,
-                Err(refused) => Err(refused),
-            };
-            tr.partition_responses
-                .push(partition_response(p.index, result, pending.version));
-        }
+        tr.partition_responses = answers.by_ref().take(count).collect();
         resp.responses.push(tr);
     }
     resp
