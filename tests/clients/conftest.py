@@ -4,6 +4,7 @@ fresh data dir and free ports, and stop it afterwards. Tests talk to it with rea
 The binary is `target/release/ringlog` (built by scripts/test.sh); RINGLOG_BIN overrides it.
 """
 import os
+import random
 import shutil
 import signal
 import socket
@@ -17,14 +18,25 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BINARY = os.environ.get("RINGLOG_BIN", os.path.join(REPO, "target", "release", "ringlog"))
 
 
+def ephemeral_ports():
+    """The kernel's range for outgoing connections' local ports (ip_local_port_range)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port_block(n):
-    """A base port such that base..base+n-1 are all free on 127.0.0.1."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + n >= 65535:
-            continue
+    """A base port such that base..base+n-1 are all free on 127.0.0.1, chosen below the
+    ephemeral range: a port in it may be taken, between this check and the broker's bind, as
+    the local port of any outgoing connection (a shard's port after shard 0's was taken by a
+    client's connection, as seen once in CI)."""
+    low, _ = ephemeral_ports()
+    top = min(low, 65535) - n
+    for _ in range(500):
+        base = random.randint(min(10000, top - 1), top)
         ok = True
         for p in range(base, base + n):
             with socket.socket() as t:
