@@ -106,7 +106,9 @@ def test_ten_thousand_partitions(make_broker):
     assert disk <= disk_bound, f"disk {disk / MIB:.0f} MiB over {disk_bound / MIB:.0f} MiB"
     assert b.proc.poll() is None
 
+    t0 = time.time()
     b.stop()
+    print(f"stopped (10 000 logs closed) in {time.time() - t0:.1f} s")
     t0 = time.time()
     b.start(timeout=180)
     started = time.time() - t0

@@ -6,6 +6,7 @@ two followers die. After the faults heal a fresh consumer reads every partition 
 watermark, and the checker asks: is every acknowledged value at exactly the offset it was
 acknowledged at, no offset holding two values, no value twice? The replicas' stored batches must
 be identical (offsets and CRCs) below the high watermark on every node."""
+import concurrent.futures
 import os
 import signal
 import struct
@@ -14,7 +15,7 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import kafka_wire
@@ -174,9 +175,10 @@ def read_all(c, topic, partitions, acked=()):
                 marks = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
                 if marks is not None:  # None: timed out
                     high = marks[1]
-            except KafkaException:
+            except KafkaException as e:
                 if time.time() > settle:
-                    raise
+                    raise AssertionError(f"partition {p}: {e}; the consumer's metadata: "
+                                         f"{describe_metadata(consumer, topic)}") from e
             if high is not None and (high > last_acked.get(p, -1) or time.time() > settle):
                 break
             assert time.time() < settle + 30, f"partition {p}: no high watermark in 60 s"
@@ -191,6 +193,18 @@ def read_all(c, topic, partitions, acked=()):
         out[p] = got
     consumer.close()
     return out
+
+
+def describe_metadata(client, topic):
+    """What `client`'s librdkafka learns of `topic` and the cluster now (failure diagnostics)."""
+    try:
+        md = client.list_topics(topic, timeout=5)
+    except KafkaException as e:
+        return f"no metadata: {e}"
+    t = md.topics.get(topic)
+    parts = None if t is None else {p.id: (p.leader, p.isrs, str(p.error)) for p in t.partitions.values()}
+    return (f"answered by {md.orig_broker_id}, controller {md.controller_id}, brokers "
+            f"{sorted(md.brokers)}, topic error {None if t is None else t.error}, partitions {parts}")
 
 
 class ClientProducers:
@@ -419,9 +433,16 @@ def test_acks_all_needs_min_insync_replicas(cluster):
     p.produce("minisr", value=b"together", partition=0, on_delivery=lambda err, msg: done.append(err))
     p.flush(10)
     assert done == [None], done
-    with pytest.raises(KafkaException):
-        AdminClient({"bootstrap.servers": c.bootstrap()}).create_topics(
-            [NewTopic("four", num_partitions=1, replication_factor=4)])["four"].result(timeout=10)
+    admin = AdminClient({"bootstrap.servers": c.bootstrap()})
+    four = admin.create_topics([NewTopic("four", num_partitions=1, replication_factor=4)])["four"]
+    try:
+        four.result(timeout=10)
+    except KafkaException as e:
+        assert e.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR, e
+    except concurrent.futures.TimeoutError:
+        raise AssertionError(f"CreateTopics not answered in 10 s; {describe_metadata(admin, 'minisr')}")
+    else:
+        raise AssertionError("a replication factor above the node count was accepted")
 
 
 def test_sigterm_moves_leadership_before_the_node_leaves(cluster):
