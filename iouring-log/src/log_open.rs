@@ -52,22 +52,36 @@ impl Default for LogOptions {
 
 /// The offset a one-entry checkpoint file holds; 0 when it is missing or unreadable.
 async fn read_offset_checkpoint(dir: &Path, name: &str) -> Result<Offset, IoError> {
+    Ok(read_offset_checkpoint_as_written(dir, name)
+        .await?
+        .unwrap_or(Offset(0)))
+}
+
+/// The offset a checkpoint file holds; `None` when it is missing or not exactly one valid
+/// offset (the file is then rewritten at the next checkpoint, whatever the value).
+async fn read_offset_checkpoint_as_written(
+    dir: &Path,
+    name: &str,
+) -> Result<Option<Offset>, IoError> {
     let bytes = read_file(&dir.join(name)).await?;
     let offset = bytes
         .and_then(|b| parse_checkpoint(&b))
-        .and_then(|lines| lines.first().and_then(|l| l.trim().parse::<i64>().ok()));
-    Ok(Offset(offset.unwrap_or(0).max(0)))
+        .filter(|lines| lines.len() == 1)
+        .and_then(|lines| lines[0].trim().parse::<i64>().ok())
+        .filter(|o| *o >= 0);
+    Ok(offset.map(Offset))
 }
 
-async fn read_epochs(dir: &Path) -> Result<LeaderEpochCache, IoError> {
+/// The leader-epoch cache as checkpointed, and the file's entries when it was readable.
+async fn read_epochs(dir: &Path) -> Result<(LeaderEpochCache, Option<Vec<String>>), IoError> {
     let bytes = read_file(&dir.join(LEADER_EPOCH_FILE)).await?;
-    let cache = bytes
-        .and_then(|b| parse_checkpoint(&b))
-        .and_then(|l| LeaderEpochCache::from_lines(&l));
+    let lines = bytes.and_then(|b| parse_checkpoint(&b));
+    let cache = lines.as_ref().and_then(|l| LeaderEpochCache::from_lines(l));
     if cache.is_none() && dir.join(LEADER_EPOCH_FILE).exists() {
         tracing::warn!(dir = %dir.display(), "leader-epoch-checkpoint unreadable; rebuilding from batches");
     }
-    Ok(cache.unwrap_or_default())
+    let as_written = cache.as_ref().and(lines);
+    Ok((cache.unwrap_or_default(), as_written))
 }
 
 /// A segment before the recovery point: load and sanity-check its index files; `None` if they
@@ -217,9 +231,11 @@ impl Log {
         let cleaned_below = read_offset_checkpoint(&dir, CLEANER_OFFSET_FILE).await?;
         crate::cleaner::finish_interrupted_cleaning(&dir, &config).await?;
         let bases = list_segments(&dir)?;
-        let recovery_point = read_offset_checkpoint(&dir, RECOVERY_POINT_FILE).await?;
+        let checkpointed_recovery_point =
+            read_offset_checkpoint_as_written(&dir, RECOVERY_POINT_FILE).await?;
+        let recovery_point = checkpointed_recovery_point.unwrap_or(Offset(0));
         let start_floor = read_offset_checkpoint(&dir, LOG_START_OFFSET_FILE).await?;
-        let mut epochs = read_epochs(&dir).await?;
+        let (mut epochs, checkpointed_epochs) = read_epochs(&dir).await?;
         let found = Found {
             dir: &dir,
             bases: &bases,
@@ -248,8 +264,9 @@ impl Log {
             recovery_point: end,
             unflushed_records: 0,
             first_unflushed_ms: None,
-            checkpointed_recovery_point: None,
+            checkpointed_recovery_point,
             checkpointed_at_ms: now_ms,
+            checkpointed_epochs,
             closed: false,
         };
         state.check();
@@ -275,17 +292,30 @@ impl Log {
     /// are replaced atomically, so a failure (a full disk) leaves the older ones, which are
     /// still right — the next open re-validates more and truncates the epochs again — and must
     /// not keep a log that holds its data from opening for reads.
+    /// Files that already hold what would be written (a log closed cleanly) are left alone.
     async fn checkpoint_after_open(&self) {
         let rp = self.recovery_point();
         let epochs = self.inner.state.borrow().epochs.to_lines();
-        let written =
-            match write_checkpoint(&self.inner.dir, RECOVERY_POINT_FILE, &[rp.0.to_string()]).await
-            {
-                Ok(()) => write_checkpoint(&self.inner.dir, LEADER_EPOCH_FILE, &epochs).await,
-                Err(e) => Err(e),
-            };
-        match written {
-            Ok(()) => self.inner.state.borrow_mut().checkpointed_recovery_point = Some(rp),
+        let (rp_changed, epochs_changed) = {
+            let st = self.inner.state.borrow();
+            (
+                st.checkpointed_recovery_point != Some(rp),
+                st.checkpointed_epochs.as_ref() != Some(&epochs),
+            )
+        };
+        let written = async {
+            if rp_changed {
+                write_checkpoint(&self.inner.dir, RECOVERY_POINT_FILE, &[rp.0.to_string()]).await?;
+                self.inner.state.borrow_mut().checkpointed_recovery_point = Some(rp);
+            }
+            if epochs_changed {
+                write_checkpoint(&self.inner.dir, LEADER_EPOCH_FILE, &epochs).await?;
+                self.inner.state.borrow_mut().checkpointed_epochs = Some(epochs);
+            }
+            Ok::<(), IoError>(())
+        };
+        match written.await {
+            Ok(()) => {}
             Err(e) => {
                 tracing::warn!(log = %self.inner.dir.display(), error = %e, "checkpoints not updated after recovery; the older ones stand")
             }

@@ -314,3 +314,59 @@ fn records_waited_written_survive_a_killed_process() {
             .unwrap();
     });
 }
+
+/// The inode of a file: a checkpoint rewritten (temporary file renamed over it) gets a new one.
+fn inode(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().ino()
+}
+
+#[test]
+fn checkpoints_holding_the_same_values_are_not_rewritten() {
+    run(|| async {
+        let dir = tmpdir();
+        build_log(dir.path(), 50).await;
+        let rp_file = dir.path().join("recovery-point-checkpoint");
+        let epoch_file = dir.path().join("leader-epoch-checkpoint");
+        let (rp_before, epoch_before) = (inode(&rp_file), inode(&epoch_file));
+        assert_eq!(std::fs::read_to_string(&rp_file).unwrap(), "0\n1\n50\n");
+
+        // Opened and closed with nothing appended: both files already say it.
+        let log = check_served(dir.path(), 50, "reopened").await;
+        log.close().await.unwrap();
+        assert_eq!(
+            inode(&rp_file),
+            rp_before,
+            "recovery point rewritten unchanged"
+        );
+        assert_eq!(
+            inode(&epoch_file),
+            epoch_before,
+            "epochs rewritten unchanged"
+        );
+
+        // Appends move the recovery point at close; the epochs stay.
+        let log = Log::open(dir.path(), config(), 0).await.unwrap();
+        log.append_as_leader(&batch(50, 2, VALUE, Compression::None), LeaderEpoch(0), 0)
+            .await
+            .unwrap();
+        log.close().await.unwrap();
+        assert_ne!(
+            inode(&rp_file),
+            rp_before,
+            "a new recovery point is written"
+        );
+        assert_eq!(std::fs::read_to_string(&rp_file).unwrap(), "0\n1\n52\n");
+        assert_eq!(
+            inode(&epoch_file),
+            epoch_before,
+            "epochs rewritten unchanged"
+        );
+
+        // A damaged checkpoint is rewritten at open even where its value would be the same.
+        std::fs::write(&rp_file, "0\n1\nfifty-two\n").unwrap();
+        let log = check_served(dir.path(), 52, "damaged checkpoint").await;
+        assert_eq!(std::fs::read_to_string(&rp_file).unwrap(), "0\n1\n52\n");
+        log.close().await.unwrap();
+    });
+}

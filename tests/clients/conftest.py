@@ -112,7 +112,7 @@ class Broker:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-                raise RuntimeError("ringlog did not stop on SIGTERM within 30 s")
+                raise RuntimeError(f"ringlog did not stop on signal {sig} within {timeout} s")
         return self.proc.returncode if self.proc else None
 
     def kill9(self):
