@@ -28,7 +28,8 @@ use glommio::io::{BufferedFile, DmaBuffer, OpenOptions, ReadResult};
 use crate::error::IoError;
 use crate::helper_thread::on_helper_thread;
 use crate::limits::{
-    DIRECT_READ_FILES_MAX, READ_AHEAD_CHUNKS, READ_AHEAD_IN_FLIGHT_MAX, TAIL_CHUNK_BYTES,
+    DIRECT_IO_ALIGNMENT, DIRECT_READ_FILES_MAX, READ_AHEAD_CHUNKS, READ_AHEAD_IN_FLIGHT_MAX,
+    TAIL_CHUNK_BYTES,
 };
 use crate::notify::Notify;
 
@@ -402,7 +403,13 @@ async fn read_chunk(
     // kernel cannot start without blocking), whose completion the reactor can miss while
     // nothing else wakes it: seen as a test hanging in `io_cqring_wait` with the read done.
     // The same ticker as for helper-thread operations keeps the reactor looking.
-    let read = on_helper_thread(file.read_at(position, CHUNK))
+    // Only the bytes that are final, in whole blocks: the chunk is valid up to `final_len`
+    // whatever more is read, and a 1 MiB buffer for each of 10 000 quiet partitions' few
+    // kilobytes took the node's RSS to 4.6 GB during one fetch of all of them.
+    let len = final_len
+        .next_multiple_of(DIRECT_IO_ALIGNMENT)
+        .clamp(DIRECT_IO_ALIGNMENT, CHUNK);
+    let read = on_helper_thread(file.read_at(position, len))
         .await
         .map_err(|e| IoError::new("reading", segment.path().as_path(), std::io::Error::from(e)))?;
     if read.len() < final_len {
