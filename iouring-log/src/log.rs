@@ -557,17 +557,21 @@ impl Log {
     }
 
     pub(crate) async fn write_recovery_point_checkpoint(&self) -> Result<(), IoError> {
+        let written = self.store_recovery_point_checkpoint().await;
+        self.poison_on_error(written)
+    }
+
+    /// Writes the recovery point unless the checkpoint file holds it already. A failure does
+    /// not poison the log ([`Log::write_recovery_point_checkpoint`] does).
+    pub(crate) async fn store_recovery_point_checkpoint(&self) -> Result<(), IoError> {
         let _one = self.checkpoint_permit().await;
         let rp = self.recovery_point();
         if self.inner.state.borrow().checkpointed_recovery_point == Some(rp) {
             return Ok(());
         }
-        let written =
-            write_checkpoint(&self.inner.dir, RECOVERY_POINT_FILE, &[rp.0.to_string()]).await;
-        if written.is_ok() {
-            self.inner.state.borrow_mut().checkpointed_recovery_point = Some(rp);
-        }
-        self.poison_on_error(written)
+        write_checkpoint(&self.inner.dir, RECOVERY_POINT_FILE, &[rp.0.to_string()]).await?;
+        self.inner.state.borrow_mut().checkpointed_recovery_point = Some(rp);
+        Ok(())
     }
 
     pub(crate) async fn write_log_start_checkpoint(&self) -> Result<(), IoError> {
@@ -583,16 +587,21 @@ impl Log {
     }
 
     pub(crate) async fn write_epoch_checkpoint(&self) -> Result<(), IoError> {
+        let written = self.store_epoch_checkpoint().await;
+        self.poison_on_error(written)
+    }
+
+    /// Writes the leader epochs unless the checkpoint file holds them already. A failure does
+    /// not poison the log ([`Log::write_epoch_checkpoint`] does).
+    pub(crate) async fn store_epoch_checkpoint(&self) -> Result<(), IoError> {
         let _one = self.checkpoint_permit().await;
         let lines = self.inner.state.borrow().epochs.to_lines();
         if self.inner.state.borrow().checkpointed_epochs.as_ref() == Some(&lines) {
             return Ok(());
         }
-        let written = write_checkpoint(&self.inner.dir, LEADER_EPOCH_FILE, &lines).await;
-        if written.is_ok() {
-            self.inner.state.borrow_mut().checkpointed_epochs = Some(lines);
-        }
-        self.poison_on_error(written)
+        write_checkpoint(&self.inner.dir, LEADER_EPOCH_FILE, &lines).await?;
+        self.inner.state.borrow_mut().checkpointed_epochs = Some(lines);
+        Ok(())
     }
 
     /// A failed write of any file of the log poisons it (the file may be half-written).

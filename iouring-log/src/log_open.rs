@@ -10,8 +10,8 @@ use glommio::sync::Semaphore;
 
 use crate::appender::{Appender, SegmentEnd};
 use crate::checkpoint::{
-    parse_checkpoint, read_file, sync_dir, write_checkpoint, CLEANER_OFFSET_FILE,
-    LEADER_EPOCH_FILE, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
+    parse_checkpoint, read_file, sync_dir, CLEANER_OFFSET_FILE, LEADER_EPOCH_FILE,
+    LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
 };
 use crate::config::LogConfig;
 use crate::error::{IoError, OpenError};
@@ -294,31 +294,12 @@ impl Log {
     /// not keep a log that holds its data from opening for reads.
     /// Files that already hold what would be written (a log closed cleanly) are left alone.
     async fn checkpoint_after_open(&self) {
-        let rp = self.recovery_point();
-        let epochs = self.inner.state.borrow().epochs.to_lines();
-        let (rp_changed, epochs_changed) = {
-            let st = self.inner.state.borrow();
-            (
-                st.checkpointed_recovery_point != Some(rp),
-                st.checkpointed_epochs.as_ref() != Some(&epochs),
-            )
-        };
         let written = async {
-            if rp_changed {
-                write_checkpoint(&self.inner.dir, RECOVERY_POINT_FILE, &[rp.0.to_string()]).await?;
-                self.inner.state.borrow_mut().checkpointed_recovery_point = Some(rp);
-            }
-            if epochs_changed {
-                write_checkpoint(&self.inner.dir, LEADER_EPOCH_FILE, &epochs).await?;
-                self.inner.state.borrow_mut().checkpointed_epochs = Some(epochs);
-            }
-            Ok::<(), IoError>(())
+            self.store_recovery_point_checkpoint().await?;
+            self.store_epoch_checkpoint().await
         };
-        match written.await {
-            Ok(()) => {}
-            Err(e) => {
-                tracing::warn!(log = %self.inner.dir.display(), error = %e, "checkpoints not updated after recovery; the older ones stand")
-            }
+        if let Err(e) = written.await {
+            tracing::warn!(log = %self.inner.dir.display(), error = %e, "checkpoints not updated after recovery; the older ones stand")
         }
     }
 }
