@@ -5,7 +5,9 @@
 //!   for the disk. Every append that arrives before the writer task runs (one reactor turn) is
 //!   covered by the same write: group commit.
 //! - The writer issues up to [`WRITES_IN_FLIGHT_MAX`] non-overlapping writes of whole blocks,
-//!   at most [`WRITE_BYTES_MAX`] each. The last, partial block is written (zero-padded) as soon
+//!   at most [`WRITE_BYTES_MAX`] each: O_DIRECT from a busy partition's 1 MiB chunks, through
+//!   the page cache from a quiet one's small chunks ([`WriteMode`]; both are written when they
+//!   complete). The last, partial block is written (zero-padded) as soon
 //!   as nothing else is in flight: appends are acknowledged only once written, so it never
 //!   waits for more. A later write of the same block waits for it, so two writes of one block
 //!   are never in flight together and the newest bytes always land last. Appends that arrive
@@ -29,7 +31,7 @@ use crate::limits::{
 };
 use crate::notify::{Notify, Progress};
 use crate::read_cache::{self, CachedSegment};
-use crate::segment_io::{SegmentFile, WriteBuffer};
+use crate::segment_io::{SegmentFile, WriteBuffer, WriteMode};
 use crate::tail::Tail;
 use crate::types::Offset;
 use crate::watermarks::SegmentWatermarks;
@@ -242,19 +244,25 @@ impl Appender {
     }
 
     async fn run_write(self, job: WriteJob) {
-        let whole_chunk = self
-            .io
-            .borrow()
-            .tail
-            .full_chunk(job.start)
-            .filter(|b| b.len() == job.len);
+        let (whole_chunk, mode) = {
+            let io = self.io.borrow();
+            let whole_chunk = io.tail.full_chunk(job.start).filter(|b| b.len() == job.len);
+            // A quiet partition's bytes (small tail chunks) go through the page cache; a busy
+            // one's, and zero fill, O_DIRECT (see `segment_io`).
+            let mode = if job.kind == WriteKind::Data && !io.tail.in_big_chunk(job.start) {
+                WriteMode::PageCache
+            } else {
+                WriteMode::Direct
+            };
+            (whole_chunk, mode)
+        };
         let buf = match (job.kind, whole_chunk) {
             (WriteKind::ZeroFill, _) => WriteBuffer::Shared(zeros()),
             // Zero-copy: the full chunk's buffer goes to the kernel as it is.
             (WriteKind::Data, Some(chunk)) => WriteBuffer::Shared(chunk),
             (WriteKind::Data, None) => WriteBuffer::Owned(self.copy_for_write(job)),
         };
-        let result = self.file.write_at(buf, job.start).await;
+        let result = self.file.write_at(buf, job.start, mode).await;
         self.complete_write(job, result);
     }
 

@@ -33,7 +33,7 @@ use std::time::Duration;
 use glommio::io::DmaBuffer;
 use rand::Rng;
 
-use crate::segment_io::{DirectIo, IoFuture, SegmentFile, SegmentIo, WriteBuffer};
+use crate::segment_io::{DirectIo, IoFuture, SegmentFile, SegmentIo, WriteBuffer, WriteMode};
 
 /// Sector size: the smallest unit a torn write keeps or loses.
 pub const SECTOR_BYTES: usize = 512;
@@ -96,6 +96,8 @@ impl Shared {
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct OpCounts {
     pub writes: u64,
+    /// Of `writes`, those that went through the page cache ([`WriteMode::PageCache`]).
+    pub page_cache_writes: u64,
     pub syncs: u64,
 }
 
@@ -163,6 +165,7 @@ impl FaultyIo {
             .values()
             .fold(OpCounts::default(), |sum, m| OpCounts {
                 writes: sum.writes + m.counts.writes,
+                page_cache_writes: sum.page_cache_writes + m.counts.page_cache_writes,
                 syncs: sum.syncs + m.counts.syncs,
             })
     }
@@ -327,13 +330,16 @@ impl SegmentFile for FaultyFile {
         self.real.alloc_buffer(len)
     }
 
-    fn write_at(&self, buf: WriteBuffer, position: u64) -> IoFuture<'_, usize> {
+    fn write_at(&self, buf: WriteBuffer, position: u64, mode: WriteMode) -> IoFuture<'_, usize> {
+        // Either mode is modelled alike: written when it returns, durable at the next fdatasync
+        // (a power loss drops or tears it before that).
         Box::pin(async move {
             let bytes = buf.as_bytes().to_vec();
-            let op = self.real.write_at(buf, position);
+            let op = self.real.write_at(buf, position, mode);
             self.run(op, |model, n| {
                 let bytes = bytes[..*n].to_vec();
                 model.counts.writes += 1;
+                model.counts.page_cache_writes += u64::from(mode == WriteMode::PageCache);
                 model.record(Pending::Write { position, bytes });
             })
             .await

@@ -350,6 +350,16 @@ impl Tail {
             .map(|c| c.buf().clone())
     }
 
+    /// Whether the bytes at `position` are in a 1 MiB chunk (a busy partition's, written
+    /// O_DIRECT) rather than a small one or a parked block (a quiet partition's, written through
+    /// the page cache; see `segment_io`). A write never crosses a chunk, so its start decides.
+    pub fn in_big_chunk(&self, position: u64) -> bool {
+        self.chunks
+            .iter()
+            .find(|c| c.start <= position && position < c.end())
+            .is_some_and(|c| c.capacity == TAIL_CHUNK_BYTES)
+    }
+
     /// First file position whose bytes the tail still holds.
     pub fn first_position(&self) -> u64 {
         self.valid_from

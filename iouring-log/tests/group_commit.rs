@@ -192,3 +192,64 @@ fn reads_bounded_by_the_written_watermark_stop_at_it() {
         log.close().await.unwrap();
     });
 }
+
+/// A quiet partition's appends (small tail chunks) are written through the page cache; once
+/// appends come fast enough for 1 MiB chunks, those go O_DIRECT. Either way every record reads
+/// back, and a flush makes both durable.
+#[test]
+fn a_quiet_partition_writes_through_the_page_cache_and_a_busy_one_direct() {
+    run(|| async {
+        let dir = tmpdir();
+        let (log, io) = open_counted(dir.path(), LogConfig::default()).await;
+        let before = io.counts();
+        let mut next = 1;
+        for _ in 0..5 {
+            let info = log
+                .append_as_leader(&batch(next, 1, 300, Compression::None), LeaderEpoch(0), 0)
+                .await
+                .unwrap();
+            next = info.last_offset.next().0;
+            log.wait_for(Durability::Written, info.last_offset.next())
+                .await
+                .unwrap();
+        }
+        let quiet = io.counts();
+        assert_eq!(
+            quiet.writes - before.writes,
+            5,
+            "one write per waited append"
+        );
+        assert_eq!(
+            quiet.page_cache_writes - before.page_cache_writes,
+            5,
+            "a quiet partition's writes go through the page cache"
+        );
+        // 3 MiB at once: the first small chunk fills at once, so the tail turns busy and takes
+        // 1 MiB chunks from the next megabyte on.
+        for _ in 0..48 {
+            next = log
+                .append_as_leader(&batch(next, 16, 4000, Compression::None), LeaderEpoch(0), 0)
+                .await
+                .unwrap()
+                .last_offset
+                .next()
+                .0;
+        }
+        log.wait_for(Durability::Flushed, Offset(next))
+            .await
+            .unwrap();
+        let busy = io.counts();
+        let direct =
+            (busy.writes - busy.page_cache_writes) - (quiet.writes - quiet.page_cache_writes);
+        assert!(
+            direct >= 2,
+            "a busy partition's whole chunks go O_DIRECT: {busy:?} after {quiet:?}"
+        );
+        assert!(
+            busy.page_cache_writes > quiet.page_cache_writes,
+            "its first megabyte still came from small chunks: {busy:?} after {quiet:?}"
+        );
+        assert_eq!(read_all(&log).await.len() as i64, next);
+        log.close().await.unwrap();
+    });
+}
