@@ -356,3 +356,50 @@ fn incremental_fetch_sessions_carry_only_changes() {
         "closed"
     );
 }
+
+/// A long poll over several partitions whose records arrive one partition at a time: each
+/// wake-up re-reads only the partitions that moved and keeps the others' answers, so the
+/// records of the first are still in the answer when the second's complete `min_bytes`.
+#[test]
+fn a_long_poll_gathers_records_arriving_on_different_partitions() {
+    let broker = start();
+    let mut c = connect(&broker);
+    create_topic(&mut c, "poll", 3);
+    let one_batch = batch(&["first"]).len() as i32;
+    let mut producer = connect(&broker);
+    let appends = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        produce(&mut producer, "poll", 1, &["first"]);
+        std::thread::sleep(Duration::from_millis(300));
+        produce(&mut producer, "poll", 2, &["second"]);
+    });
+    let mut t = FetchTopic::default();
+    t.topic = name("poll");
+    t.partitions = (0..3)
+        .map(|p| {
+            let mut fp = FetchPartition::default();
+            fp.partition = p;
+            fp.partition_max_bytes = 1 << 20;
+            fp
+        })
+        .collect();
+    let mut req = FetchRequest::default();
+    req.max_wait_ms = 8_000;
+    req.min_bytes = one_batch + 1;
+    req.max_bytes = 1 << 20;
+    req.topics = vec![t];
+    let started = std::time::Instant::now();
+    let resp: FetchResponse = c.call(ApiKey::Fetch, 12, &req).unwrap();
+    let waited = started.elapsed();
+    appends.join().unwrap();
+    let got = answered(&resp);
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert!(
+        got[0].1 == 0 && got[1].1 > 0 && got[2].1 > 0,
+        "records of partitions 1 and 2 in one answer: {got:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(7),
+        "answered once min_bytes arrived, not at max_wait: {waited:?}"
+    );
+}

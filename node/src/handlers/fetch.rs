@@ -1,5 +1,6 @@
 //! Fetch: reads from the logs this shard owns and long-polls until `min_bytes` are available
-//! or `max_wait_ms` passes, woken as soon as anything is appended on the shard. Record bytes
+//! or `max_wait_ms` passes, woken when a partition it read moves (and then re-reading only the
+//! partitions that moved). Record bytes
 //! are not copied into the response: they are sent from the segment files (`sendfile`) or from
 //! the logs' in-memory tails (see `server::response`).
 
@@ -107,13 +108,14 @@ pub async fn handle(
                     }))
         })
         .collect();
+    let mut previous = None;
     loop {
         let (read, total, errors) = read_once(
             ctx,
             (&wanted, &names, &allowed),
             replica,
-            max_bytes,
-            version,
+            (max_bytes, version),
+            previous.take(),
         )
         .await;
         let now = Instant::now();
@@ -125,12 +127,14 @@ pub async fn handle(
             let (resp, records) = respond(ctx, &context, by_topic_id, &wanted, read);
             return encode_response(&resp, records, version);
         }
-        // Nothing to answer yet: wait for any partition read to move past what this pass saw.
-        let wait = AnyChanged::new(read.into_iter().filter_map(|r| r.progress).collect());
+        // Nothing to answer yet: wait for any partition read to move past what this pass saw;
+        // the next pass re-reads only those that moved.
+        let wait = AnyChanged::new(read.iter().filter_map(|r| r.progress.clone()).collect());
         let timeout = async {
             glommio::timer::sleep(deadline - now).await;
         };
         futures_lite::future::or(wait, timeout).await;
+        previous = Some(read);
     }
 }
 
@@ -152,6 +156,20 @@ struct PartitionRead {
     /// The served partition's progress signal and its generation before it was read: what a
     /// long poll waits on.
     progress: Option<(Rc<Notify>, u64)>,
+}
+
+impl PartitionRead {
+    /// Whether its partition's progress signal moved since it was read (or it has none): a
+    /// pass after a long-poll wake-up reads again only these.
+    fn moved(&self) -> bool {
+        self.progress
+            .as_ref()
+            .is_none_or(|(notify, seen)| notify.generation() != *seen)
+    }
+
+    fn bytes(&self) -> usize {
+        self.slices.iter().map(ReadSlice::len).sum()
+    }
 }
 
 /// The response from what was read: every partition for a full or sessionless fetch (a full
@@ -237,17 +255,31 @@ fn topic_names(ctx: &ShardCtx, wanted: &[Wanted], by_topic_id: bool) -> Vec<Opti
 
 /// One pass over the partitions to read: each one's answer in order, the record bytes found,
 /// and whether any partition had an error.
+/// One pass over the fetch's partitions: `(answers, record bytes, any error)`. With the
+/// answers of the pass before a long-poll wake-up (`previous`), only the partitions whose
+/// progress moved since are read again and the others' answers kept: a consumer of a thousand
+/// quiet partitions is woken by each append to any of them, and re-reading all of them on
+/// every wake-up was what kept a node of 10 000 partitions busy. (A pass that met an error
+/// answered at once, so no kept answer holds one.)
 async fn read_once(
     ctx: &ShardCtx,
     (wanted, names, allowed): (&[Wanted], &[Option<String>], &[bool]),
     replica: Replica,
-    max_bytes: usize,
-    version: i16,
+    (max_bytes, version): (usize, i16),
+    previous: Option<Vec<PartitionRead>>,
 ) -> (Vec<PartitionRead>, usize, bool) {
+    let mut kept: Vec<Option<PartitionRead>> = previous
+        .map(|p| p.into_iter().map(|r| (!r.moved()).then_some(r)).collect())
+        .unwrap_or_default();
+    let kept_bytes: usize = kept.iter().flatten().map(PartitionRead::bytes).sum();
     let mut out = Vec::with_capacity(wanted.len());
     let mut total = 0usize;
     let mut errors = false;
-    for ((w, name), &allowed) in wanted.iter().zip(names).zip(allowed) {
+    for (i, ((w, name), &allowed)) in wanted.iter().zip(names).zip(allowed).enumerate() {
+        if let Some(r) = kept.get_mut(i).and_then(Option::take) {
+            out.push(r);
+            continue;
+        }
         let index = w.fetch.partition;
         let served = name
             .as_deref()
@@ -260,10 +292,10 @@ async fn read_once(
             }
             Some((_, Some(part))) => {
                 let progress = (part.progress().clone(), part.progress().generation());
-                let budget = max_bytes.saturating_sub(total);
+                let budget = max_bytes.saturating_sub(total + kept_bytes);
                 let fetcher = Fetcher {
                     replica,
-                    first: total == 0,
+                    first: total + kept_bytes == 0,
                     version,
                 };
                 let (data, slices) = read_partition(ctx, &part, &w.fetch, budget, fetcher).await;
@@ -288,7 +320,7 @@ async fn read_once(
             progress,
         });
     }
-    (out, total, errors)
+    (out, total + kept_bytes, errors)
 }
 
 /// A partition's answer before anything is known: no offsets, no records.
