@@ -44,6 +44,17 @@ impl WriteBuffer {
     }
 }
 
+thread_local! {
+    /// `(writes, bytes)` this thread made through the page cache ([`WriteMode::PageCache`]).
+    static PAGE_CACHE_WRITES: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// `(writes, bytes)` of segment files this thread (shard) made through the page cache since it
+/// started (its O_DIRECT writes are counted by glommio's io_uring statistics).
+pub fn page_cache_writes() -> (u64, u64) {
+    PAGE_CACHE_WRITES.with(|c| c.get())
+}
+
 /// How a write reaches the file (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteMode {
@@ -139,6 +150,12 @@ impl DirectFile {
         fcntl_flags(fd, Some(flags & !libc::O_DIRECT))?;
         let written = pwrite_all(fd, bytes, position);
         fcntl_flags(fd, Some(flags))?;
+        if let Ok(n) = written {
+            PAGE_CACHE_WRITES.with(|c| {
+                let (writes, total) = c.get();
+                c.set((writes + 1, total + n as u64));
+            });
+        }
         written
     }
 }

@@ -5,7 +5,10 @@
 //! 1, 2, …) name only the partitions whose position changed (and those to forget), and the
 //! response carries only the partitions with something new — records, a moved high watermark
 //! or log start offset, an error, a divergence. Epoch -1 closes the session (or fetches without
-//! one). Pure bookkeeping, no I/O: the Fetch handler reads the logs.
+//! one). Pure bookkeeping, no I/O: the Fetch handler reads the logs. The session also keeps,
+//! per partition, the last answer that found nothing new ([`Unchanged`]): the next request's
+//! first pass reuses it while the partition's progress signal has not moved, instead of
+//! reading a thousand quiet partitions again for every answer.
 //!
 //! Contract (Kafka's `FetchManager`):
 //! - an unknown session id gets FETCH_SESSION_ID_NOT_FOUND, a wrong epoch
@@ -18,9 +21,12 @@
 //!   session (session id 0), as Kafka does.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::time::Instant;
 
+use iouring_log::notify::Notify;
 use kafka_protocol::messages::fetch_request::FetchPartition;
+use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::ResponseError;
 
@@ -47,11 +53,27 @@ pub struct Sent {
     pub log_start_offset: i64,
 }
 
+/// A partition's last answer that found nothing new (no records, no error), and what it was
+/// read with: valid while the fetcher asks the same (`fetch`) and the partition's progress
+/// signal is still at the generation seen before that read.
+#[derive(Clone)]
+pub struct Unchanged {
+    pub fetch: FetchPartition,
+    pub progress: (Rc<Notify>, u64),
+    pub data: PartitionData,
+}
+
+struct Slot {
+    wanted: Wanted,
+    sent: Option<Sent>,
+    unchanged: Option<Unchanged>,
+}
+
 struct Session {
     /// The epoch the next request must carry.
     next_epoch: i32,
     by_topic_id: bool,
-    partitions: Vec<(Wanted, Option<Sent>)>,
+    partitions: Vec<Slot>,
     last_used: Instant,
 }
 
@@ -120,17 +142,31 @@ impl FetchSessions {
         }
         for w in req.partitions {
             let key = w.key();
-            match session.partitions.iter_mut().find(|(p, _)| p.key() == key) {
-                Some((p, _)) => *p = w.clone(),
-                None => session.partitions.push((w.clone(), None)),
+            match session
+                .partitions
+                .iter_mut()
+                .find(|s| s.wanted.key() == key)
+            {
+                Some(slot) => slot.wanted = w.clone(),
+                None => session.partitions.push(Slot {
+                    wanted: w.clone(),
+                    sent: None,
+                    unchanged: None,
+                }),
             }
         }
-        session
-            .partitions
-            .retain(|(p, _)| !req.forgotten.contains(&p.key()));
+        if !req.forgotten.is_empty() {
+            session
+                .partitions
+                .retain(|s| !req.forgotten.contains(&s.wanted.key()));
+        }
         session.next_epoch = next_epoch(session.next_epoch);
         session.last_used = now;
-        let wanted = session.partitions.iter().map(|(w, _)| w.clone()).collect();
+        let wanted = session
+            .partitions
+            .iter()
+            .map(|s| s.wanted.clone())
+            .collect();
         (
             Context::Incremental {
                 session_id: req.session_id,
@@ -140,13 +176,14 @@ impl FetchSessions {
     }
 
     /// Whether an incremental response must carry this partition (its position in the session
-    /// is `index`), given what it would say; records it as sent if so.
+    /// is `index`), given what it would say; records it as sent if so, and keeps `unchanged`
+    /// (its answer when it found nothing new) for the next request.
     pub fn must_answer(
         &mut self,
         session_id: i32,
         index: usize,
-        now: Sent,
-        has_news: bool,
+        (now, has_news): (Sent, bool),
+        unchanged: Option<Unchanged>,
     ) -> bool {
         let Some(slot) = self
             .sessions
@@ -155,11 +192,30 @@ impl FetchSessions {
         else {
             return true;
         };
-        let answer = has_news || slot.1 != Some(now);
+        slot.unchanged = unchanged;
+        let answer = has_news || slot.sent != Some(now);
         if answer {
-            slot.1 = Some(now);
+            slot.sent = Some(now);
         }
         answer
+    }
+
+    /// The session's partitions' last answers that found nothing new, in the session's order
+    /// (as [`FetchSessions::begin`] returned them), where the fetcher still asks the same.
+    pub fn unchanged(&self, session_id: i32) -> Vec<Option<Unchanged>> {
+        let Some(session) = self.sessions.get(&session_id) else {
+            return Vec::new();
+        };
+        session
+            .partitions
+            .iter()
+            .map(|s| {
+                s.unchanged
+                    .as_ref()
+                    .filter(|u| u.fetch == s.wanted.fetch)
+                    .cloned()
+            })
+            .collect()
     }
 
     /// Creates a session for a full request's partitions (what each response said is `sent`);
@@ -183,7 +239,14 @@ impl FetchSessions {
                 break self.last_id;
             }
         };
-        let partitions = partitions.into_iter().map(|(w, s)| (w, Some(s))).collect();
+        let partitions = partitions
+            .into_iter()
+            .map(|(wanted, sent)| Slot {
+                wanted,
+                sent: Some(sent),
+                unchanged: None,
+            })
+            .collect();
         self.sessions.insert(
             id,
             Session {
@@ -270,17 +333,20 @@ mod tests {
         assert_eq!(ctx, Context::Incremental { session_id: id });
         let offsets: Vec<i64> = parts.iter().map(|w| w.fetch.fetch_offset).collect();
         assert_eq!(offsets, vec![5, 9]);
-        assert!(!s.must_answer(id, 0, SENT, false), "nothing new");
-        assert!(s.must_answer(id, 1, SENT, true), "records");
+        assert!(!s.must_answer(id, 0, (SENT, false), None), "nothing new");
+        assert!(s.must_answer(id, 1, (SENT, true), None), "records");
         let moved_hw = Sent {
             high_watermark: 11,
             ..SENT
         };
         assert!(
-            s.must_answer(id, 0, moved_hw, false),
+            s.must_answer(id, 0, (moved_hw, false), None),
             "the high watermark moved"
         );
-        assert!(!s.must_answer(id, 0, moved_hw, false), "and was told");
+        assert!(
+            !s.must_answer(id, 0, (moved_hw, false), None),
+            "and was told"
+        );
         // A wrong epoch or id is refused and changes nothing.
         assert_eq!(
             s.begin(&req(id, 1, &[]), now).0,

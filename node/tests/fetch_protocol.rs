@@ -6,7 +6,9 @@
 //! - v15+ carries the fetcher's `ReplicaState`: a broker fetching as a replica of a partition
 //!   that has no followers gets NOT_LEADER_OR_FOLLOWER;
 //! - incremental fetch sessions (KIP-227): created at epoch 0, then only changes both ways,
-//!   FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH, closed at epoch -1.
+//!   FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH, closed at epoch -1; a session's
+//!   kept answers for quiet partitions never hide records that arrive or a partition that goes;
+//! - a long poll over several partitions gathers records arriving on each in turn.
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -17,6 +19,8 @@ use kafka_client::blocking::{ConnectOptions, Connection};
 use kafka_client::security::ClientSecurity;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
+use kafka_protocol::messages::delete_topics_request::DeleteTopicsRequest;
+use kafka_protocol::messages::delete_topics_response::DeleteTopicsResponse;
 use kafka_protocol::messages::fetch_request::{
     FetchPartition, FetchRequest, FetchTopic, ForgottenTopic, ReplicaState,
 };
@@ -401,5 +405,34 @@ fn a_long_poll_gathers_records_arriving_on_different_partitions() {
     assert!(
         waited < Duration::from_secs(7),
         "answered once min_bytes arrived, not at max_wait: {waited:?}"
+    );
+}
+
+/// A session keeps its quiet partitions' answers between requests (they are not read again
+/// while nothing moves): a deleted topic's partitions are still answered with an error at once.
+#[test]
+fn a_session_learns_that_its_quiet_partitions_are_gone() {
+    let broker = start();
+    let mut c = connect(&broker);
+    create_topic(&mut c, "sess", 2);
+    let full = session_fetch(&mut c, 0, 0, &[(0, 0), (1, 0)], &[]);
+    let id = full.session_id;
+    assert!(id > 0, "a session was created");
+    // Nothing new twice: the second request reuses the first one's kept answers.
+    assert_eq!(answered(&session_fetch(&mut c, id, 1, &[], &[])), vec![]);
+    assert_eq!(answered(&session_fetch(&mut c, id, 2, &[], &[])), vec![]);
+    let mut delete = DeleteTopicsRequest::default();
+    delete.topic_names = vec![name("sess")];
+    delete.timeout_ms = 10_000;
+    let deleted: DeleteTopicsResponse = c.call(ApiKey::DeleteTopics, 4, &delete).unwrap();
+    assert_eq!(deleted.responses[0].error_code, 0);
+    let errors: Vec<i16> = session_fetch(&mut c, id, 3, &[], &[])
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect();
+    assert!(
+        errors.len() == 2 && errors.iter().all(|&e| e != 0),
+        "both partitions answered with an error: {errors:?}"
     );
 }

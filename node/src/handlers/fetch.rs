@@ -108,7 +108,17 @@ pub async fn handle(
                     }))
         })
         .collect();
-    let mut previous = None;
+    // A consumer's incremental fetch starts from the session's answers that found nothing new
+    // (a follower's partitions are all read: each read records its fetch, which keeps it in
+    // the ISR).
+    let mut previous = match &context {
+        Context::Incremental { session_id } if replica.id < 0 => Some(unchanged_reads(
+            ctx,
+            *session_id,
+            (&wanted, &names, &allowed),
+        )),
+        _ => None,
+    };
     loop {
         let (read, total, errors) = read_once(
             ctx,
@@ -158,6 +168,46 @@ struct PartitionRead {
     progress: Option<(Rc<Notify>, u64)>,
 }
 
+/// The session's kept answers for `wanted` as reads of an earlier pass: those whose partition
+/// is still the one served here (not deleted or moved to another shard, which would leave its
+/// old signal silent) and readable by this client; a placeholder that counts as moved (read
+/// again) for the others.
+fn unchanged_reads(
+    ctx: &ShardCtx,
+    session_id: i32,
+    (wanted, names, allowed): (&[Wanted], &[Option<String>], &[bool]),
+) -> Vec<PartitionRead> {
+    let mut kept = ctx.fetch_sessions.borrow().unchanged(session_id);
+    kept.resize(wanted.len(), None);
+    wanted
+        .iter()
+        .zip(names.iter().zip(allowed))
+        .zip(kept)
+        .map(|((w, (name, &allowed)), u)| {
+            let index = w.fetch.partition;
+            let same = |u: &crate::fetch_session::Unchanged| {
+                allowed
+                    && name
+                        .as_deref()
+                        .and_then(|n| ctx.partition(n, index))
+                        .is_some_and(|p| Rc::ptr_eq(p.progress(), &u.progress.0))
+            };
+            match u.filter(same) {
+                Some(u) => PartitionRead {
+                    data: u.data,
+                    slices: Vec::new(),
+                    progress: Some(u.progress),
+                },
+                None => PartitionRead {
+                    data: empty_partition(index),
+                    slices: Vec::new(),
+                    progress: None,
+                },
+            }
+        })
+        .collect()
+}
+
 impl PartitionRead {
     /// Whether its partition's progress signal moved since it was read (or it has none): a
     /// pass after a long-poll wake-up reads again only these.
@@ -195,7 +245,15 @@ fn respond(
             || r.data.diverging_epoch != EpochEndOffset::default();
         match context {
             Context::Incremental { session_id } => {
-                if !sessions.must_answer(*session_id, i, sent, news) {
+                let unchanged = match &r.progress {
+                    Some(progress) if !news => Some(crate::fetch_session::Unchanged {
+                        fetch: w.fetch.clone(),
+                        progress: progress.clone(),
+                        data: r.data.clone(),
+                    }),
+                    _ => None,
+                };
+                if !sessions.must_answer(*session_id, i, (sent, news), unchanged) {
                     continue;
                 }
             }
@@ -253,8 +311,6 @@ fn topic_names(ctx: &ShardCtx, wanted: &[Wanted], by_topic_id: bool) -> Vec<Opti
     names
 }
 
-/// One pass over the partitions to read: each one's answer in order, the record bytes found,
-/// and whether any partition had an error.
 /// One pass over the fetch's partitions: `(answers, record bytes, any error)`. With the
 /// answers of the pass before a long-poll wake-up (`previous`), only the partitions whose
 /// progress moved since are read again and the others' answers kept: a consumer of a thousand

@@ -100,8 +100,20 @@ const SHARD_FAMILIES: &[ShardFigure] = &[
     (
         "ringlog_io_uring_file_writes_total",
         Kind::Counter,
-        "File writes the shard submitted to io_uring.",
+        "File writes the shard submitted to io_uring (busy partitions' O_DIRECT appends, zero fill, index and checkpoint files).",
         |r| r.executor.file_writes as f64,
+    ),
+    (
+        "ringlog_page_cache_file_writes_total",
+        Kind::Counter,
+        "Segment file writes the shard made through the page cache (quiet partitions' appends).",
+        |r| r.page_cache_writes.0 as f64,
+    ),
+    (
+        "ringlog_page_cache_file_written_bytes_total",
+        Kind::Counter,
+        "Bytes of the shard's segment file writes through the page cache.",
+        |r| r.page_cache_writes.1 as f64,
     ),
     (
         "ringlog_io_uring_file_written_bytes_total",

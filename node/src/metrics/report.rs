@@ -21,6 +21,8 @@ pub struct ShardReport {
     /// Memory the tails of the shard's active segments hold.
     pub tail_bytes: u64,
     pub executor: ExecutorTotals,
+    /// `(writes, bytes)` of segment files through the page cache (quiet partitions' appends).
+    pub page_cache_writes: (u64, u64),
     /// The log cleaner: `(cleanings, bytes before, bytes after)`.
     pub cleaner: (u64, u64, u64),
 }
@@ -123,6 +125,7 @@ impl ShardCtx {
             },
             tail_bytes,
             executor,
+            page_cache_writes: iouring_log::segment_io::page_cache_writes(),
             cleaner: m.cleaner(),
         }
     }
