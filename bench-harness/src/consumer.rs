@@ -1,6 +1,8 @@
 //! A consumer: fetches its partitions from their leaders — given by assignment, or by a consumer
 //! group it joins (`crate::group`) — counts what it reads and records end-to-end latency from
-//! the send time each producer wrote into the first 8 bytes of every value.
+//! the send time each producer wrote into the first 8 bytes of every value. Like Kafka's Java
+//! consumer it keeps an incremental fetch session (KIP-227) with each leader, so a fetch names
+//! only the partitions whose position moved and the answer only those with news.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,6 +38,8 @@ pub struct GroupSpec {
 pub type Assigned = Vec<(String, u32, String)>;
 type Connections = HashMap<String, (Sender, Receiver)>;
 type Offsets = HashMap<(String, u32), i64>;
+/// The fetch session with each leader, by leader address.
+type Sessions = HashMap<String, FetchSession>;
 
 pub struct ConsumerTask {
     /// `(topic, partition, leader)` assigned to this consumer (unused with `group`).
@@ -60,8 +64,14 @@ impl ConsumerTask {
                     .iter()
                     .map(|(t, p, _)| ((t.clone(), *p), 0))
                     .collect();
+                let mut sessions = Sessions::new();
                 while Instant::now() < self.end {
-                    self.fetch_round(&by_leader, &mut conns, &mut offsets, &mut e2e)?;
+                    self.fetch_round(
+                        &by_leader,
+                        (&mut conns, &mut sessions),
+                        &mut offsets,
+                        &mut e2e,
+                    )?;
                 }
             }
             Some(g) => self.run_in_group(&g, &mut conns, &mut e2e)?,
@@ -100,6 +110,8 @@ impl ConsumerTask {
                 .collect();
             let shared = Arc::new(Mutex::new(by_partition(&offsets)));
             let rejoin = Arc::new(AtomicBool::new(false));
+            // A new assignment starts new sessions (the old ones expire on the brokers).
+            let mut sessions = Sessions::new();
             let stop = Arc::new(AtomicBool::new(false));
             let keeper = {
                 let (shared, rejoin, stop) = (shared.clone(), rejoin.clone(), stop.clone());
@@ -109,7 +121,7 @@ impl ConsumerTask {
                 if by_leader.is_empty() {
                     std::thread::sleep(Duration::from_millis(100));
                 } else {
-                    self.fetch_round(&by_leader, conns, &mut offsets, e2e)?;
+                    self.fetch_round(&by_leader, (conns, &mut sessions), &mut offsets, e2e)?;
                     *shared.lock().expect("offsets lock") = by_partition(&offsets);
                 }
             }
@@ -126,7 +138,7 @@ impl ConsumerTask {
     fn fetch_round(
         &self,
         by_leader: &HashMap<String, Vec<(String, u32)>>,
-        conns: &mut Connections,
+        (conns, sessions): (&mut Connections, &mut Sessions),
         offsets: &mut Offsets,
         e2e: &mut Histogram<u64>,
     ) -> Result<(), ClientError> {
@@ -135,8 +147,19 @@ impl ConsumerTask {
                 conns.insert(leader.clone(), connect(leader)?);
             }
             let (tx, rx) = conns.get_mut(leader).expect("connection");
-            tx.send(ApiKey::Fetch, FETCH_VERSION, &fetch_request(parts, offsets))?;
+            let session = sessions.entry(leader.clone()).or_default();
+            tx.send(
+                ApiKey::Fetch,
+                FETCH_VERSION,
+                &session.request(parts, offsets),
+            )?;
             let (_, resp): (i32, FetchResponse) = rx.recv_decoded(ApiKey::Fetch, FETCH_VERSION)?;
+            if let Err(code) = session.answered(&resp) {
+                // The leader lost the session (evicted, restarted): the next fetch is full.
+                self.counters
+                    .error(Counters::code_name("fetch session", code));
+                continue;
+            }
             self.take(resp, offsets, e2e);
         }
         Ok(())
@@ -199,30 +222,78 @@ fn by_partition(offsets: &Offsets) -> HashMap<u32, i64> {
     offsets.iter().map(|((_, p), o)| (*p, *o)).collect()
 }
 
-fn fetch_request(parts: &[(String, u32)], offsets: &Offsets) -> FetchRequest {
-    let mut topics: HashMap<&str, Vec<FetchPartition>> = HashMap::new();
-    for (t, p) in parts {
-        let mut fp = FetchPartition::default();
-        fp.partition = *p as i32;
-        fp.fetch_offset = offsets[&(t.clone(), *p)];
-        fp.partition_max_bytes = 4 << 20;
-        topics.entry(t.as_str()).or_default().push(fp);
+/// A KIP-227 incremental fetch session with one leader, kept as the Java consumer keeps one
+/// per broker: the first request is full (epoch 0) and creates it; each later one (epoch 1, 2,
+/// …) names only the partitions whose fetch offset changed since it was last sent, and the
+/// leader answers only the partitions with news. A leader that answers without a session id
+/// (its session cache full) gets a full request each time; one that answers with a session
+/// error gets a new full request.
+#[derive(Default)]
+struct FetchSession {
+    /// 0: none yet (the next request is full).
+    id: i32,
+    /// The next request's epoch once the session exists.
+    epoch: i32,
+    /// The fetch offset the leader's session holds for each partition (the last one sent).
+    sent: HashMap<(String, u32), i64>,
+}
+
+impl FetchSession {
+    /// The next fetch of `parts` at `offsets` in this session.
+    fn request(&mut self, parts: &[(String, u32)], offsets: &Offsets) -> FetchRequest {
+        let full = self.id == 0;
+        if full {
+            self.sent.clear();
+        }
+        let mut topics: Vec<FetchTopic> = Vec::new();
+        for (t, p) in parts {
+            let key = (t.clone(), *p);
+            let offset = offsets[&key];
+            if !full && self.sent.get(&key) == Some(&offset) {
+                continue;
+            }
+            self.sent.insert(key, offset);
+            let mut fp = FetchPartition::default();
+            fp.partition = *p as i32;
+            fp.fetch_offset = offset;
+            fp.partition_max_bytes = 4 << 20;
+            match topics.last_mut() {
+                Some(ft) if ft.topic.0.as_str() == t => ft.partitions.push(fp),
+                _ => {
+                    let mut ft = FetchTopic::default();
+                    ft.topic = TopicName(StrBytes::from_string(t.clone()));
+                    ft.partitions.push(fp);
+                    topics.push(ft);
+                }
+            }
+        }
+        let mut req = FetchRequest::default();
+        req.replica_id = BrokerId(-1);
+        req.max_wait_ms = 100;
+        req.min_bytes = 1;
+        req.max_bytes = 32 << 20;
+        req.session_id = self.id;
+        req.session_epoch = if full { 0 } else { self.epoch };
+        req.topics = topics;
+        req
     }
-    let mut req = FetchRequest::default();
-    req.replica_id = BrokerId(-1);
-    req.max_wait_ms = 100;
-    req.min_bytes = 1;
-    req.max_bytes = 32 << 20;
-    req.topics = topics
-        .into_iter()
-        .map(|(t, ps)| {
-            let mut ft = FetchTopic::default();
-            ft.topic = TopicName(StrBytes::from_string(t.to_owned()));
-            ft.partitions = ps;
-            ft
-        })
-        .collect();
-    req
+
+    /// Takes the leader's answer to the last request: `Err(code)` (and a fresh session next)
+    /// when it refused the session.
+    fn answered(&mut self, resp: &FetchResponse) -> Result<(), i16> {
+        if resp.error_code != 0 {
+            *self = Self::default();
+            return Err(resp.error_code);
+        }
+        if self.id == 0 {
+            self.id = resp.session_id;
+            self.epoch = 1;
+        } else {
+            // Epochs wrap to 1 (0 asks for a new session).
+            self.epoch = self.epoch.checked_add(1).unwrap_or(1);
+        }
+        Ok(())
+    }
 }
 
 /// Decodes the whole batches in `records` (a trailing partial batch is left for the next
@@ -279,4 +350,65 @@ pub fn assign(
     }
     out.retain(|a| !a.is_empty());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asked(req: &FetchRequest) -> Vec<(String, i32, i64)> {
+        req.topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| (t.topic.0.to_string(), p.partition, p.fetch_offset))
+            })
+            .collect()
+    }
+
+    fn answer(session_id: i32, error_code: i16) -> FetchResponse {
+        let mut resp = FetchResponse::default();
+        resp.session_id = session_id;
+        resp.error_code = error_code;
+        resp
+    }
+
+    #[test]
+    fn a_session_starts_full_then_names_only_moved_partitions() {
+        let parts: Vec<(String, u32)> = (0..3).map(|p| ("t".to_owned(), p)).collect();
+        let mut offsets: Offsets = parts.iter().map(|k| (k.clone(), 0)).collect();
+        let mut s = FetchSession::default();
+        let first = s.request(&parts, &offsets);
+        assert_eq!((first.session_id, first.session_epoch), (0, 0));
+        assert_eq!(asked(&first).len(), 3);
+        s.answered(&answer(42, 0)).unwrap();
+
+        offsets.insert(("t".to_owned(), 1), 7);
+        let next = s.request(&parts, &offsets);
+        assert_eq!((next.session_id, next.session_epoch), (42, 1));
+        assert_eq!(asked(&next), vec![("t".to_owned(), 1, 7)]);
+        s.answered(&answer(42, 0)).unwrap();
+        let quiet = s.request(&parts, &offsets);
+        assert_eq!(quiet.session_epoch, 2);
+        assert!(asked(&quiet).is_empty());
+    }
+
+    #[test]
+    fn a_refused_session_is_started_again_with_a_full_request() {
+        let parts = vec![("t".to_owned(), 0), ("u".to_owned(), 0)];
+        let offsets: Offsets = parts.iter().map(|k| (k.clone(), 5)).collect();
+        let mut s = FetchSession::default();
+        s.request(&parts, &offsets);
+        s.answered(&answer(9, 0)).unwrap();
+        s.request(&parts, &offsets);
+        // FETCH_SESSION_ID_NOT_FOUND
+        assert_eq!(s.answered(&answer(0, 70)), Err(70));
+        let again = s.request(&parts, &offsets);
+        assert_eq!((again.session_id, again.session_epoch), (0, 0));
+        assert_eq!(asked(&again).len(), 2);
+        // A leader that keeps no session: every request is full.
+        s.answered(&answer(0, 0)).unwrap();
+        assert_eq!(asked(&s.request(&parts, &offsets)).len(), 2);
+    }
 }

@@ -63,18 +63,90 @@ pub struct Unchanged {
     pub data: PartitionData,
 }
 
+/// What the session knows of one partition besides its [`Wanted`].
+#[derive(Default)]
 struct Slot {
-    wanted: Wanted,
     sent: Option<Sent>,
     unchanged: Option<Unchanged>,
 }
+
+type Key = (TopicName, uuid::Uuid, i32);
 
 struct Session {
     /// The epoch the next request must carry.
     next_epoch: i32,
     by_topic_id: bool,
-    partitions: Vec<Slot>,
+    /// The partitions in the session's order, shared with the requests reading them (a
+    /// request of a thousand partitions does not copy them).
+    wanted: Rc<Vec<Wanted>>,
+    /// Per partition, in the same order.
+    slots: Vec<Slot>,
+    /// Each partition's position in `wanted`.
+    index: HashMap<Key, usize>,
     last_used: Instant,
+}
+
+impl Session {
+    fn new(by_topic_id: bool, partitions: Vec<(Wanted, Sent)>, now: Instant) -> Self {
+        let (wanted, slots): (Vec<Wanted>, Vec<Slot>) = partitions
+            .into_iter()
+            .map(|(w, sent)| {
+                let slot = Slot {
+                    sent: Some(sent),
+                    unchanged: None,
+                };
+                (w, slot)
+            })
+            .unzip();
+        let mut session = Session {
+            next_epoch: 1,
+            by_topic_id,
+            wanted: Rc::new(wanted),
+            slots,
+            index: HashMap::new(),
+            last_used: now,
+        };
+        session.reindex();
+        session
+    }
+
+    fn reindex(&mut self) {
+        self.index = self
+            .wanted
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (w.key(), i))
+            .collect();
+    }
+
+    /// Applies an incremental request: new positions, new partitions, forgotten ones.
+    fn apply(&mut self, partitions: &[Wanted], forgotten: &[Key]) {
+        if partitions.is_empty() && forgotten.is_empty() {
+            return;
+        }
+        let wanted = Rc::make_mut(&mut self.wanted);
+        for w in partitions {
+            match self.index.get(&w.key()) {
+                Some(&i) => wanted[i] = w.clone(),
+                None => {
+                    self.index.insert(w.key(), wanted.len());
+                    wanted.push(w.clone());
+                    self.slots.push(Slot::default());
+                }
+            }
+        }
+        if !forgotten.is_empty() {
+            let keep: Vec<bool> = wanted
+                .iter()
+                .map(|w| !forgotten.contains(&w.key()))
+                .collect();
+            let mut kept = keep.iter();
+            wanted.retain(|_| kept.next().is_some_and(|&k| k));
+            let mut kept = keep.iter();
+            self.slots.retain(|_| kept.next().is_some_and(|&k| k));
+            self.reindex();
+        }
+    }
 }
 
 /// How this request is served.
@@ -107,10 +179,38 @@ pub struct SessionRequest<'a> {
     pub forgotten: &'a [(TopicName, uuid::Uuid, i32)],
 }
 
+/// An incremental response being made in a session (see [`FetchSessions::answering`]).
+pub struct Answering<'a> {
+    session: &'a mut Session,
+}
+
+impl Answering<'_> {
+    /// Whether the response must carry the partition at `index` in the session, given what it
+    /// would say; records it as sent if so.
+    pub fn must_answer(&mut self, index: usize, (now, has_news): (Sent, bool)) -> bool {
+        let Some(slot) = self.session.slots.get_mut(index) else {
+            return true;
+        };
+        let answer = has_news || slot.sent != Some(now);
+        if answer {
+            slot.sent = Some(now);
+        }
+        answer
+    }
+
+    /// Keeps the partition's answer when it found nothing new (`None`: it had news) for the
+    /// next request.
+    pub fn keep(&mut self, index: usize, unchanged: Option<Unchanged>) {
+        if let Some(slot) = self.session.slots.get_mut(index) {
+            slot.unchanged = unchanged;
+        }
+    }
+}
+
 impl FetchSessions {
     /// Decides how `req` is served and, for an incremental request, applies its changes to the
     /// session. Returns the context and the partitions to read, in order.
-    pub fn begin(&mut self, req: &SessionRequest<'_>, now: Instant) -> (Context, Vec<Wanted>) {
+    pub fn begin(&mut self, req: &SessionRequest<'_>, now: Instant) -> (Context, Rc<Vec<Wanted>>) {
         if req.epoch == -1 || req.epoch == 0 {
             if req.session_id != 0 {
                 self.sessions.remove(&req.session_id);
@@ -120,101 +220,49 @@ impl FetchSessions {
             } else {
                 Context::Sessionless
             };
-            return (context, req.partitions.to_vec());
+            return (context, Rc::new(req.partitions.to_vec()));
         }
+        let refused = |e| (Context::Error(e), Rc::default());
         let Some(session) = self.sessions.get_mut(&req.session_id) else {
-            return (
-                Context::Error(ResponseError::FetchSessionIdNotFound),
-                Vec::new(),
-            );
+            return refused(ResponseError::FetchSessionIdNotFound);
         };
         if session.next_epoch != req.epoch {
-            return (
-                Context::Error(ResponseError::InvalidFetchSessionEpoch),
-                Vec::new(),
-            );
+            return refused(ResponseError::InvalidFetchSessionEpoch);
         }
         if session.by_topic_id != req.by_topic_id {
-            return (
-                Context::Error(ResponseError::FetchSessionTopicIdError),
-                Vec::new(),
-            );
+            return refused(ResponseError::FetchSessionTopicIdError);
         }
-        for w in req.partitions {
-            let key = w.key();
-            match session
-                .partitions
-                .iter_mut()
-                .find(|s| s.wanted.key() == key)
-            {
-                Some(slot) => slot.wanted = w.clone(),
-                None => session.partitions.push(Slot {
-                    wanted: w.clone(),
-                    sent: None,
-                    unchanged: None,
-                }),
-            }
-        }
-        if !req.forgotten.is_empty() {
-            session
-                .partitions
-                .retain(|s| !req.forgotten.contains(&s.wanted.key()));
-        }
+        session.apply(req.partitions, req.forgotten);
         session.next_epoch = next_epoch(session.next_epoch);
         session.last_used = now;
-        let wanted = session
-            .partitions
-            .iter()
-            .map(|s| s.wanted.clone())
-            .collect();
         (
             Context::Incremental {
                 session_id: req.session_id,
             },
-            wanted,
+            session.wanted.clone(),
         )
     }
 
-    /// Whether an incremental response must carry this partition (its position in the session
-    /// is `index`), given what it would say; records it as sent if so, and keeps `unchanged`
-    /// (its answer when it found nothing new) for the next request.
-    pub fn must_answer(
-        &mut self,
-        session_id: i32,
-        index: usize,
-        (now, has_news): (Sent, bool),
-        unchanged: Option<Unchanged>,
-    ) -> bool {
-        let Some(slot) = self
-            .sessions
+    /// The session's bookkeeping for an incremental response; `None` when the session is gone
+    /// (closed by a newer request meanwhile: answer every partition).
+    pub fn answering(&mut self, session_id: i32) -> Option<Answering<'_>> {
+        self.sessions
             .get_mut(&session_id)
-            .and_then(|s| s.partitions.get_mut(index))
-        else {
-            return true;
-        };
-        slot.unchanged = unchanged;
-        let answer = has_news || slot.sent != Some(now);
-        if answer {
-            slot.sent = Some(now);
-        }
-        answer
+            .map(|session| Answering { session })
     }
 
-    /// The session's partitions' last answers that found nothing new, in the session's order
-    /// (as [`FetchSessions::begin`] returned them), where the fetcher still asks the same.
-    pub fn unchanged(&self, session_id: i32) -> Vec<Option<Unchanged>> {
-        let Some(session) = self.sessions.get(&session_id) else {
+    /// Takes the session's partitions' last answers that found nothing new, in the session's
+    /// order (as [`FetchSessions::begin`] returned them), where the fetcher still asks the
+    /// same; the response puts back what it finds ([`Answering::keep`]).
+    pub fn take_unchanged(&mut self, session_id: i32) -> Vec<Option<Unchanged>> {
+        let Some(session) = self.sessions.get_mut(&session_id) else {
             return Vec::new();
         };
         session
-            .partitions
-            .iter()
-            .map(|s| {
-                s.unchanged
-                    .as_ref()
-                    .filter(|u| u.fetch == s.wanted.fetch)
-                    .cloned()
-            })
+            .slots
+            .iter_mut()
+            .zip(session.wanted.iter())
+            .map(|(s, w)| s.unchanged.take().filter(|u| u.fetch == w.fetch))
             .collect()
     }
 
@@ -239,23 +287,8 @@ impl FetchSessions {
                 break self.last_id;
             }
         };
-        let partitions = partitions
-            .into_iter()
-            .map(|(wanted, sent)| Slot {
-                wanted,
-                sent: Some(sent),
-                unchanged: None,
-            })
-            .collect();
-        self.sessions.insert(
-            id,
-            Session {
-                next_epoch: 1,
-                by_topic_id,
-                partitions,
-                last_used: now,
-            },
-        );
+        self.sessions
+            .insert(id, Session::new(by_topic_id, partitions, now));
         id
     }
 
@@ -325,7 +358,11 @@ mod tests {
         let all = [wanted("a", 0, 5), wanted("a", 1, 7)];
         let (ctx, parts) = s.begin(&req(0, 0, &all), now);
         assert_eq!((ctx, parts.len()), (Context::Full, 2));
-        let id = s.create(false, parts.into_iter().map(|w| (w, SENT)).collect(), now);
+        let id = s.create(
+            false,
+            parts.iter().map(|w| (w.clone(), SENT)).collect(),
+            now,
+        );
         assert!(id > 0);
         // Epoch 1 names only partition 1's new position; both stay in the session.
         let moved = [wanted("a", 1, 9)];
@@ -333,18 +370,24 @@ mod tests {
         assert_eq!(ctx, Context::Incremental { session_id: id });
         let offsets: Vec<i64> = parts.iter().map(|w| w.fetch.fetch_offset).collect();
         assert_eq!(offsets, vec![5, 9]);
-        assert!(!s.must_answer(id, 0, (SENT, false), None), "nothing new");
-        assert!(s.must_answer(id, 1, (SENT, true), None), "records");
+        assert!(
+            !s.answering(id).unwrap().must_answer(0, (SENT, false)),
+            "nothing new"
+        );
+        assert!(
+            s.answering(id).unwrap().must_answer(1, (SENT, true)),
+            "records"
+        );
         let moved_hw = Sent {
             high_watermark: 11,
             ..SENT
         };
         assert!(
-            s.must_answer(id, 0, (moved_hw, false), None),
+            s.answering(id).unwrap().must_answer(0, (moved_hw, false)),
             "the high watermark moved"
         );
         assert!(
-            !s.must_answer(id, 0, (moved_hw, false), None),
+            !s.answering(id).unwrap().must_answer(0, (moved_hw, false)),
             "and was told"
         );
         // A wrong epoch or id is refused and changes nothing.
@@ -378,6 +421,51 @@ mod tests {
             s.begin(&req(id, 1, &[]), now).0,
             Context::Error(ResponseError::FetchSessionTopicIdError)
         );
+    }
+
+    #[test]
+    fn kept_answers_survive_new_positions_of_other_partitions_and_forgetting() {
+        let now = Instant::now();
+        let mut s = FetchSessions::default();
+        let all = [wanted("a", 0, 5), wanted("a", 1, 7), wanted("b", 0, 1)];
+        let id = s.create(false, all.iter().map(|w| (w.clone(), SENT)).collect(), now);
+        let notify = Rc::new(Notify::default());
+        let kept = |w: &Wanted| Unchanged {
+            fetch: w.fetch.clone(),
+            progress: (notify.clone(), 3),
+            data: PartitionData::default(),
+        };
+        {
+            let mut a = s.answering(id).unwrap();
+            for (i, w) in all.iter().enumerate() {
+                a.keep(i, Some(kept(w)));
+            }
+        }
+        // Epoch 1 moves a-1 and forgets b-0: a-0's answer is still good, a-1's is not (asked
+        // differently), b-0 is gone.
+        let forget = [(
+            TopicName(StrBytes::from_static_str("b")),
+            uuid::Uuid::nil(),
+            0,
+        )];
+        let moved = [wanted("a", 1, 8)];
+        let r = SessionRequest {
+            forgotten: &forget,
+            ..req(id, 1, &moved)
+        };
+        let (_, parts) = s.begin(&r, now);
+        assert_eq!(parts.len(), 2);
+        let taken = s.take_unchanged(id);
+        assert_eq!(taken.len(), 2);
+        assert!(taken[0].is_some() && taken[1].is_none());
+        assert!(
+            s.take_unchanged(id).iter().all(Option::is_none),
+            "taken, until the response keeps them again"
+        );
+        // The index follows the forgetting: a new position for a-1 updates it, no duplicate.
+        let (_, parts) = s.begin(&req(id, 2, &[wanted("a", 1, 9)]), now);
+        let offsets: Vec<i64> = parts.iter().map(|w| w.fetch.fetch_offset).collect();
+        assert_eq!(offsets, vec![5, 9]);
     }
 
     #[test]

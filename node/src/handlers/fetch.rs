@@ -72,7 +72,7 @@ pub async fn handle(
             .borrow_mut()
             .begin(&session, Instant::now())
     } else {
-        (Context::Sessionless, asked)
+        (Context::Sessionless, Rc::new(asked))
     };
     if let Context::Error(e) = context {
         let mut resp = FetchResponse::default();
@@ -98,16 +98,25 @@ pub async fn handle(
     // Consumers need READ on each topic; followers CLUSTER_ACTION on the cluster (Kafka's
     // rules), else every partition is TOPIC_AUTHORIZATION_FAILED.
     let follower_allowed = replica.id < 0 || on_cluster(ctx, client, Operation::ClusterAction);
-    let allowed: Vec<bool> = names
-        .iter()
-        .map(|n| {
+    // Decided once per topic (consecutive partitions share the name's `Rc`).
+    let mut allowed: Vec<bool> = Vec::with_capacity(names.len());
+    for (i, n) in names.iter().enumerate() {
+        let same_topic = i > 0
+            && match (&names[i - 1], n) {
+                (Some(a), Some(b)) => Rc::ptr_eq(a, b),
+                _ => false,
+            };
+        let ok = if same_topic {
+            allowed[i - 1]
+        } else {
             follower_allowed
                 && (replica.id >= 0
                     || n.as_deref().is_none_or(|n| {
                         authorized(ctx, client, Operation::Read, ResourceType::Topic, n)
                     }))
-        })
-        .collect();
+        };
+        allowed.push(ok);
+    }
     // A consumer's incremental fetch starts from the session's answers that found nothing new
     // (a follower's partitions are all read: each read records its fetch, which keeps it in
     // the ISR).
@@ -159,6 +168,10 @@ fn encode_response(
     Ok(Outgoing::from_gaps(body, records))
 }
 
+/// A fetch's partitions, each one's topic name (`None`: an unknown topic id) and whether the
+/// client may read it.
+type Asked<'a> = (&'a [Wanted], &'a [Option<Rc<str>>], &'a [bool]);
+
 /// One partition's answer, in the order of the partitions read.
 struct PartitionRead {
     data: PartitionData,
@@ -175,9 +188,9 @@ struct PartitionRead {
 fn unchanged_reads(
     ctx: &ShardCtx,
     session_id: i32,
-    (wanted, names, allowed): (&[Wanted], &[Option<String>], &[bool]),
+    (wanted, names, allowed): Asked<'_>,
 ) -> Vec<PartitionRead> {
-    let mut kept = ctx.fetch_sessions.borrow().unchanged(session_id);
+    let mut kept = ctx.fetch_sessions.borrow_mut().take_unchanged(session_id);
     kept.resize(wanted.len(), None);
     wanted
         .iter()
@@ -234,31 +247,52 @@ fn respond(
     let mut resp = FetchResponse::default();
     let mut records = Vec::new();
     let mut sessions = ctx.fetch_sessions.borrow_mut();
+    let mut answering = match context {
+        Context::Incremental { session_id } => sessions.answering(*session_id),
+        _ => None,
+    };
     let mut sent_all = Vec::new();
     for (i, (w, r)) in wanted.iter().zip(read).enumerate() {
+        let PartitionRead {
+            data,
+            slices,
+            progress,
+        } = r;
         let sent = Sent {
-            high_watermark: r.data.high_watermark,
-            log_start_offset: r.data.log_start_offset,
+            high_watermark: data.high_watermark,
+            log_start_offset: data.log_start_offset,
         };
-        let news = !r.slices.is_empty()
-            || r.data.error_code != 0
-            || r.data.diverging_epoch != EpochEndOffset::default();
-        match context {
-            Context::Incremental { session_id } => {
-                let unchanged = match &r.progress {
-                    Some(progress) if !news => Some(crate::fetch_session::Unchanged {
-                        fetch: w.fetch.clone(),
-                        progress: progress.clone(),
-                        data: r.data.clone(),
-                    }),
-                    _ => None,
-                };
-                if !sessions.must_answer(*session_id, i, (sent, news), unchanged) {
-                    continue;
+        let news = !slices.is_empty()
+            || data.error_code != 0
+            || data.diverging_epoch != Default::default();
+        match (context, answering.as_mut()) {
+            (Context::Incremental { .. }, Some(a)) => {
+                let answer = a.must_answer(i, (sent, news));
+                match progress {
+                    // Nothing new: the answer is kept for the next request (moved there when
+                    // it is not sent, as most are).
+                    Some(progress) if !news => {
+                        let kept = |data| crate::fetch_session::Unchanged {
+                            fetch: w.fetch.clone(),
+                            progress,
+                            data,
+                        };
+                        if !answer {
+                            a.keep(i, Some(kept(data)));
+                            continue;
+                        }
+                        a.keep(i, Some(kept(data.clone())));
+                    }
+                    _ => {
+                        a.keep(i, None);
+                        if !answer {
+                            continue;
+                        }
+                    }
                 }
             }
-            Context::Full => sent_all.push((w.clone(), sent)),
-            Context::Sessionless | Context::Error(_) => {}
+            (Context::Full, _) => sent_all.push((w.clone(), sent)),
+            _ => {}
         }
         let same_topic = resp
             .responses
@@ -276,9 +310,9 @@ fn respond(
             .last_mut()
             .expect("pushed above")
             .partitions
-            .push(r.data);
-        if !r.slices.is_empty() {
-            records.push(r.slices);
+            .push(data);
+        if !slices.is_empty() {
+            records.push(slices);
         }
     }
     resp.session_id = match context {
@@ -294,17 +328,25 @@ fn respond(
     (resp, records)
 }
 
-/// Each wanted partition's topic name, resolved once per request (not per long-poll pass):
-/// from v13 topics are named by id, and consecutive partitions of one topic share the lookup.
-fn topic_names(ctx: &ShardCtx, wanted: &[Wanted], by_topic_id: bool) -> Vec<Option<String>> {
-    let mut names: Vec<Option<String>> = Vec::with_capacity(wanted.len());
+/// Each wanted partition's topic name, resolved once per request (not per long-poll pass) and
+/// shared by consecutive partitions of one topic: from v13 topics are named by id.
+fn topic_names(ctx: &ShardCtx, wanted: &[Wanted], by_topic_id: bool) -> Vec<Option<Rc<str>>> {
+    let mut names: Vec<Option<Rc<str>>> = Vec::with_capacity(wanted.len());
     for (i, w) in wanted.iter().enumerate() {
-        let name = if !by_topic_id {
-            Some(w.topic.0.to_string())
-        } else if i > 0 && wanted[i - 1].topic_id == w.topic_id {
+        let same_topic = i > 0 && {
+            let before = &wanted[i - 1];
+            if by_topic_id {
+                before.topic_id == w.topic_id
+            } else {
+                before.topic == w.topic
+            }
+        };
+        let name = if same_topic {
             names[i - 1].clone()
+        } else if !by_topic_id {
+            Some(Rc::from(w.topic.0.as_str()))
         } else {
-            ctx.topic_name_of(w.topic_id)
+            ctx.topic_name_of(w.topic_id).map(Rc::from)
         };
         names.push(name);
     }
@@ -319,7 +361,7 @@ fn topic_names(ctx: &ShardCtx, wanted: &[Wanted], by_topic_id: bool) -> Vec<Opti
 /// answered at once, so no kept answer holds one.)
 async fn read_once(
     ctx: &ShardCtx,
-    (wanted, names, allowed): (&[Wanted], &[Option<String>], &[bool]),
+    (wanted, names, allowed): Asked<'_>,
     replica: Replica,
     (max_bytes, version): (usize, i16),
     previous: Option<Vec<PartitionRead>>,

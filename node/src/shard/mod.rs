@@ -62,6 +62,46 @@ pub struct ShardCtx {
     pub auth_failures: crate::security::failure_log::FailureLog,
 }
 
+/// A partition's key, `(topic, index)`, owned or borrowed: the partitions map is looked up by
+/// `(&str, i32)` without building a `String` (a fetch of a thousand partitions did a thousand
+/// allocations for the lookups alone). Hashes and compares as the owned `(String, i32)` does.
+pub trait PartitionKey {
+    fn key(&self) -> (&str, i32);
+}
+
+impl PartitionKey for (String, i32) {
+    fn key(&self) -> (&str, i32) {
+        (&self.0, self.1)
+    }
+}
+
+impl PartitionKey for (&str, i32) {
+    fn key(&self) -> (&str, i32) {
+        (self.0, self.1)
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn PartitionKey + 'a> for (String, i32) {
+    fn borrow(&self) -> &(dyn PartitionKey + 'a) {
+        self
+    }
+}
+
+impl std::hash::Hash for dyn PartitionKey + '_ {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // A tuple hashes its fields in order, and `str` hashes as `String` does.
+        self.key().hash(state);
+    }
+}
+
+impl PartialEq for dyn PartitionKey + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for dyn PartitionKey + '_ {}
+
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -123,10 +163,8 @@ impl ShardCtx {
 
     /// This shard's replica of `topic`-`index`, whatever its role.
     pub fn replica(&self, topic: &str, index: i32) -> Option<Rc<Partition>> {
-        self.partitions
-            .borrow()
-            .get(&(topic.to_owned(), index))
-            .cloned()
+        let key: &dyn PartitionKey = &(topic, index);
+        self.partitions.borrow().get(key).cloned()
     }
 
     /// Kafka's answer for a partition this shard does not serve: another shard leads it, or it
@@ -315,5 +353,34 @@ impl Host for ShardCtx {
 
     fn stop(&self) -> &StopSignal {
         &self.stop
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PartitionKey;
+    use std::collections::HashMap;
+
+    #[test]
+    fn a_borrowed_key_finds_what_the_owned_key_stored() {
+        let mut map: HashMap<(String, i32), u32> = HashMap::new();
+        for (i, topic) in ["orders", "a", "", "orders-1"].iter().enumerate() {
+            for index in [0, 1, 7, 1000] {
+                map.insert(
+                    ((*topic).to_owned(), index),
+                    i as u32 * 10_000 + index as u32,
+                );
+            }
+        }
+        for (i, topic) in ["orders", "a", "", "orders-1"].iter().enumerate() {
+            for index in [0, 1, 7, 1000] {
+                let key: &dyn PartitionKey = &(*topic, index);
+                assert_eq!(map.get(key), Some(&(i as u32 * 10_000 + index as u32)));
+            }
+        }
+        let missing: &dyn PartitionKey = &("orders", 2);
+        assert_eq!(map.get(missing), None);
+        let missing: &dyn PartitionKey = &("order", 0);
+        assert_eq!(map.get(missing), None);
     }
 }
