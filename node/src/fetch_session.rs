@@ -53,21 +53,22 @@ pub struct Sent {
     pub log_start_offset: i64,
 }
 
-/// A partition's last answer that found nothing new (no records, no error), and what it was
-/// read with: valid while the fetcher asks the same (`fetch`) and the partition's progress
-/// signal is still at the generation seen before that read.
+/// A partition's last answer that found nothing new (no records, no error): valid while the
+/// fetcher asks the same (a new position drops it) and the partition's progress signal is
+/// still at the generation seen before that read. The answer is shared with the requests that
+/// reuse it (a request over a thousand quiet partitions copies no answers, only counts
+/// references).
 #[derive(Clone)]
-pub struct Unchanged {
-    pub fetch: FetchPartition,
+pub struct Kept {
     pub progress: (Rc<Notify>, u64),
-    pub data: PartitionData,
+    pub data: Rc<PartitionData>,
 }
 
 /// What the session knows of one partition besides its [`Wanted`].
 #[derive(Default)]
 struct Slot {
     sent: Option<Sent>,
-    unchanged: Option<Unchanged>,
+    unchanged: Option<Kept>,
 }
 
 type Key = (TopicName, uuid::Uuid, i32);
@@ -127,7 +128,11 @@ impl Session {
         let wanted = Rc::make_mut(&mut self.wanted);
         for w in partitions {
             match self.index.get(&w.key()) {
-                Some(&i) => wanted[i] = w.clone(),
+                Some(&i) => {
+                    wanted[i] = w.clone();
+                    // Asked differently: the kept answer no longer says what to answer.
+                    self.slots[i].unchanged = None;
+                }
                 None => {
                     self.index.insert(w.key(), wanted.len());
                     wanted.push(w.clone());
@@ -200,9 +205,9 @@ impl Answering<'_> {
 
     /// Keeps the partition's answer when it found nothing new (`None`: it had news) for the
     /// next request.
-    pub fn keep(&mut self, index: usize, unchanged: Option<Unchanged>) {
+    pub fn keep(&mut self, index: usize, kept: Option<Kept>) {
         if let Some(slot) = self.session.slots.get_mut(index) {
-            slot.unchanged = unchanged;
+            slot.unchanged = kept;
         }
     }
 }
@@ -243,27 +248,28 @@ impl FetchSessions {
         )
     }
 
-    /// The session's bookkeeping for an incremental response; `None` when the session is gone
-    /// (closed by a newer request meanwhile: answer every partition).
-    pub fn answering(&mut self, session_id: i32) -> Option<Answering<'_>> {
+    /// The session's bookkeeping for an incremental response to a request that read `wanted`
+    /// (as [`FetchSessions::begin`] returned it); `None` when the session is gone or its
+    /// partitions changed meanwhile (closed, or changed by a request on another connection
+    /// while this one long-polled): answer every partition then.
+    pub fn answering(
+        &mut self,
+        session_id: i32,
+        wanted: &Rc<Vec<Wanted>>,
+    ) -> Option<Answering<'_>> {
         self.sessions
             .get_mut(&session_id)
+            .filter(|session| Rc::ptr_eq(&session.wanted, wanted))
             .map(|session| Answering { session })
     }
 
-    /// Takes the session's partitions' last answers that found nothing new, in the session's
-    /// order (as [`FetchSessions::begin`] returned them), where the fetcher still asks the
-    /// same; the response puts back what it finds ([`Answering::keep`]).
-    pub fn take_unchanged(&mut self, session_id: i32) -> Vec<Option<Unchanged>> {
-        let Some(session) = self.sessions.get_mut(&session_id) else {
-            return Vec::new();
-        };
-        session
-            .slots
-            .iter_mut()
-            .zip(session.wanted.iter())
-            .map(|(s, w)| s.unchanged.take().filter(|u| u.fetch == w.fetch))
-            .collect()
+    /// The session's partitions' last answers that found nothing new, in the session's order
+    /// (as [`FetchSessions::begin`] returned them); the response replaces what it finds moved
+    /// ([`Answering::keep`]).
+    pub fn unchanged(&self, session_id: i32) -> Vec<Option<Kept>> {
+        self.sessions.get(&session_id).map_or_else(Vec::new, |s| {
+            s.slots.iter().map(|s| s.unchanged.clone()).collect()
+        })
     }
 
     /// Creates a session for a full request's partitions (what each response said is `sent`);
@@ -371,11 +377,15 @@ mod tests {
         let offsets: Vec<i64> = parts.iter().map(|w| w.fetch.fetch_offset).collect();
         assert_eq!(offsets, vec![5, 9]);
         assert!(
-            !s.answering(id).unwrap().must_answer(0, (SENT, false)),
+            !s.answering(id, &parts)
+                .unwrap()
+                .must_answer(0, (SENT, false)),
             "nothing new"
         );
         assert!(
-            s.answering(id).unwrap().must_answer(1, (SENT, true)),
+            s.answering(id, &parts)
+                .unwrap()
+                .must_answer(1, (SENT, true)),
             "records"
         );
         let moved_hw = Sent {
@@ -383,11 +393,15 @@ mod tests {
             ..SENT
         };
         assert!(
-            s.answering(id).unwrap().must_answer(0, (moved_hw, false)),
+            s.answering(id, &parts)
+                .unwrap()
+                .must_answer(0, (moved_hw, false)),
             "the high watermark moved"
         );
         assert!(
-            !s.answering(id).unwrap().must_answer(0, (moved_hw, false)),
+            !s.answering(id, &parts)
+                .unwrap()
+                .must_answer(0, (moved_hw, false)),
             "and was told"
         );
         // A wrong epoch or id is refused and changes nothing.
@@ -430,18 +444,18 @@ mod tests {
         let all = [wanted("a", 0, 5), wanted("a", 1, 7), wanted("b", 0, 1)];
         let id = s.create(false, all.iter().map(|w| (w.clone(), SENT)).collect(), now);
         let notify = Rc::new(Notify::default());
-        let kept = |w: &Wanted| Unchanged {
-            fetch: w.fetch.clone(),
+        let kept = || Kept {
             progress: (notify.clone(), 3),
-            data: PartitionData::default(),
+            data: Rc::new(PartitionData::default()),
         };
+        let (_, first) = s.begin(&req(id, 1, &[]), now);
         {
-            let mut a = s.answering(id).unwrap();
-            for (i, w) in all.iter().enumerate() {
-                a.keep(i, Some(kept(w)));
+            let mut a = s.answering(id, &first).unwrap();
+            for i in 0..all.len() {
+                a.keep(i, Some(kept()));
             }
         }
-        // Epoch 1 moves a-1 and forgets b-0: a-0's answer is still good, a-1's is not (asked
+        // Epoch 2 moves a-1 and forgets b-0: a-0's answer is still good, a-1's is not (asked
         // differently), b-0 is gone.
         let forget = [(
             TopicName(StrBytes::from_static_str("b")),
@@ -451,19 +465,20 @@ mod tests {
         let moved = [wanted("a", 1, 8)];
         let r = SessionRequest {
             forgotten: &forget,
-            ..req(id, 1, &moved)
+            ..req(id, 2, &moved)
         };
         let (_, parts) = s.begin(&r, now);
         assert_eq!(parts.len(), 2);
-        let taken = s.take_unchanged(id);
-        assert_eq!(taken.len(), 2);
-        assert!(taken[0].is_some() && taken[1].is_none());
-        assert!(
-            s.take_unchanged(id).iter().all(Option::is_none),
-            "taken, until the response keeps them again"
-        );
+        let kept_now = s.unchanged(id);
+        assert_eq!(kept_now.len(), 2);
+        assert!(kept_now[0].is_some() && kept_now[1].is_none());
+        // The request of epoch 1, still long-polling, may no longer book its answers by
+        // position: the session's partitions changed under it.
+        assert!(s.answering(id, &first).is_none());
+        s.answering(id, &parts).unwrap().keep(0, None);
+        assert!(s.unchanged(id)[0].is_none(), "dropped after news");
         // The index follows the forgetting: a new position for a-1 updates it, no duplicate.
-        let (_, parts) = s.begin(&req(id, 2, &[wanted("a", 1, 9)]), now);
+        let (_, parts) = s.begin(&req(id, 3, &[wanted("a", 1, 9)]), now);
         let offsets: Vec<i64> = parts.iter().map(|w| w.fetch.fetch_offset).collect();
         assert_eq!(offsets, vec![5, 9]);
     }

@@ -67,7 +67,7 @@ impl ShardCtx {
             .into_iter()
             .filter_map(|key| {
                 self.reopen_due.borrow_mut().remove(&key);
-                self.partitions.borrow_mut().remove(&key)
+                self.stop_serving(&key)
             })
             .collect();
         stream::iter(removed)
@@ -123,6 +123,15 @@ impl ShardCtx {
     /// Closes the log of a partition of a deleted topic and removes its folder, on glommio's
     /// helper thread (no io_uring operation removes a directory, and a topic of 1000
     /// partitions would block the shard for as long as the file system takes).
+    /// Takes `key`'s partition out of the shard's map and notifies its progress signal at once:
+    /// long polls waiting on it look again and find it gone, and a fetch session's kept answer
+    /// for it (valid while that signal has not moved) is read again instead of reused.
+    fn stop_serving(&self, key: &(String, i32)) -> Option<Rc<Partition>> {
+        let part = self.partitions.borrow_mut().remove(key)?;
+        part.progress().notify_all();
+        Some(part)
+    }
+
     async fn remove_partition(&self, part: &Partition) {
         if part.topic == crate::metadata::OFFSETS_TOPIC {
             let count = self
@@ -231,7 +240,7 @@ impl ShardCtx {
             return; // reopened or removed meanwhile
         }
         tracing::info!(shard = self.shard, topic = %failed.topic, partition = failed.index, reason = ?failed.log.failure(), "reopening a failed log");
-        self.partitions.borrow_mut().remove(&key);
+        self.stop_serving(&key);
         if failed.topic == crate::metadata::OFFSETS_TOPIC && failed.is_leader() {
             self.groups
                 .unload_partition(failed.index, topic.partitions.len() as i32);
