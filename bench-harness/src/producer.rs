@@ -1,9 +1,12 @@
 //! A producer: open-loop rate control (or as fast as possible), records placed by the three
 //! rules, per-partition batches closed by size or linger, pipelined Produce requests (up to
 //! `maxInFlight` per connection) with a reader thread per connection recording publish latency
-//! when each acknowledgement arrives. As Kafka's clients do, the batches whose linger expired
-//! together go to their leader in one request (with 10 000 partitions, one request per batch
-//! would measure request overhead, not the broker); a full batch goes at once, alone.
+//! when each acknowledgement arrives. As the Java producer's sender drains a leader, a batch
+//! whose linger expired takes every other open batch for the same leader into its request (up
+//! to `max.request.size`, 1 MiB; with 10 000 partitions, one request per batch would measure
+//! request overhead, not the broker); a full batch goes at once, alone. (Before 2026-12-03 only
+//! the batches whose own linger had expired went together: with many quiet partitions that
+//! was about one request per record.)
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
@@ -32,6 +35,9 @@ const PRODUCE_VERSION: i16 = 7;
 const RECORD_OVERHEAD_BYTES: usize = 16;
 /// Distinct keys cycled through by KEY_ROUND_ROBIN.
 const KEYS: u64 = 10_000;
+/// The Java producer's `max.request.size` default: a drain stops adding batches for a leader
+/// beyond it (the batches that were due go regardless).
+const MAX_REQUEST_BYTES: usize = 1 << 20;
 
 pub fn now_us() -> u64 {
     SystemTime::now()
@@ -200,6 +206,18 @@ impl ProducerTask {
                 due.push((p, batches.remove(&p).expect("batch present")));
             }
         }
+        if due.is_empty() {
+            return Ok(());
+        }
+        let leader = |p: u32| self.cluster.leaders.get(&(self.topic.clone(), p)).cloned();
+        let mut size: HashMap<Option<String>, usize> = HashMap::new();
+        for (p, b) in &due {
+            *size.entry(leader(*p)).or_default() += b.bytes;
+        }
+        let open: Vec<(u32, usize)> = batches.iter().map(|(&p, b)| (p, b.bytes)).collect();
+        for p in drain_with_due(&mut size, open, leader) {
+            due.push((p, batches.remove(&p).expect("batch present")));
+        }
         self.send_batches(due, links)
     }
 
@@ -363,5 +381,63 @@ fn bench_record(offset: i64, key: Option<Bytes>, value: Bytes) -> Record {
         key,
         value: Some(value),
         headers: Default::default(),
+    }
+}
+
+/// The open batches (`(partition, bytes)`) that go with the due ones: those of a leader that
+/// has a batch due (`size`: the bytes of each such leader's request so far), until the first
+/// that would take its request past [`MAX_REQUEST_BYTES`] (as the Java producer's drain stops).
+fn drain_with_due<K: std::hash::Hash + Eq>(
+    size: &mut HashMap<K, usize>,
+    open: Vec<(u32, usize)>,
+    leader: impl Fn(u32) -> K,
+) -> Vec<u32> {
+    let mut taken = Vec::new();
+    for (p, bytes) in open {
+        let Some(s) = size.get_mut(&leader(p)) else {
+            continue;
+        };
+        if s.saturating_add(bytes) > MAX_REQUEST_BYTES {
+            // Full: nothing more for this leader in this request.
+            *s = usize::MAX;
+            continue;
+        }
+        *s += bytes;
+        taken.push(p);
+    }
+    taken
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Partitions 0–3 on leader "a", 4–5 on "b"; a batch of "a" is due with 1000 bytes.
+    fn leader(p: u32) -> &'static str {
+        if p < 4 {
+            "a"
+        } else {
+            "b"
+        }
+    }
+
+    #[test]
+    fn a_due_batch_takes_its_leaders_other_open_batches_only() {
+        let mut size = HashMap::from([("a", 1000)]);
+        let mut taken = drain_with_due(&mut size, vec![(1, 500), (4, 500), (2, 700)], leader);
+        taken.sort_unstable();
+        assert_eq!(taken, vec![1, 2], "not leader b's, which has nothing due");
+        assert_eq!(size["a"], 2200);
+    }
+
+    #[test]
+    fn a_drain_stops_at_the_request_size_limit() {
+        let mut size = HashMap::from([("a", MAX_REQUEST_BYTES - 600)]);
+        let taken = drain_with_due(&mut size, vec![(1, 500), (2, 700), (3, 100)], leader);
+        assert_eq!(
+            taken,
+            vec![1],
+            "500 fits, 700 would not, and the drain stops there"
+        );
     }
 }
