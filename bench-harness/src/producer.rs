@@ -209,8 +209,13 @@ impl ProducerTask {
         if due.is_empty() {
             return Ok(());
         }
-        let leader = |p: u32| self.cluster.leaders.get(&(self.topic.clone(), p)).cloned();
-        let mut size: HashMap<Option<String>, usize> = HashMap::new();
+        let leader = |p: u32| {
+            self.cluster
+                .leaders
+                .get(&(self.topic.clone(), p))
+                .map(String::as_str)
+        };
+        let mut size: HashMap<Option<&str>, usize> = HashMap::new();
         for (p, b) in &due {
             *size.entry(leader(*p)).or_default() += b.bytes;
         }

@@ -152,13 +152,8 @@ impl DirectFile {
     /// the same `fdatasync`); only slower.
     fn write_through_page_cache(&self, bytes: &[u8], position: u64) -> std::io::Result<usize> {
         use std::os::unix::io::AsRawFd;
-        let fd = self.file.as_raw_fd();
-        if self.direct.get() {
-            let flags = fcntl_flags(fd, None)?;
-            fcntl_flags(fd, Some(flags & !libc::O_DIRECT))?;
-            self.direct.set(false);
-        }
-        let written = pwrite_all(fd, bytes, position);
+        self.set_direct(false)?;
+        let written = pwrite_all(self.file.as_raw_fd(), bytes, position);
         if let Ok(n) = written {
             PAGE_CACHE_WRITES.with(|c| {
                 let (writes, total) = c.get();
@@ -168,14 +163,14 @@ impl DirectFile {
         written
     }
 
-    /// Sets O_DIRECT again on the descriptor if a page-cache write cleared it.
-    fn set_direct(&self) -> std::io::Result<()> {
+    /// Sets (`on`) or clears O_DIRECT on the descriptor, unless it already is so.
+    fn set_direct(&self, on: bool) -> std::io::Result<()> {
         use std::os::unix::io::AsRawFd;
-        if !self.direct.get() {
+        if self.direct.get() != on {
             let fd = self.file.as_raw_fd();
-            let flags = fcntl_flags(fd, None)?;
-            fcntl_flags(fd, Some(flags | libc::O_DIRECT))?;
-            self.direct.set(true);
+            let flags = fcntl_flags(fd, None)? & !libc::O_DIRECT;
+            fcntl_flags(fd, Some(if on { flags | libc::O_DIRECT } else { flags }))?;
+            self.direct.set(on);
         }
         Ok(())
     }
@@ -232,7 +227,7 @@ impl SegmentFile for DirectFile {
             if mode == WriteMode::PageCache {
                 return self.write_through_page_cache(buf.as_bytes(), position);
             }
-            self.set_direct()?;
+            self.set_direct(true)?;
             let written = match buf {
                 WriteBuffer::Owned(b) => self.file.write_at(b, position).await,
                 WriteBuffer::Shared(b) => self.file.write_rc_at(b, position).await,

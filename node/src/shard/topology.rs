@@ -120,9 +120,6 @@ impl ShardCtx {
         }
     }
 
-    /// Closes the log of a partition of a deleted topic and removes its folder, on glommio's
-    /// helper thread (no io_uring operation removes a directory, and a topic of 1000
-    /// partitions would block the shard for as long as the file system takes).
     /// Takes `key`'s partition out of the shard's map and notifies its progress signal at once:
     /// long polls waiting on it look again and find it gone, and a fetch session's kept answer
     /// for it (valid while that signal has not moved) is read again instead of reused.
@@ -132,6 +129,9 @@ impl ShardCtx {
         Some(part)
     }
 
+    /// Closes the log of a partition of a deleted topic and removes its folder, on glommio's
+    /// helper thread (no io_uring operation removes a directory, and a topic of 1000
+    /// partitions would block the shard for as long as the file system takes).
     async fn remove_partition(&self, part: &Partition) {
         if part.topic == crate::metadata::OFFSETS_TOPIC {
             let count = self
