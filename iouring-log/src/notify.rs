@@ -1,11 +1,12 @@
 //! A single-threaded "something changed" signal: waiters re-check their condition after every
 //! notification. Used for write completions and appends within one shard; [`AnyChanged`] waits
-//! for the first of several.
+//! for the first of several; [`Moved`] subscribes once to many signals and collects which of
+//! them moved.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::task::{Context, Poll, Waker};
 
 /// Where a waiting future's waker sits: slot index and the generation it was registered in
@@ -16,6 +17,8 @@ type Registration = Option<(usize, u64)>;
 pub struct Notify {
     generation: Cell<u64>,
     waiters: RefCell<Waiters>,
+    /// Standing subscriptions ([`Moved::watch`]): each notification marks its token there.
+    watchers: RefCell<Vec<(Weak<Moved>, u32)>>,
 }
 
 /// Wakers of the current generation; a future removes its own when dropped, so a waiter that
@@ -42,6 +45,16 @@ impl Notify {
         };
         for waker in slots.into_iter().flatten() {
             waker.wake();
+        }
+        let mut watchers = self.watchers.borrow_mut();
+        if !watchers.is_empty() {
+            watchers.retain(|(moved, token)| match moved.upgrade() {
+                Some(moved) => {
+                    moved.mark(*token);
+                    true
+                }
+                None => false,
+            });
         }
     }
 
@@ -165,6 +178,99 @@ impl Drop for AnyChanged {
     }
 }
 
+/// A standing subscription to many signals, each under a token, that collects the tokens of
+/// those notified since they were last taken: a fetch session over a thousand partitions
+/// learns which of them moved without registering on each of them for every request, and a
+/// request costs what moved, not what the session holds. A signal keeps only a weak reference:
+/// dropping the `Moved` ends its subscriptions (pruned at the signal's next notification or
+/// subscription).
+#[derive(Default)]
+pub struct Moved {
+    state: RefCell<MovedState>,
+    signal: Notify,
+}
+
+#[derive(Default)]
+struct MovedState {
+    /// Per token: marked (in `list`) and the signal it watches.
+    marked: Vec<bool>,
+    watching: Vec<Option<Rc<Notify>>>,
+    list: Vec<u32>,
+}
+
+impl Moved {
+    /// Watches `notify` under `token` unless that token already watches it (a token watches
+    /// one signal: a new one replaces the old, whose subscription then only marks spuriously).
+    pub fn watch(self: &Rc<Self>, token: u32, notify: &Rc<Notify>) {
+        let i = token as usize;
+        let mut s = self.state.borrow_mut();
+        if s.watching.len() <= i {
+            s.watching.resize(i + 1, None);
+        }
+        if s.watching[i]
+            .as_ref()
+            .is_some_and(|w| Rc::ptr_eq(w, notify))
+        {
+            return;
+        }
+        s.watching[i] = Some(notify.clone());
+        drop(s);
+        let mut watchers = notify.watchers.borrow_mut();
+        watchers.retain(|(m, _)| m.strong_count() > 0);
+        watchers.push((Rc::downgrade(self), token));
+    }
+
+    /// Marks `token` as moved (once until taken) and wakes whoever waits on [`Moved::signal`].
+    pub fn mark(&self, token: u32) {
+        {
+            let i = token as usize;
+            let mut s = self.state.borrow_mut();
+            if s.marked.len() <= i {
+                s.marked.resize(i + 1, false);
+            }
+            if s.marked[i] {
+                return;
+            }
+            s.marked[i] = true;
+            s.list.push(token);
+        }
+        self.signal.notify_all();
+    }
+
+    /// Marks every token below `n`.
+    pub fn mark_all(&self, n: u32) {
+        {
+            let mut guard = self.state.borrow_mut();
+            let s = &mut *guard;
+            if s.marked.len() < n as usize {
+                s.marked.resize(n as usize, false);
+            }
+            for (token, marked) in s.marked.iter_mut().enumerate().take(n as usize) {
+                if !*marked {
+                    *marked = true;
+                    s.list.push(token as u32);
+                }
+            }
+        }
+        self.signal.notify_all();
+    }
+
+    /// The tokens marked since the last take, in the order marked; unmarks them.
+    pub fn take(&self) -> Vec<u32> {
+        let mut s = self.state.borrow_mut();
+        let list = std::mem::take(&mut s.list);
+        for &t in &list {
+            s.marked[t as usize] = false;
+        }
+        list
+    }
+
+    /// Notified whenever a token is newly marked.
+    pub fn signal(&self) -> &Notify {
+        &self.signal
+    }
+}
+
 /// A log's "watermarks moved or the log failed" signal: waiters of this log wait on `log`;
 /// a listener shared by many logs (a shard's long-polling fetches) is woken too.
 #[derive(Default)]
@@ -261,5 +367,38 @@ mod tests {
         assert_eq!(n.waiting(), 0);
         drop(kept); // registered in an older generation: nothing to free
         assert_eq!(n.waiting(), 0);
+    }
+
+    #[test]
+    fn moved_collects_each_notified_token_once_until_taken() {
+        let (a, b) = (Rc::new(Notify::default()), Rc::new(Notify::default()));
+        let moved = Rc::new(Moved::default());
+        moved.watch(0, &a);
+        moved.watch(1, &b);
+        moved.watch(1, &b);
+        assert_eq!(b.watchers.borrow().len(), 1, "watched once");
+        assert!(moved.take().is_empty());
+        let seen = moved.signal().generation();
+        b.notify_all();
+        b.notify_all();
+        a.notify_all();
+        assert_ne!(moved.signal().generation(), seen, "the waiter is woken");
+        assert_eq!(moved.take(), vec![1, 0], "once each, in the order moved");
+        assert!(moved.take().is_empty());
+        moved.mark_all(2);
+        assert_eq!(moved.take(), vec![0, 1]);
+        // Dropping the subscriber ends its subscriptions.
+        drop(moved);
+        a.notify_all();
+        assert!(a.watchers.borrow().is_empty(), "pruned");
+        let again = Rc::new(Moved::default());
+        again.watch(3, &b);
+        assert_eq!(
+            b.watchers.borrow().len(),
+            1,
+            "the dead one pruned on subscribing"
+        );
+        b.notify_all();
+        assert_eq!(again.take(), vec![3]);
     }
 }

@@ -5,10 +5,11 @@
 //! 1, 2, …) name only the partitions whose position changed (and those to forget), and the
 //! response carries only the partitions with something new — records, a moved high watermark
 //! or log start offset, an error, a divergence. Epoch -1 closes the session (or fetches without
-//! one). Pure bookkeeping, no I/O: the Fetch handler reads the logs. The session also keeps,
-//! per partition, the last answer that found nothing new ([`Unchanged`]): the next request's
-//! first pass reuses it while the partition's progress signal has not moved, instead of
-//! reading a thousand quiet partitions again for every answer.
+//! one). Pure bookkeeping, no I/O: the Fetch handler reads the logs. The session also tracks
+//! which partitions need reading ([`Moved`]): a partition whose last answer found nothing new
+//! and was told stays unmarked until its progress signal moves (or the fetcher asks it
+//! differently), so a request over a thousand quiet partitions reads, and answers, only those
+//! that moved.
 //!
 //! Contract (Kafka's `FetchManager`):
 //! - an unknown session id gets FETCH_SESSION_ID_NOT_FOUND, a wrong epoch
@@ -24,9 +25,8 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Instant;
 
-use iouring_log::notify::Notify;
+use iouring_log::notify::Moved;
 use kafka_protocol::messages::fetch_request::FetchPartition;
-use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::ResponseError;
 
@@ -53,22 +53,10 @@ pub struct Sent {
     pub log_start_offset: i64,
 }
 
-/// A partition's last answer that found nothing new (no records, no error): valid while the
-/// fetcher asks the same (a new position drops it) and the partition's progress signal is
-/// still at the generation seen before that read. The answer is shared with the requests that
-/// reuse it (a request over a thousand quiet partitions copies no answers, only counts
-/// references).
-#[derive(Clone)]
-pub struct Kept {
-    pub progress: (Rc<Notify>, u64),
-    pub data: Rc<PartitionData>,
-}
-
 /// What the session knows of one partition besides its [`Wanted`].
 #[derive(Default)]
 struct Slot {
     sent: Option<Sent>,
-    unchanged: Option<Kept>,
 }
 
 type Key = (TopicName, uuid::Uuid, i32);
@@ -84,20 +72,22 @@ struct Session {
     slots: Vec<Slot>,
     /// Each partition's position in `wanted`.
     index: HashMap<Key, usize>,
+    /// The session's topics, each once, in the order first named.
+    topics: Rc<Vec<SessionTopic>>,
+    /// The partitions (by position in `wanted`) to read at the next request: their answer
+    /// is not known to be told and unchanged. Replaced when positions shift (forgetting).
+    moved: Rc<Moved>,
     last_used: Instant,
 }
+
+/// A topic of a session as its requests name it.
+pub type SessionTopic = (TopicName, uuid::Uuid);
 
 impl Session {
     fn new(by_topic_id: bool, partitions: Vec<(Wanted, Sent)>, now: Instant) -> Self {
         let (wanted, slots): (Vec<Wanted>, Vec<Slot>) = partitions
             .into_iter()
-            .map(|(w, sent)| {
-                let slot = Slot {
-                    sent: Some(sent),
-                    unchanged: None,
-                };
-                (w, slot)
-            })
+            .map(|(w, sent)| (w, Slot { sent: Some(sent) }))
             .unzip();
         let mut session = Session {
             next_epoch: 1,
@@ -105,12 +95,15 @@ impl Session {
             wanted: Rc::new(wanted),
             slots,
             index: HashMap::new(),
+            topics: Rc::default(),
+            moved: Rc::default(),
             last_used: now,
         };
         session.reindex();
         session
     }
 
+    /// After positions shifted: the index, the topics, and every partition to be read.
     fn reindex(&mut self) {
         self.index = self
             .wanted
@@ -118,6 +111,18 @@ impl Session {
             .enumerate()
             .map(|(i, w)| (w.key(), i))
             .collect();
+        let mut topics: Vec<SessionTopic> = Vec::new();
+        for w in self.wanted.iter() {
+            if !topics
+                .iter()
+                .any(|(t, id)| *t == w.topic && *id == w.topic_id)
+            {
+                topics.push((w.topic.clone(), w.topic_id));
+            }
+        }
+        self.topics = Rc::new(topics);
+        self.moved = Rc::default();
+        self.moved.mark_all(self.wanted.len() as u32);
     }
 
     /// Applies an incremental request: new positions, new partitions, forgotten ones.
@@ -130,13 +135,22 @@ impl Session {
             match self.index.get(&w.key()) {
                 Some(&i) => {
                     wanted[i] = w.clone();
-                    // Asked differently: the kept answer no longer says what to answer.
-                    self.slots[i].unchanged = None;
+                    // Asked differently: read it again.
+                    self.moved.mark(i as u32);
                 }
                 None => {
-                    self.index.insert(w.key(), wanted.len());
+                    let i = wanted.len();
+                    self.index.insert(w.key(), i);
+                    let new_topic = !self
+                        .topics
+                        .iter()
+                        .any(|(t, id)| *t == w.topic && *id == w.topic_id);
+                    if new_topic {
+                        Rc::make_mut(&mut self.topics).push((w.topic.clone(), w.topic_id));
+                    }
                     wanted.push(w.clone());
                     self.slots.push(Slot::default());
+                    self.moved.mark(i as u32);
                 }
             }
         }
@@ -202,14 +216,6 @@ impl Answering<'_> {
         }
         answer
     }
-
-    /// Keeps the partition's answer when it found nothing new (`None`: it had news) for the
-    /// next request.
-    pub fn keep(&mut self, index: usize, kept: Option<Kept>) {
-        if let Some(slot) = self.session.slots.get_mut(index) {
-            slot.unchanged = kept;
-        }
-    }
 }
 
 impl FetchSessions {
@@ -263,13 +269,18 @@ impl FetchSessions {
             .map(|session| Answering { session })
     }
 
-    /// The session's partitions' last answers that found nothing new, in the session's order
-    /// (as [`FetchSessions::begin`] returned them); the response replaces what it finds moved
-    /// ([`Answering::keep`]).
-    pub fn unchanged(&self, session_id: i32) -> Vec<Option<Kept>> {
-        self.sessions.get(&session_id).map_or_else(Vec::new, |s| {
-            s.slots.iter().map(|s| s.unchanged.clone()).collect()
-        })
+    /// The session's record of partitions to read and its topics, for a request that read
+    /// `wanted` (as [`FetchSessions::begin`] returned it); `None` as for
+    /// [`FetchSessions::answering`].
+    pub fn moved(
+        &self,
+        session_id: i32,
+        wanted: &Rc<Vec<Wanted>>,
+    ) -> Option<(Rc<Moved>, Rc<Vec<SessionTopic>>)> {
+        self.sessions
+            .get(&session_id)
+            .filter(|session| Rc::ptr_eq(&session.wanted, wanted))
+            .map(|session| (session.moved.clone(), session.topics.clone()))
     }
 
     /// Creates a session for a full request's partitions (what each response said is `sent`);
@@ -438,49 +449,53 @@ mod tests {
     }
 
     #[test]
-    fn kept_answers_survive_new_positions_of_other_partitions_and_forgetting() {
+    fn the_session_marks_what_must_be_read_again() {
         let now = Instant::now();
         let mut s = FetchSessions::default();
         let all = [wanted("a", 0, 5), wanted("a", 1, 7), wanted("b", 0, 1)];
         let id = s.create(false, all.iter().map(|w| (w.clone(), SENT)).collect(), now);
-        let notify = Rc::new(Notify::default());
-        let kept = || Kept {
-            progress: (notify.clone(), 3),
-            data: Rc::new(PartitionData::default()),
-        };
         let (_, first) = s.begin(&req(id, 1, &[]), now);
-        {
-            let mut a = s.answering(id, &first).unwrap();
-            for i in 0..all.len() {
-                a.keep(i, Some(kept()));
-            }
-        }
-        // Epoch 2 moves a-1 and forgets b-0: a-0's answer is still good, a-1's is not (asked
-        // differently), b-0 is gone.
+        let (moved, topics) = s.moved(id, &first).unwrap();
+        assert_eq!(
+            moved.take(),
+            vec![0, 1, 2],
+            "a new session reads everything"
+        );
+        assert_eq!(topics.len(), 2, "a and b, once each");
+        // Epoch 2 names nothing new: nothing to read.
+        let (_, parts) = s.begin(&req(id, 2, &[]), now);
+        assert!(Rc::ptr_eq(&parts, &first));
+        assert!(moved.take().is_empty());
+        // Epoch 3 moves a-1 and adds c-0: those two.
+        let (_, parts) = s.begin(&req(id, 3, &[wanted("a", 1, 8), wanted("c", 0, 0)]), now);
+        assert!(
+            s.moved(id, &first).is_none(),
+            "a stale request may not use the record"
+        );
+        let (same, topics) = s.moved(id, &parts).unwrap();
+        assert!(Rc::ptr_eq(&same, &moved), "positions did not shift");
+        assert_eq!(moved.take(), vec![1, 3]);
+        assert_eq!(topics.len(), 3);
+        // Epoch 4 forgets b-0: positions shift, a new record marks everything.
         let forget = [(
             TopicName(StrBytes::from_static_str("b")),
             uuid::Uuid::nil(),
             0,
         )];
-        let moved = [wanted("a", 1, 8)];
         let r = SessionRequest {
             forgotten: &forget,
-            ..req(id, 2, &moved)
+            ..req(id, 4, &[])
         };
         let (_, parts) = s.begin(&r, now);
-        assert_eq!(parts.len(), 2);
-        let kept_now = s.unchanged(id);
-        assert_eq!(kept_now.len(), 2);
-        assert!(kept_now[0].is_some() && kept_now[1].is_none());
-        // The request of epoch 1, still long-polling, may no longer book its answers by
-        // position: the session's partitions changed under it.
-        assert!(s.answering(id, &first).is_none());
-        s.answering(id, &parts).unwrap().keep(0, None);
-        assert!(s.unchanged(id)[0].is_none(), "dropped after news");
+        let (fresh, topics) = s.moved(id, &parts).unwrap();
+        assert!(!Rc::ptr_eq(&fresh, &moved));
+        assert_eq!(fresh.take(), vec![0, 1, 2]);
+        assert_eq!(topics.len(), 2, "b is gone");
         // The index follows the forgetting: a new position for a-1 updates it, no duplicate.
-        let (_, parts) = s.begin(&req(id, 3, &[wanted("a", 1, 9)]), now);
+        let (_, parts) = s.begin(&req(id, 5, &[wanted("a", 1, 9)]), now);
         let offsets: Vec<i64> = parts.iter().map(|w| w.fetch.fetch_offset).collect();
-        assert_eq!(offsets, vec![5, 9]);
+        assert_eq!(offsets, vec![5, 9, 0]);
+        assert_eq!(fresh.take(), vec![1]);
     }
 
     #[test]

@@ -266,6 +266,17 @@ fn session_fetch(
     parts: &[(i32, i64)],
     forget: &[i32],
 ) -> FetchResponse {
+    session_fetch_upto(c, (session_id, epoch), parts, forget, 1 << 20)
+}
+
+/// [`session_fetch`] with the response's `max_bytes`.
+fn session_fetch_upto(
+    c: &mut Connection,
+    (session_id, epoch): (i32, i32),
+    parts: &[(i32, i64)],
+    forget: &[i32],
+    max_bytes: i32,
+) -> FetchResponse {
     let mut t = FetchTopic::default();
     t.topic = name("sess");
     t.partitions = parts
@@ -280,7 +291,7 @@ fn session_fetch(
         .collect();
     let mut req = FetchRequest::default();
     req.max_wait_ms = 0;
-    req.max_bytes = 1 << 20;
+    req.max_bytes = max_bytes;
     req.session_id = session_id;
     req.session_epoch = epoch;
     if !parts.is_empty() {
@@ -434,5 +445,32 @@ fn a_session_learns_that_its_quiet_partitions_are_gone() {
     assert!(
         errors.len() == 2 && errors.iter().all(|&e| e != 0),
         "both partitions answered with an error: {errors:?}"
+    );
+}
+
+/// A response that filled up leaves the records it had no room for to the next request, even
+/// though nothing was appended since: a session reads again a partition whose position is
+/// below the high watermark it answered.
+#[test]
+fn records_left_out_of_a_full_response_come_in_the_next() {
+    let broker = start();
+    let mut c = connect(&broker);
+    create_topic(&mut c, "sess", 3);
+    let full = session_fetch(&mut c, 0, 0, &[(0, 0), (1, 0), (2, 0)], &[]);
+    let id = full.session_id;
+    assert!(id > 0, "a session was created");
+    produce(&mut c, "sess", 1, &["one"]);
+    produce(&mut c, "sess", 2, &["two"]);
+    // One byte of room: partition 1's batch comes whole (KIP-74), partition 2's waits (its
+    // high watermark is answered, its records are not).
+    let got = answered(&session_fetch_upto(&mut c, (id, 1), &[], &[], 1));
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got[0].0 == 1 && got[0].1 > 0, "{got:?}");
+    assert_eq!(got[1], (2, 0), "no room for partition 2's records");
+    let got = answered(&session_fetch(&mut c, id, 2, &[(1, 1)], &[]));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].0 == 2 && got[0].1 > 0,
+        "partition 2's records now: {got:?}"
     );
 }

@@ -1,8 +1,11 @@
 //! Fetch: reads from the logs this shard owns and long-polls until `min_bytes` are available
 //! or `max_wait_ms` passes, woken when a partition it read moves (and then re-reading only the
-//! partitions that moved). Record bytes
+//! partitions that moved). A consumer's incremental fetch in a session reads only the
+//! session's partitions that moved since they were last told ([`incremental`]). Record bytes
 //! are not copied into the response: they are sent from the segment files (`sendfile`) or from
 //! the logs' in-memory tails (see `server::response`).
+
+mod incremental;
 
 use crate::handlers::authorized::{authorized, on_cluster};
 use crate::handlers::groups::Client;
@@ -10,7 +13,7 @@ use crate::security::acl::{Operation, ResourceType};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use iouring_log::notify::{AnyChanged, Notify};
+use iouring_log::notify::{AnyChanged, Moved, Notify};
 use iouring_log::{LeaderEpoch, Offset, ReadError, ReadOptions, ReadSlice};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest};
 use kafka_protocol::messages::fetch_response::{
@@ -22,7 +25,7 @@ use kafka_protocol::protocol::Encodable;
 use kafka_protocol::ResponseError;
 
 use crate::error::HandlerError;
-use crate::fetch_session::{Context, Kept, Sent, SessionRequest, Wanted};
+use crate::fetch_session::{Context, Sent, SessionRequest, Wanted};
 use crate::limits::FETCH_MAX_WAIT_MS;
 use crate::partition::Partition;
 use crate::server::response::{records_placeholder, GapBuf, Outgoing, RECORDS_PLACEHOLDER_MAX};
@@ -94,6 +97,31 @@ pub async fn handle(
         }
     };
     let max_bytes = req.max_bytes.max(0) as usize;
+    let min_bytes = req.min_bytes.max(0) as usize;
+    // A consumer's incremental fetch reads only what moved, while every topic of its session
+    // is known and readable (else every partition is read, and its error answered).
+    let session = match &context {
+        Context::Incremental { session_id } if replica.id < 0 => ctx
+            .fetch_sessions
+            .borrow()
+            .moved(*session_id, &wanted)
+            .map(|m| (*session_id, m)),
+        _ => None,
+    };
+    if let Some((session_id, (moved, topics))) = &session {
+        if let Some(topics) = incremental::readable(ctx, client, topics, by_topic_id) {
+            let fetch = incremental::Incremental {
+                session_id: *session_id,
+                wanted: &wanted,
+                moved: moved.clone(),
+                topics,
+            };
+            let resp = fetch
+                .serve(ctx, (max_bytes, min_bytes, version), deadline)
+                .await;
+            return encode_response(&resp.0, resp.1, version);
+        }
+    }
     let names = topic_names(ctx, &wanted, by_topic_id);
     // Consumers need READ on each topic; followers CLUSTER_ACTION on the cluster (Kafka's
     // rules), else every partition is TOPIC_AUTHORIZATION_FAILED.
@@ -117,17 +145,7 @@ pub async fn handle(
         };
         allowed.push(ok);
     }
-    // A consumer's incremental fetch starts from the session's answers that found nothing new
-    // (a follower's partitions are all read: each read records its fetch, which keeps it in
-    // the ISR).
-    let mut previous = match &context {
-        Context::Incremental { session_id } if replica.id < 0 => Some(unchanged_reads(
-            ctx,
-            *session_id,
-            (&wanted, &names, &allowed),
-        )),
-        _ => None,
-    };
+    let mut previous = None;
     loop {
         let (read, total, errors) = read_once(
             ctx,
@@ -138,12 +156,13 @@ pub async fn handle(
         )
         .await;
         let now = Instant::now();
-        if total >= req.min_bytes.max(0) as usize
-            || now >= deadline
-            || errors
-            || ctx.stop.is_stopping()
-        {
+        if total >= min_bytes || now >= deadline || errors || ctx.stop.is_stopping() {
             let (resp, records) = respond(ctx, (&context, by_topic_id), &wanted, read);
+            // Every partition was read and answered here, none told through the session's
+            // record of what moved: the next incremental request reads them all.
+            if let Some((_, (moved, _))) = &session {
+                moved.mark_all(wanted.len() as u32);
+            }
             return encode_response(&resp, records, version);
         }
         // Nothing to answer yet: wait for any partition read to move past what this pass saw;
@@ -174,53 +193,11 @@ type Asked<'a> = (&'a [Wanted], &'a [Option<Rc<str>>], &'a [bool]);
 
 /// One partition's answer, in the order of the partitions read.
 struct PartitionRead {
-    /// Shared with the fetch session when it is a kept answer (no copy per request).
-    data: Rc<PartitionData>,
+    data: PartitionData,
     slices: Vec<ReadSlice>,
     /// The served partition's progress signal and its generation before it was read: what a
     /// long poll waits on.
     progress: Option<(Rc<Notify>, u64)>,
-    /// The session's kept answer, reused: the session already holds it and the client was
-    /// told what it says, so an incremental response skips it without bookkeeping.
-    reused: bool,
-}
-
-/// The session's kept answers for `wanted` as reads of an earlier pass, where the client may
-/// still read the topic; a placeholder that counts as moved (read again) for the others. A kept
-/// answer is reused only while its partition's progress signal has not moved (the first pass
-/// checks, as after a long-poll wake-up); that signal also moves when the partition stops being
-/// served here (deleted, moved to another shard, reopened: `ShardCtx::stop_serving`) or changes
-/// role, so no lookup in the shard's partition map is needed per kept answer — those lookups
-/// were a quarter of the broker's time with 10 000 partitions fetched through sessions.
-fn unchanged_reads(
-    ctx: &ShardCtx,
-    session_id: i32,
-    (wanted, names, allowed): Asked<'_>,
-) -> Vec<PartitionRead> {
-    let mut kept = ctx.fetch_sessions.borrow().unchanged(session_id);
-    kept.resize(wanted.len(), None);
-    wanted
-        .iter()
-        .zip(names.iter().zip(allowed))
-        .zip(kept)
-        .map(|((w, (name, &allowed)), u)| {
-            let index = w.fetch.partition;
-            match u.filter(|_| allowed && name.is_some()) {
-                Some(u) => PartitionRead {
-                    data: u.data,
-                    slices: Vec::new(),
-                    progress: Some(u.progress),
-                    reused: true,
-                },
-                None => PartitionRead {
-                    data: Rc::new(empty_partition(index)),
-                    slices: Vec::new(),
-                    progress: None,
-                    reused: false,
-                },
-            }
-        })
-        .collect()
 }
 
 impl PartitionRead {
@@ -254,58 +231,20 @@ fn respond(
     };
     let mut sent_all = Vec::new();
     for (i, (w, r)) in wanted.iter().zip(read).enumerate() {
-        let PartitionRead {
-            data,
-            slices,
-            progress,
-            reused,
-        } = r;
-        if reused && answering.is_some() {
+        let PartitionRead { data, slices, .. } = r;
+        let (sent, news) = told(&data, &slices);
+        let answer = match (context, answering.as_mut()) {
+            (Context::Incremental { .. }, Some(a)) => a.must_answer(i, (sent, news)),
+            (Context::Full, _) => {
+                sent_all.push((w.clone(), sent));
+                true
+            }
+            _ => true,
+        };
+        if !answer {
             continue;
         }
-        let sent = Sent {
-            high_watermark: data.high_watermark,
-            log_start_offset: data.log_start_offset,
-        };
-        let news = !slices.is_empty()
-            || data.error_code != 0
-            || data.diverging_epoch != Default::default();
-        match (context, answering.as_mut()) {
-            (Context::Incremental { .. }, Some(a)) => {
-                let answer = a.must_answer(i, (sent, news));
-                // Nothing new: the answer is kept for the next request (shared, not copied).
-                let kept = match progress {
-                    Some(progress) if !news => Some(Kept {
-                        progress,
-                        data: data.clone(),
-                    }),
-                    _ => None,
-                };
-                a.keep(i, kept);
-                if !answer {
-                    continue;
-                }
-            }
-            (Context::Full, _) => sent_all.push((w.clone(), sent)),
-            _ => {}
-        }
-        let same_topic = resp
-            .responses
-            .last()
-            .is_some_and(|t: &FetchableTopicResponse| {
-                t.topic == w.topic && t.topic_id == w.topic_id
-            });
-        if !same_topic {
-            let mut tr = FetchableTopicResponse::default();
-            tr.topic = w.topic.clone();
-            tr.topic_id = w.topic_id;
-            resp.responses.push(tr);
-        }
-        resp.responses
-            .last_mut()
-            .expect("pushed above")
-            .partitions
-            .push(Rc::unwrap_or_clone(data));
+        push_answer(&mut resp, w, data);
         if !slices.is_empty() {
             records.push(slices);
         }
@@ -321,6 +260,38 @@ fn respond(
         Context::Sessionless | Context::Error(_) => 0,
     };
     (resp, records)
+}
+
+/// What an answer tells the fetcher (the offsets a session remembers) and whether it has news
+/// that must be answered whatever the session remembers (records, an error, a divergence).
+fn told(data: &PartitionData, slices: &[ReadSlice]) -> (Sent, bool) {
+    let sent = Sent {
+        high_watermark: data.high_watermark,
+        log_start_offset: data.log_start_offset,
+    };
+    let news =
+        !slices.is_empty() || data.error_code != 0 || data.diverging_epoch != Default::default();
+    (sent, news)
+}
+
+/// Adds a partition's answer to the response, under its topic (the last one when it is the
+/// same).
+fn push_answer(resp: &mut FetchResponse, w: &Wanted, data: PartitionData) {
+    let same_topic = resp
+        .responses
+        .last()
+        .is_some_and(|t: &FetchableTopicResponse| t.topic == w.topic && t.topic_id == w.topic_id);
+    if !same_topic {
+        let mut tr = FetchableTopicResponse::default();
+        tr.topic = w.topic.clone();
+        tr.topic_id = w.topic_id;
+        resp.responses.push(tr);
+    }
+    resp.responses
+        .last_mut()
+        .expect("pushed above")
+        .partitions
+        .push(data);
 }
 
 /// Each wanted partition's topic name, resolved once per request (not per long-poll pass) and
@@ -373,48 +344,70 @@ async fn read_once(
             out.push(r);
             continue;
         }
-        let index = w.fetch.partition;
-        let served = name
-            .as_deref()
-            .map(|name| (name, ctx.partition(name, index)));
-        let (data, slices, progress) = match served {
-            _ if !allowed => {
-                let mut data = empty_partition(index);
-                data.error_code = ResponseError::TopicAuthorizationFailed.code();
-                (data, Vec::new(), None)
-            }
-            Some((_, Some(part))) => {
-                let progress = (part.progress().clone(), part.progress().generation());
-                let budget = max_bytes.saturating_sub(total + kept_bytes);
-                let fetcher = Fetcher {
-                    replica,
-                    first: total + kept_bytes == 0,
-                    version,
-                };
-                let (data, slices) = read_partition(ctx, &part, &w.fetch, budget, fetcher).await;
-                (data, slices, Some(progress))
-            }
-            Some((name, None)) => {
-                let mut data = empty_partition(index);
-                data.error_code = ctx.not_served(name, index).code();
-                (data, Vec::new(), None)
-            }
-            None => {
-                let mut data = empty_partition(index);
-                data.error_code = ResponseError::UnknownTopicId.code();
-                (data, Vec::new(), None)
-            }
+        let budget = max_bytes.saturating_sub(total + kept_bytes);
+        let fetcher = Fetcher {
+            replica,
+            first: total + kept_bytes == 0,
+            version,
         };
+        let PartitionRead {
+            data,
+            slices,
+            progress,
+        } = read_wanted(ctx, w, (name.as_deref(), allowed), (budget, fetcher), None).await;
         errors |= data.error_code != 0;
         total += slices.iter().map(ReadSlice::len).sum::<usize>();
         out.push(PartitionRead {
-            data: Rc::new(data),
+            data,
             slices,
             progress,
-            reused: false,
         });
     }
     (out, total + kept_bytes, errors)
+}
+
+/// Reads one wanted partition under its topic's name (`None`: an unknown topic id) if the
+/// fetcher may read the topic, with `budget` bytes left in the response; `watch`: subscribe
+/// the session's record of what moved to the partition's progress first.
+async fn read_wanted(
+    ctx: &ShardCtx,
+    w: &Wanted,
+    (name, allowed): (Option<&str>, bool),
+    (budget, fetcher): (usize, Fetcher),
+    watch: Option<(&Rc<Moved>, u32)>,
+) -> PartitionRead {
+    let index = w.fetch.partition;
+    let served = name.map(|name| (name, ctx.partition(name, index)));
+    let (data, slices, progress) = match served {
+        _ if !allowed => {
+            let mut data = empty_partition(index);
+            data.error_code = ResponseError::TopicAuthorizationFailed.code();
+            (data, Vec::new(), None)
+        }
+        Some((_, Some(part))) => {
+            if let Some((moved, token)) = watch {
+                moved.watch(token, part.progress());
+            }
+            let progress = (part.progress().clone(), part.progress().generation());
+            let (data, slices) = read_partition(ctx, &part, &w.fetch, budget, fetcher).await;
+            (data, slices, Some(progress))
+        }
+        Some((name, None)) => {
+            let mut data = empty_partition(index);
+            data.error_code = ctx.not_served(name, index).code();
+            (data, Vec::new(), None)
+        }
+        None => {
+            let mut data = empty_partition(index);
+            data.error_code = ResponseError::UnknownTopicId.code();
+            (data, Vec::new(), None)
+        }
+    };
+    PartitionRead {
+        data,
+        slices,
+        progress,
+    }
 }
 
 /// A partition's answer before anything is known: no offsets, no records.
