@@ -15,6 +15,9 @@
 # to files named *-fsync-*. Durability is the same for both: neither fsyncs per
 # message (Kafka's default flush policy; ringlog's log.flush.interval.messages=-1), acks=1 as the
 # workloads say. Both brokers use all cores; ringlog-bench runs beside them.
+# SUITE_KAFKA_HEAP (default "-Xms1g -Xmx1g", kafka-server-start.sh's default) sets Apache Kafka's
+# JVM heap: with 10 000 partitions a 1 GiB heap runs out (OutOfMemoryError in its network
+# threads), so the partitions-10000 workload runs Kafka with "-Xms4g -Xmx4g".
 # SUITE_COLD=1 (catch-up reads): the harness syncs and drops the page cache after writing the
 # backlog (--drop-caches), and ringlog runs with a read cache of 64 MiB (log.read.cache.bytes:
 # room for read-ahead, none for a 4 GB backlog), so neither broker has the backlog in memory
@@ -136,7 +139,7 @@ for target in ${SUITE_TARGETS:-ringlog kafka}; do
       ;;
     kafka)
       export KAFKA_DATA_DIR; KAFKA_DATA_DIR="$(mktemp -d -p "$REPO_ROOT/target" suite-kafka.XXXXXX)"
-      export KAFKA_PORT=39192 KAFKA_CONTROLLER_PORT=39193 KAFKA_HEAP_OPTS="-Xms1g -Xmx1g"
+      export KAFKA_PORT=39192 KAFKA_CONTROLLER_PORT=39193 KAFKA_HEAP_OPTS="${SUITE_KAFKA_HEAP:--Xms1g -Xmx1g}"
       "${BROKER_PIN[@]}" "$SCRIPT_DIR/kafka-start.sh" >/dev/null || { echo "Apache Kafka did not start (see $KAFKA_DATA_DIR)" >&2; exit 1; }
       run_workloads kafka 127.0.0.1:39192 "$(cat "$KAFKA_DATA_DIR/kafka.pid")"
       "$SCRIPT_DIR/kafka-stop.sh" >/dev/null

@@ -71,6 +71,9 @@ pub struct ProducerTask {
     pub stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
+/// How long after the run's end the producer waits for the broker's last answers.
+const END_DRAIN: Duration = Duration::from_secs(30);
+
 /// One request's batches: partition → its messages' send instants.
 type SentBatches = Vec<(i32, Vec<Instant>)>;
 
@@ -79,6 +82,9 @@ type SentBatches = Vec<(i32, Vec<Instant>)>;
 struct InFlight {
     queue: Mutex<VecDeque<SentBatches>>,
     changed: Condvar,
+    /// Set when the run is over and the connection is being closed after the drain: requests
+    /// still unanswered then are counted as errors, not a failure of the run.
+    closing: std::sync::atomic::AtomicBool,
 }
 
 struct Link {
@@ -176,7 +182,10 @@ impl ProducerTask {
         self.send_batches(rest, &mut links)?;
         Histograms::merge(&self.histograms.publish_delay_us, &delay);
         for (_, link) in links {
-            link.drain(Duration::from_secs(30));
+            link.drain(END_DRAIN);
+            link.in_flight
+                .closing
+                .store(true, std::sync::atomic::Ordering::SeqCst);
             link.sender.shutdown();
             if let Some(r) = link.reader {
                 let latency = r.join().expect("reader thread")?;
@@ -246,11 +255,24 @@ impl ProducerTask {
                             .recv_decoded::<ProduceResponse>(ApiKey::Produce, PRODUCE_VERSION)
                         {
                             Ok(r) => r,
-                            // The sender closed the connection after the last acknowledgement.
+                            // The sender closed the connection after the last acknowledgement,
+                            // or after the drain gave up on a broker that did not answer: its
+                            // unanswered records are errors of the run.
                             Err(ClientError::Io { .. })
-                                if in_flight.queue.lock().expect("lock").is_empty() =>
+                                if in_flight.closing.load(std::sync::atomic::Ordering::SeqCst)
+                                    || in_flight.queue.lock().expect("lock").is_empty() =>
                             {
-                                return Ok(latency)
+                                let unanswered: usize = in_flight
+                                    .queue
+                                    .lock()
+                                    .expect("lock")
+                                    .iter()
+                                    .flat_map(|r| r.iter().map(|(_, sent)| sent.len()))
+                                    .sum();
+                                for _ in 0..unanswered {
+                                    counters.error("produce: no answer 30 s after the run ended");
+                                }
+                                return Ok(latency);
                             }
                             Err(e) => return Err(e),
                         };
@@ -355,7 +377,21 @@ impl ProducerTask {
         if w.producer.acks != 0 {
             let mut q = link.in_flight.queue.lock().expect("lock");
             while q.len() >= w.producer.max_in_flight {
-                q = link.in_flight.changed.wait(q).expect("lock");
+                // A broker that stops answering must not hold the run forever: past the end
+                // and the drain, what is left is counted as not sent.
+                if Instant::now() >= self.end + END_DRAIN {
+                    for _ in 0..messages {
+                        self.counters
+                            .error("produce: not sent, no answer 30 s after the run ended");
+                    }
+                    return Ok(());
+                }
+                q = link
+                    .in_flight
+                    .changed
+                    .wait_timeout(q, Duration::from_millis(100))
+                    .expect("lock")
+                    .0;
             }
             q.push_back(sent);
         } else {

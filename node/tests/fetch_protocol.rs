@@ -6,8 +6,9 @@
 //! - v15+ carries the fetcher's `ReplicaState`: a broker fetching as a replica of a partition
 //!   that has no followers gets NOT_LEADER_OR_FOLLOWER;
 //! - incremental fetch sessions (KIP-227): created at epoch 0, then only changes both ways,
-//!   FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH, closed at epoch -1; a session's
-//!   kept answers for quiet partitions never hide records that arrive or a partition that goes;
+//!   FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH, closed at epoch -1; a session
+//!   that does not read its quiet partitions again never hides records that arrive, records a
+//!   full response left out, or a partition that goes;
 //! - a long poll over several partitions gathers records arriving on each in turn.
 
 use std::net::TcpListener;
@@ -419,8 +420,8 @@ fn a_long_poll_gathers_records_arriving_on_different_partitions() {
     );
 }
 
-/// A session keeps its quiet partitions' answers between requests (they are not read again
-/// while nothing moves): a deleted topic's partitions are still answered with an error at once.
+/// A session does not read its quiet partitions again while nothing moves: a deleted topic's
+/// partitions are still answered with an error at once.
 #[test]
 fn a_session_learns_that_its_quiet_partitions_are_gone() {
     let broker = start();
@@ -429,7 +430,7 @@ fn a_session_learns_that_its_quiet_partitions_are_gone() {
     let full = session_fetch(&mut c, 0, 0, &[(0, 0), (1, 0)], &[]);
     let id = full.session_id;
     assert!(id > 0, "a session was created");
-    // Nothing new twice: the second request reuses the first one's kept answers.
+    // Nothing new twice: the second request reads nothing (nothing moved).
     assert_eq!(answered(&session_fetch(&mut c, id, 1, &[], &[])), vec![]);
     assert_eq!(answered(&session_fetch(&mut c, id, 2, &[], &[])), vec![]);
     let mut delete = DeleteTopicsRequest::default();

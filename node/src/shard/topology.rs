@@ -121,8 +121,8 @@ impl ShardCtx {
     }
 
     /// Takes `key`'s partition out of the shard's map and notifies its progress signal at once:
-    /// long polls waiting on it look again and find it gone, and a fetch session's kept answer
-    /// for it (valid while that signal has not moved) is read again instead of reused.
+    /// long polls waiting on it look again and find it gone, and the fetch sessions watching it
+    /// mark it as moved, so their next request reads it (and answers the error).
     fn stop_serving(&self, key: &(String, i32)) -> Option<Rc<Partition>> {
         let part = self.partitions.borrow_mut().remove(key)?;
         part.progress().notify_all();

@@ -324,7 +324,7 @@ fn topic_names(ctx: &ShardCtx, wanted: &[Wanted], by_topic_id: bool) -> Vec<Opti
 /// progress moved since are read again and the others' answers kept: a consumer of a thousand
 /// quiet partitions is woken by each append to any of them, and re-reading all of them on
 /// every wake-up was what kept a node of 10 000 partitions busy. (A pass that met an error
-/// answered at once, so no kept answer holds one.)
+/// answered at once, so no answer carried over holds one.)
 async fn read_once(
     ctx: &ShardCtx,
     (wanted, names, allowed): Asked<'_>,
