@@ -5,8 +5,9 @@
 //! - **chunks just written**: when the appender's tail releases a full chunk (its bytes are on
 //!   disk), the chunk's buffer moves here instead of being freed (Redpanda's batch cache has
 //!   the same role): the appends bypassed the page cache, and this is what stands in for it;
-//! - **chunks read**: a miss reads the whole chunk with O_DIRECT through io_uring into an
-//!   aligned buffer (glommio's main ring: no helper thread, no page cache), and a read starts
+//! - **chunks read**: a miss reads the chunk with O_DIRECT through io_uring into an aligned
+//!   buffer (glommio's main ring: no helper thread, no page cache), from the block its reader
+//!   needs to the chunk's final bytes (the budget counts what a chunk holds), and a read starts
 //!   reads of the next [`READ_AHEAD_CHUNKS`] chunks its segment has final in the file (read
 //!   ahead per consumer position, several in flight).
 //!
@@ -137,19 +138,46 @@ enum ChunkBytes {
     Written(Rc<DmaBuffer>),
     /// A chunk read from the file.
     Read(ReadResult),
+    /// No bytes, taking this much of the budget (the cache's own tests).
+    #[cfg(test)]
+    Sized(usize),
 }
 
-/// One cached chunk: its first `valid` bytes are the file's bytes at the chunk's positions.
+/// One cached chunk: its bytes `[start, valid)` (offsets in the chunk) are the file's bytes at
+/// the chunk's positions. A read from the file starts where its reader needs (aligned down to
+/// a block), not at the chunk's start: a consumer that comes back for a quiet partition's few
+/// new kilobytes reads those, not again the whole chunk before them.
 pub struct CachedChunk {
     bytes: ChunkBytes,
+    start: usize,
     valid: usize,
 }
 
 impl CachedChunk {
-    pub fn as_bytes(&self) -> &[u8] {
-        match &self.bytes {
+    /// The bytes at chunk offsets `[from, to)`; `start <= from <= to <= valid`.
+    pub fn bytes(&self, from: usize, to: usize) -> &[u8] {
+        debug_assert!(self.start <= from && from <= to && to <= self.valid);
+        let held = match &self.bytes {
             ChunkBytes::Written(b) => &b.as_bytes()[..self.valid],
-            ChunkBytes::Read(r) => &r[..self.valid],
+            ChunkBytes::Read(r) => &r[..self.valid - self.start],
+            #[cfg(test)]
+            ChunkBytes::Sized(_) => &[],
+        };
+        &held[from - self.start..to - self.start]
+    }
+
+    /// Whether it holds chunk offsets `[from, need)`.
+    fn holds(&self, from: usize, need: usize) -> bool {
+        self.start <= from && self.valid >= need
+    }
+
+    /// Memory it takes (what the budget counts).
+    fn size(&self) -> usize {
+        match &self.bytes {
+            ChunkBytes::Written(_) => CHUNK,
+            ChunkBytes::Read(r) => r.len(),
+            #[cfg(test)]
+            ChunkBytes::Sized(n) => *n,
         }
     }
 }
@@ -162,6 +190,7 @@ struct Entry {
 /// A chunk being read: later readers of the same chunk wait for it.
 struct Loading {
     done: Notify,
+    start: usize,
     valid: usize,
     result: RefCell<Option<Result<Rc<CachedChunk>, String>>>,
 }
@@ -194,10 +223,10 @@ struct Cache {
 }
 
 impl Cache {
-    fn get(&mut self, key: Key, need: usize) -> Option<Rc<CachedChunk>> {
+    fn get(&mut self, key: Key, (from, need): (usize, usize)) -> Option<Rc<CachedChunk>> {
         let tick = self.tick + 1;
         let entry = self.entries.get_mut(&key)?;
-        if entry.chunk.valid < need {
+        if !entry.chunk.holds(from, need) {
             return None;
         }
         self.tick = tick;
@@ -208,11 +237,12 @@ impl Cache {
     }
 
     fn insert(&mut self, key: Key, chunk: Rc<CachedChunk>) {
+        let size = chunk.size();
         if self.budget < CHUNK {
             return;
         }
         self.remove(key);
-        self.evict_to(self.budget - CHUNK);
+        self.evict_to(self.budget - size);
         self.tick += 1;
         self.lru.insert(self.tick, key);
         self.entries.insert(
@@ -222,13 +252,13 @@ impl Cache {
                 tick: self.tick,
             },
         );
-        self.used += CHUNK;
+        self.used += size;
     }
 
     fn remove(&mut self, key: Key) {
         if let Some(e) = self.entries.remove(&key) {
             self.lru.remove(&e.tick);
-            self.used -= CHUNK;
+            self.used -= e.chunk.size();
             recycle(e.chunk);
         }
     }
@@ -298,6 +328,7 @@ pub fn insert_written(segment: &CachedSegment, start: u64, buf: Rc<DmaBuffer>) {
         c.stats.inserted_written += 1;
         let chunk = Rc::new(CachedChunk {
             bytes: ChunkBytes::Written(buf),
+            start: 0,
             valid: CHUNK,
         });
         c.insert((segment.id, start / CHUNK as u64), chunk);
@@ -314,25 +345,26 @@ pub fn invalidate_from(segment: &CachedSegment, position: u64) {
     });
 }
 
-/// Chunk `index` of `segment` with at least `need` valid bytes. `final_len` is how many bytes
-/// of the chunk are final in the file (at least `need`): a read keeps no more than that.
+/// Chunk `index` of `segment` holding at least its offsets `[from, need)`. `final_len` is how
+/// many bytes of the chunk are final in the file (at least `need`): a read keeps no more than
+/// that, and starts at `from` aligned down to a block.
 pub async fn chunk(
     segment: &Rc<CachedSegment>,
     index: u64,
-    need: usize,
+    (from, need): (usize, usize),
     final_len: usize,
 ) -> Result<Rc<CachedChunk>, IoError> {
-    debug_assert!(need <= final_len && final_len <= CHUNK);
+    debug_assert!(from <= need && need <= final_len && final_len <= CHUNK);
     let key = (segment.id, index);
     loop {
         let waiting = CACHE.with(|c| {
             let mut c = c.borrow_mut();
-            if let Some(hit) = c.get(key, need) {
+            if let Some(hit) = c.get(key, (from, need)) {
                 c.stats.hits += 1;
                 return Ok(hit);
             }
             match c.loading.get(&key) {
-                Some(l) if l.valid >= need => Err(Some(l.clone())),
+                Some(l) if l.start <= from && l.valid >= need => Err(Some(l.clone())),
                 _ => {
                     c.stats.misses += 1;
                     Err(None)
@@ -341,7 +373,10 @@ pub async fn chunk(
         });
         match waiting {
             Ok(hit) => return Ok(hit),
-            Err(None) => return load(segment, index, final_len).await,
+            Err(None) => {
+                let start = from / DIRECT_IO_ALIGNMENT * DIRECT_IO_ALIGNMENT;
+                return load(segment, index, (start, final_len)).await;
+            }
             Err(Some(loading)) => {
                 let seen = loading.done.generation();
                 if loading.result.borrow().is_none() {
@@ -358,15 +393,17 @@ pub async fn chunk(
     }
 }
 
-/// Reads chunk `index` of `segment` (its first `final_len` bytes are kept) and caches it.
+/// Reads chunk `index` of `segment` from offset `start` (block-aligned) to `final_len` and
+/// caches it.
 async fn load(
     segment: &Rc<CachedSegment>,
     index: u64,
-    final_len: usize,
+    (start, final_len): (usize, usize),
 ) -> Result<Rc<CachedChunk>, IoError> {
     let key = (segment.id, index);
     let loading = Rc::new(Loading {
         done: Notify::default(),
+        start,
         valid: final_len,
         result: RefCell::new(None),
     });
@@ -375,7 +412,7 @@ async fn load(
         c.loading.insert(key, loading.clone());
         c.invalidations
     });
-    let result = read_chunk(segment, index, final_len).await;
+    let result = read_chunk(segment, index, (start, final_len)).await;
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if c.loading.get(&key).is_some_and(|l| Rc::ptr_eq(l, &loading)) {
@@ -395,10 +432,11 @@ async fn load(
 async fn read_chunk(
     segment: &CachedSegment,
     index: u64,
-    final_len: usize,
+    (start, final_len): (usize, usize),
 ) -> Result<Rc<CachedChunk>, IoError> {
+    debug_assert!(start % DIRECT_IO_ALIGNMENT == 0 && start <= final_len);
     let file = segment.direct().await?;
-    let position = index * CHUNK as u64;
+    let position = index * CHUNK as u64 + start as u64;
     // The open and the read may complete on an io_uring worker thread (an O_DIRECT read the
     // kernel cannot start without blocking), whose completion the reactor can miss while
     // nothing else wakes it: seen as a test hanging in `io_cqring_wait` with the read done.
@@ -406,21 +444,23 @@ async fn read_chunk(
     // Only the bytes that are final, in whole blocks: the chunk is valid up to `final_len`
     // whatever more is read, and a 1 MiB buffer for each of 10 000 quiet partitions' few
     // kilobytes took the node's RSS to 4.6 GB during one fetch of all of them.
-    let len = final_len
+    let len = (final_len - start)
         .next_multiple_of(DIRECT_IO_ALIGNMENT)
-        .clamp(DIRECT_IO_ALIGNMENT, CHUNK);
+        .clamp(DIRECT_IO_ALIGNMENT, CHUNK - start);
     let read = on_helper_thread(file.read_at(position, len))
         .await
         .map_err(|e| IoError::new("reading", segment.path().as_path(), std::io::Error::from(e)))?;
-    if read.len() < final_len {
+    if read.len() < final_len - start {
         let e = std::io::Error::other(format!(
-            "short read at {position}: {} of {final_len} bytes",
-            read.len()
+            "short read at {position}: {} of {} bytes",
+            read.len(),
+            final_len - start
         ));
         return Err(IoError::new("reading", segment.path().as_path(), e));
     }
     Ok(Rc::new(CachedChunk {
         bytes: ChunkBytes::Read(read),
+        start,
         valid: final_len,
     }))
 }
@@ -441,7 +481,7 @@ pub fn read_ahead(segment: &Rc<CachedSegment>, after_index: u64, final_end: u64)
             let cached = c
                 .entries
                 .get(&key)
-                .is_some_and(|e| e.chunk.valid >= final_len);
+                .is_some_and(|e| e.chunk.holds(0, final_len));
             if cached || c.loading.contains_key(&key) {
                 return false;
             }
@@ -457,7 +497,7 @@ pub fn read_ahead(segment: &Rc<CachedSegment>, after_index: u64, final_end: u64)
         }
         let segment = segment.clone();
         glommio::spawn_local(async move {
-            if let Err(e) = load(&segment, index, final_len).await {
+            if let Err(e) = load(&segment, index, (0, final_len)).await {
                 tracing::debug!(error = %e, "read ahead failed");
             }
             CACHE.with(|c| c.borrow_mut().read_ahead_in_flight -= 1);
@@ -472,7 +512,8 @@ mod tests {
 
     fn chunk() -> Rc<CachedChunk> {
         Rc::new(CachedChunk {
-            bytes: ChunkBytes::Read(ReadResult::default()),
+            bytes: ChunkBytes::Sized(CHUNK),
+            start: 0,
             valid: 0,
         })
     }
@@ -485,15 +526,15 @@ mod tests {
         };
         c.insert((1, 0), chunk());
         c.insert((1, 1), chunk());
-        assert!(c.get((1, 0), 0).is_some(), "touch chunk 0");
+        assert!(c.get((1, 0), (0, 0)).is_some(), "touch chunk 0");
         c.insert((1, 2), chunk());
         assert_eq!(c.used, 2 * CHUNK);
         assert!(
-            c.get((1, 1), 0).is_none(),
+            c.get((1, 1), (0, 0)).is_none(),
             "chunk 1 was least recently used"
         );
-        assert!(c.get((1, 0), 0).is_some());
-        assert!(c.get((1, 2), 0).is_some());
+        assert!(c.get((1, 0), (0, 0)).is_some());
+        assert!(c.get((1, 2), (0, 0)).is_some());
     }
 
     #[test]
@@ -507,11 +548,11 @@ mod tests {
             c.insert((2, k), chunk());
         }
         c.remove_from((1, 1));
-        assert!(c.get((1, 0), 0).is_some());
-        assert!(c.get((1, 1), 0).is_none());
-        assert!(c.get((1, 2), 0).is_none());
+        assert!(c.get((1, 0), (0, 0)).is_some());
+        assert!(c.get((1, 1), (0, 0)).is_none());
+        assert!(c.get((1, 2), (0, 0)).is_none());
         assert!(
-            (0..3).all(|k| c.get((2, k), 0).is_some()),
+            (0..3).all(|k| c.get((2, k), (0, 0)).is_some()),
             "other segment kept"
         );
         assert_eq!(c.used, 4 * CHUNK);
@@ -525,7 +566,38 @@ mod tests {
             ..Cache::default()
         };
         c.insert((1, 0), chunk());
-        assert!(c.get((1, 0), 1).is_none());
+        assert!(c.get((1, 0), (0, 1)).is_none());
+    }
+
+    #[test]
+    fn a_chunk_read_from_an_offset_serves_reads_from_there_on_and_counts_its_size() {
+        let mut c = Cache {
+            budget: 8 * CHUNK,
+            ..Cache::default()
+        };
+        let part = Rc::new(CachedChunk {
+            bytes: ChunkBytes::Sized(3 * DIRECT_IO_ALIGNMENT),
+            start: 2 * DIRECT_IO_ALIGNMENT,
+            valid: 5 * DIRECT_IO_ALIGNMENT,
+        });
+        c.insert((1, 0), part);
+        assert_eq!(
+            c.used,
+            3 * DIRECT_IO_ALIGNMENT,
+            "what it holds, not a whole chunk"
+        );
+        let at = 2 * DIRECT_IO_ALIGNMENT;
+        assert!(c.get((1, 0), (at + 10, at + 100)).is_some());
+        assert!(
+            c.get((1, 0), (at - 1, at + 100)).is_none(),
+            "before its start"
+        );
+        assert!(
+            c.get((1, 0), (at, 6 * DIRECT_IO_ALIGNMENT)).is_none(),
+            "past its end"
+        );
+        c.remove((1, 0));
+        assert_eq!(c.used, 0);
     }
 
     #[test]
@@ -533,6 +605,6 @@ mod tests {
         let mut c = Cache::default();
         c.insert((1, 0), chunk());
         assert_eq!(c.used, 0);
-        assert!(c.get((1, 0), 0).is_none());
+        assert!(c.get((1, 0), (0, 0)).is_none());
     }
 }

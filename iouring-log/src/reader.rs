@@ -61,7 +61,7 @@ pub struct ChunkPiece {
 
 impl ChunkPiece {
     pub fn as_bytes(&self) -> &[u8] {
-        &self.chunk.as_bytes()[self.from..self.to]
+        self.chunk.bytes(self.from, self.to)
     }
 }
 
@@ -155,7 +155,7 @@ struct PieceRange {
 }
 
 async fn read_piece(segment: &Rc<CachedSegment>, r: PieceRange) -> Result<ChunkPiece, IoError> {
-    let chunk = read_cache::chunk(segment, r.index, r.to, r.final_len).await?;
+    let chunk = read_cache::chunk(segment, r.index, (r.from, r.to), r.final_len).await?;
     Ok(ChunkPiece {
         chunk,
         from: r.from,
