@@ -269,9 +269,10 @@ impl ProducerTask {
                                     .iter()
                                     .flat_map(|r| r.iter().map(|(_, sent)| sent.len()))
                                     .sum();
-                                for _ in 0..unanswered {
-                                    counters.error("produce: no answer 30 s after the run ended");
-                                }
+                                counters.errors_of(
+                                    "produce: no answer 30 s after the run ended",
+                                    unanswered as u64,
+                                );
                                 return Ok(latency);
                             }
                             Err(e) => return Err(e),
@@ -380,10 +381,10 @@ impl ProducerTask {
                 // A broker that stops answering must not hold the run forever: past the end
                 // and the drain, what is left is counted as not sent.
                 if Instant::now() >= self.end + END_DRAIN {
-                    for _ in 0..messages {
-                        self.counters
-                            .error("produce: not sent, no answer 30 s after the run ended");
-                    }
+                    self.counters.errors_of(
+                        "produce: not sent, no answer 30 s after the run ended",
+                        messages as u64,
+                    );
                     return Ok(());
                 }
                 q = link

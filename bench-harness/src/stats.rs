@@ -30,13 +30,21 @@ pub struct Counters {
 impl Counters {
     /// Counts one error and what it was.
     pub fn error(&self, kind: impl Into<String>) {
-        Counters::add(&self.errors, 1);
+        self.errors_of(kind, 1);
+    }
+
+    /// Counts `n` errors of one kind.
+    pub fn errors_of(&self, kind: impl Into<String>, n: u64) {
+        if n == 0 {
+            return;
+        }
+        Counters::add(&self.errors, n);
         *self
             .error_kinds
             .lock()
             .expect("error kinds lock")
             .entry(kind.into())
-            .or_default() += 1;
+            .or_default() += n;
     }
 
     /// The name of a Kafka error code, for `error`.

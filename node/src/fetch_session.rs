@@ -113,12 +113,7 @@ impl Session {
             .collect();
         let mut topics: Vec<SessionTopic> = Vec::new();
         for w in self.wanted.iter() {
-            if !topics
-                .iter()
-                .any(|(t, id)| *t == w.topic && *id == w.topic_id)
-            {
-                topics.push((w.topic.clone(), w.topic_id));
-            }
+            add_topic(&mut topics, w);
         }
         self.topics = Rc::new(topics);
         self.moved = Rc::default();
@@ -141,13 +136,7 @@ impl Session {
                 None => {
                     let i = wanted.len();
                     self.index.insert(w.key(), i);
-                    let new_topic = !self
-                        .topics
-                        .iter()
-                        .any(|(t, id)| *t == w.topic && *id == w.topic_id);
-                    if new_topic {
-                        Rc::make_mut(&mut self.topics).push((w.topic.clone(), w.topic_id));
-                    }
+                    add_topic(Rc::make_mut(&mut self.topics), w);
                     wanted.push(w.clone());
                     self.slots.push(Slot::default());
                     self.moved.mark(i as u32);
@@ -165,6 +154,16 @@ impl Session {
             self.slots.retain(|_| kept.next().is_some_and(|&k| k));
             self.reindex();
         }
+    }
+}
+
+/// Adds `w`'s topic to `topics` unless it is there.
+fn add_topic(topics: &mut Vec<SessionTopic>, w: &Wanted) {
+    if !topics
+        .iter()
+        .any(|(t, id)| *t == w.topic && *id == w.topic_id)
+    {
+        topics.push((w.topic.clone(), w.topic_id));
     }
 }
 

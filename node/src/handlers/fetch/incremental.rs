@@ -8,8 +8,9 @@
 //! The marks a request takes are its to settle: a partition with nothing to read (the fetch
 //! position at the high watermark) whose answer was told or unchanged is left unmarked; one
 //! answered with records, an error or a divergence, or left with records unread because the
-//! response was full, is marked again (its next answer is not known); if the request ends without answering (the
-//! connection closed) or the session changed under it, all it took are marked again.
+//! response was full, is marked again (its next answer is not known); if the request ends
+//! without answering (the connection closed) or the session changed under it, all it took are
+//! marked again.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -19,7 +20,7 @@ use iouring_log::notify::Moved;
 use iouring_log::ReadSlice;
 use kafka_protocol::messages::fetch_response::FetchResponse;
 
-use super::{push_answer, read_wanted, told, Fetcher, PartitionRead, Replica};
+use super::{push_answer, read_wanted, told, topic_name, Fetcher, PartitionRead, Replica};
 use crate::fetch_session::{SessionTopic, Wanted};
 use crate::handlers::authorized::authorized;
 use crate::handlers::groups::Client;
@@ -48,11 +49,7 @@ pub(super) fn readable(
     topics
         .iter()
         .map(|(topic, id)| {
-            let name: Rc<str> = if by_topic_id {
-                Rc::from(ctx.topic_name_of(*id)?)
-            } else {
-                Rc::from(topic.0.as_str())
-            };
+            let name = topic_name(ctx, (topic, *id), by_topic_id)?;
             authorized(ctx, client, Operation::Read, ResourceType::Topic, &name)
                 .then(|| ((topic.clone(), *id), name))
         })

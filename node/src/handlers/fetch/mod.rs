@@ -309,14 +309,25 @@ fn topic_names(ctx: &ShardCtx, wanted: &[Wanted], by_topic_id: bool) -> Vec<Opti
         };
         let name = if same_topic {
             names[i - 1].clone()
-        } else if !by_topic_id {
-            Some(Rc::from(w.topic.0.as_str()))
         } else {
-            ctx.topic_name_of(w.topic_id).map(Rc::from)
+            topic_name(ctx, (&w.topic, w.topic_id), by_topic_id)
         };
         names.push(name);
     }
     names
+}
+
+/// A topic's name as the request names it, or by its id from v13 (`None`: an unknown id).
+fn topic_name(
+    ctx: &ShardCtx,
+    (topic, id): (&TopicName, uuid::Uuid),
+    by_topic_id: bool,
+) -> Option<Rc<str>> {
+    if by_topic_id {
+        ctx.topic_name_of(id).map(Rc::from)
+    } else {
+        Some(Rc::from(topic.0.as_str()))
+    }
 }
 
 /// One pass over the fetch's partitions: `(answers, record bytes, any error)`. With the
@@ -350,18 +361,10 @@ async fn read_once(
             first: total + kept_bytes == 0,
             version,
         };
-        let PartitionRead {
-            data,
-            slices,
-            progress,
-        } = read_wanted(ctx, w, (name.as_deref(), allowed), (budget, fetcher), None).await;
-        errors |= data.error_code != 0;
-        total += slices.iter().map(ReadSlice::len).sum::<usize>();
-        out.push(PartitionRead {
-            data,
-            slices,
-            progress,
-        });
+        let read = read_wanted(ctx, w, (name.as_deref(), allowed), (budget, fetcher), None).await;
+        errors |= read.data.error_code != 0;
+        total += read.bytes();
+        out.push(read);
     }
     (out, total + kept_bytes, errors)
 }
