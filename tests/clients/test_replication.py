@@ -744,7 +744,9 @@ def test_a_compacted_topic_is_cleaned_on_every_replica_and_survives_failover(clu
     c.nodes[leader].kill9()
     del c.nodes[leader]
     wait_for("a new leader", lambda: c.partitions(topic).get(0, (-1, []))[0] not in (-1, leader), timeout=60)
-    got = read_all(c, topic, 1)[0]
+    # The new leader learns the high watermark as its follower fetches: wait for it to pass the
+    # last acknowledged offset before judging (read_all gives up after 30 s and reports).
+    got = read_all(c, topic, 1, [(0, o) for o in acked])[0]
     values = [v for _, v in got]
     assert len(values) == len(set(values)), "a value twice"
     assert len(got) < len(acked), "nothing was compacted"
@@ -756,4 +758,5 @@ def test_a_compacted_topic_is_cleaned_on_every_replica_and_survives_failover(clu
         if offset in at:
             assert at[offset] == value, f"offset {offset}: {value} became {at[offset]}"
     for key, offset in latest.items():
-        assert at.get(offset) == acked[offset], f"{key}: latest acknowledged record at {offset} gone"
+        assert at.get(offset) == acked[offset], \
+            f"{key}: latest acknowledged record at {offset} gone (read {len(got)} records, last at {got[-1][0] if got else None})"
