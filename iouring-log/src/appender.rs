@@ -256,6 +256,11 @@ impl Appender {
             };
             (whole_chunk, mode)
         };
+        if mode == WriteMode::PageCache {
+            // Readers of these bytes read them through the page cache too (see `read_cache`).
+            self.cached
+                .mark_page_cache_written(job.start, job.start + job.len as u64);
+        }
         let buf = match (job.kind, whole_chunk) {
             (WriteKind::ZeroFill, _) => WriteBuffer::Shared(zeros()),
             // Zero-copy: the full chunk's buffer goes to the kernel as it is.

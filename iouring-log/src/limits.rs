@@ -22,10 +22,10 @@ pub const DIRECT_IO_ALIGNMENT: usize = 4096;
 /// Size of one chunk of the in-memory tail of the active segment.
 pub const TAIL_CHUNK_BYTES: usize = 1 << 20;
 
-/// O_DIRECT read handles the read cache keeps open per shard (the oldest opened is closed
-/// beyond): with one descriptor per active segment for writes, 10 000 partitions on two shards
-/// stay under a 20 000 open-files limit.
-pub const DIRECT_READ_FILES_MAX: usize = 2048;
+/// Read handles (O_DIRECT or through the page cache) the read cache keeps open per shard (the
+/// oldest opened is closed beyond): with one descriptor per active segment for writes, 10 000
+/// partitions on two shards stay under a 20 000 open-files limit.
+pub const READ_FILES_MAX: usize = 2048;
 
 /// Size of a tail chunk of a quiet partition.
 pub const TAIL_SMALL_CHUNK_BYTES: usize = 16 << 10;

@@ -5,11 +5,16 @@
 //! - **chunks just written**: when the appender's tail releases a full chunk (its bytes are on
 //!   disk), the chunk's buffer moves here instead of being freed (Redpanda's batch cache has
 //!   the same role): the appends bypassed the page cache, and this is what stands in for it;
-//! - **chunks read**: a miss reads the chunk with O_DIRECT through io_uring into an aligned
-//!   buffer (glommio's main ring: no helper thread, no page cache), from the block its reader
-//!   needs to the chunk's final bytes (the budget counts what a chunk holds), and a read starts
-//!   reads of the next [`READ_AHEAD_CHUNKS`] chunks its segment has final in the file (read
-//!   ahead per consumer position, several in flight).
+//! - **chunks read**: a miss reads the chunk through io_uring into an aligned buffer (glommio's
+//!   main ring: no helper thread), from the block its reader needs to the chunk's final bytes
+//!   (the budget counts what a chunk holds), and a read starts reads of the next
+//!   [`READ_AHEAD_CHUNKS`] chunks its segment has final in the file (read ahead per consumer
+//!   position, several in flight). A chunk the appender wrote only with O_DIRECT is read with
+//!   O_DIRECT (no page cache); a chunk it wrote any bytes of through the page cache (a quiet
+//!   partition's, see `segment_io`) is read through the page cache
+//!   ([`CachedSegment::mark_page_cache_written`]): its recent bytes are dirty pages there, and
+//!   an O_DIRECT read of them makes the kernel write them back and wait for the device first
+//!   (ten thousand quiet partitions' consumers fell behind at 50 000 records/s on that wait).
 //!
 //! Chunk `k` of a segment is file positions `[k * CHUNK, (k + 1) * CHUNK)`, the same cut as
 //! the tail's. A cached chunk holds the bytes that were final when it was filled (`valid`); a
@@ -29,7 +34,7 @@ use glommio::io::{BufferedFile, DmaBuffer, OpenOptions, ReadResult};
 use crate::error::IoError;
 use crate::helper_thread::on_helper_thread;
 use crate::limits::{
-    DIRECT_IO_ALIGNMENT, DIRECT_READ_FILES_MAX, READ_AHEAD_CHUNKS, READ_AHEAD_IN_FLIGHT_MAX,
+    DIRECT_IO_ALIGNMENT, READ_AHEAD_CHUNKS, READ_AHEAD_IN_FLIGHT_MAX, READ_FILES_MAX,
     TAIL_CHUNK_BYTES,
 };
 use crate::notify::Notify;
@@ -43,15 +48,25 @@ type Key = (u64, u64);
 thread_local! {
     static CACHE: RefCell<Cache> = RefCell::new(Cache::default());
     static NEXT_SEGMENT_ID: Cell<u64> = const { Cell::new(1) };
-    /// Segments holding an O_DIRECT read handle, oldest opened first: beyond
-    /// [`DIRECT_READ_FILES_MAX`] the oldest's is closed (reopened when read again), so the
-    /// shard's open files stay bounded however many segments are read.
-    static DIRECT_OPEN: RefCell<std::collections::VecDeque<std::rc::Weak<CachedSegment>>> =
+    /// Read handles open, oldest opened first: beyond [`READ_FILES_MAX`] the oldest is closed
+    /// (reopened when read again), so the shard's open files stay bounded however many
+    /// segments are read.
+    static OPEN: RefCell<std::collections::VecDeque<(std::rc::Weak<CachedSegment>, Handle)>> =
         const { RefCell::new(std::collections::VecDeque::new()) };
 }
 
-/// A segment file as the read cache knows it: an id that is never reused, and the file opened
-/// with O_DIRECT for reads (on first use).
+/// How a read handle reads the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Handle {
+    /// O_DIRECT: from the device, no page cache.
+    Direct,
+    /// Through the page cache.
+    PageCache,
+}
+
+/// A segment file as the read cache knows it: an id that is never reused, which of its chunks
+/// were written through the page cache, and the file opened for reads (on first use; one
+/// handle with O_DIRECT, one without).
 pub struct CachedSegment {
     id: u64,
     /// Where the file is: moved when the log cleaner replaces the segment ([`relocate`]).
@@ -59,6 +74,10 @@ pub struct CachedSegment {
     /// [`relocate`]: CachedSegment::relocate
     path: RefCell<Rc<PathBuf>>,
     direct: RefCell<Option<Rc<BufferedFile>>>,
+    page_cache: RefCell<Option<Rc<BufferedFile>>>,
+    /// Bit `k` set: chunk `k` had bytes written through the page cache (never cleared; a
+    /// chunk read through the page cache that the device also has is only a copy more).
+    page_cache_written: RefCell<Vec<u64>>,
     /// Itself, weakly: its place in the open-handles queue.
     me: std::rc::Weak<CachedSegment>,
 }
@@ -74,6 +93,8 @@ impl CachedSegment {
             id,
             path: RefCell::new(path),
             direct: RefCell::new(None),
+            page_cache: RefCell::new(None),
+            page_cache_written: RefCell::new(Vec::new()),
             me: me.clone(),
         })
     }
@@ -88,36 +109,72 @@ impl CachedSegment {
         *self.path.borrow_mut() = path;
     }
 
-    async fn direct(&self) -> Result<Rc<BufferedFile>, IoError> {
-        if let Some(f) = self.direct.borrow().as_ref() {
+    /// The appender writes file positions `[start, end)` through the page cache (called before
+    /// the write is issued, so before any reader may read those bytes): their chunks are read
+    /// through the page cache from now on.
+    pub fn mark_page_cache_written(&self, start: u64, end: u64) {
+        if end <= start {
+            return;
+        }
+        let mut bits = self.page_cache_written.borrow_mut();
+        for index in start / CHUNK as u64..=(end - 1) / CHUNK as u64 {
+            let (word, bit) = ((index / 64) as usize, index % 64);
+            if bits.len() <= word {
+                bits.resize(word + 1, 0);
+            }
+            bits[word] |= 1 << bit;
+        }
+    }
+
+    /// Whether chunk `index` had bytes written through the page cache.
+    pub fn page_cache_written(&self, index: u64) -> bool {
+        let bits = self.page_cache_written.borrow();
+        bits.get((index / 64) as usize)
+            .is_some_and(|w| w & (1 << (index % 64)) != 0)
+    }
+
+    fn slot(&self, kind: Handle) -> &RefCell<Option<Rc<BufferedFile>>> {
+        match kind {
+            Handle::Direct => &self.direct,
+            Handle::PageCache => &self.page_cache,
+        }
+    }
+
+    async fn handle(&self, kind: Handle) -> Result<Rc<BufferedFile>, IoError> {
+        if let Some(f) = self.slot(kind).borrow().as_ref() {
             return Ok(f.clone());
         }
-        // A "buffered" glommio file opened with O_DIRECT: its reads go to the main ring. As a
-        // `DmaFile` they would go to glommio's poll ring (IOPOLL), which glommio enables when
-        // its probe read hits an empty file, and where every read of these machines' virtio
-        // disks (no poll queues) fails with EOPNOTSUPP.
+        // A glommio "buffered" file, with O_DIRECT or without: its reads go to the main ring.
+        // As a `DmaFile` they would go to glommio's poll ring (IOPOLL), which glommio enables
+        // when its probe read hits an empty file, and where every read of these machines'
+        // virtio disks (no poll queues) fails with EOPNOTSUPP.
         let mut options = OpenOptions::new();
-        options.read(true).custom_flags(libc::O_DIRECT);
+        options.read(true);
+        if kind == Handle::Direct {
+            options.custom_flags(libc::O_DIRECT);
+        }
         let path = self.path();
         let file = on_helper_thread(options.buffered_open(path.as_path()))
             .await
             .map(Rc::new)
-            .map_err(|e| IoError::new("opening for direct reads", path.as_path(), e))?;
+            .map_err(|e| IoError::new("opening for reads", path.as_path(), e))?;
         // Two first reads may both open it; the first one stored wins, the other is dropped.
-        if let Some(f) = self.direct.borrow().as_ref() {
+        if let Some(f) = self.slot(kind).borrow().as_ref() {
             return Ok(f.clone());
         }
-        *self.direct.borrow_mut() = Some(file.clone());
-        DIRECT_OPEN.with(|open| {
+        *self.slot(kind).borrow_mut() = Some(file.clone());
+        OPEN.with(|open| {
             let mut open = open.borrow_mut();
-            open.retain(|w| w.strong_count() > 0);
-            while open.len() >= DIRECT_READ_FILES_MAX {
-                if let Some(oldest) = open.pop_front().and_then(|w| w.upgrade()) {
-                    // Reads running on it keep their clone until they finish.
-                    oldest.direct.borrow_mut().take();
+            open.retain(|(w, _)| w.strong_count() > 0);
+            while open.len() >= READ_FILES_MAX {
+                if let Some((oldest, kind)) = open.pop_front() {
+                    if let Some(oldest) = oldest.upgrade() {
+                        // Reads running on it keep their clone until they finish.
+                        oldest.slot(kind).borrow_mut().take();
+                    }
                 }
             }
-            open.push_back(self.me.clone());
+            open.push_back((self.me.clone(), kind));
         });
         Ok(file)
     }
@@ -204,6 +261,8 @@ pub struct CacheStats {
     pub hits: u64,
     pub misses: u64,
     pub read_ahead: u64,
+    /// Misses and read-aheads read through the page cache (chunks written through it).
+    pub page_cache_reads: u64,
     pub inserted_written: u64,
     pub evicted: u64,
 }
@@ -435,7 +494,13 @@ async fn read_chunk(
     (start, final_len): (usize, usize),
 ) -> Result<Rc<CachedChunk>, IoError> {
     debug_assert!(start % DIRECT_IO_ALIGNMENT == 0 && start <= final_len);
-    let file = segment.direct().await?;
+    let kind = if segment.page_cache_written(index) {
+        CACHE.with(|c| c.borrow_mut().stats.page_cache_reads += 1);
+        Handle::PageCache
+    } else {
+        Handle::Direct
+    };
+    let file = segment.handle(kind).await?;
     let position = index * CHUNK as u64 + start as u64;
     // The open and the read may complete on an io_uring worker thread (an O_DIRECT read the
     // kernel cannot start without blocking), whose completion the reactor can miss while

@@ -1,6 +1,6 @@
 //! Reading a segment without copying what is sent: a read yields [`ReadSlice`]s, each either a
 //! range of the in-memory tail or a range of the segment file, read through the shard's read
-//! cache (whole chunks, O_DIRECT, on io_uring: never on a helper thread).
+//! cache (whole chunks, on io_uring: never on a helper thread).
 //!
 //! A [`SegmentView`] is a handle on one segment that can be held across `.await`s while the log
 //! goes on appending: it re-checks how far the file is readable and where the tail ends at every

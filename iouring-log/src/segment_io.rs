@@ -3,8 +3,9 @@
 //! one ([`DirectIo`]: glommio `DmaFile`s, O_DIRECT through io_uring).
 //!
 //! Only the appender's writes, syncs, preallocation and trims of `.log` files go through here.
-//! Reads use a second, buffered handle on the same file (see `reader.rs`); index and checkpoint
-//! files are written whole and durably (temporary file, fdatasync, rename, directory fsync).
+//! Reads use other handles on the same file (the read cache's, see `read_cache.rs`); index and
+//! checkpoint files are written whole and durably (temporary file, fdatasync, rename, directory
+//! fsync).
 //!
 //! A write goes to the file one of two ways ([`WriteMode`]): O_DIRECT through io_uring (busy
 //! partitions: whole chunks, no copy, no page cache), or a `pwrite` through the page cache on
@@ -15,7 +16,9 @@
 //! by the same `fdatasync`. The two never cover the same block at once: the appender picks the
 //! mode by the tail chunk a write comes from (small chunks: page cache; 1 MiB chunks: O_DIRECT),
 //! and a file range switches only at a chunk boundary, where the kernel keeps the two coherent
-//! (an O_DIRECT read or write of a range with cached pages writes them back first).
+//! (an O_DIRECT read or write of a range with cached pages writes them back first). Readers
+//! follow the writer: a chunk with bytes written through the page cache is read through it
+//! (`read_cache`), so that a consumer of a quiet partition never waits for that writeback.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};

@@ -72,6 +72,43 @@ fn written_chunks_are_read_from_memory() {
 }
 
 #[test]
+fn chunks_written_through_the_page_cache_are_read_through_it_and_the_others_with_o_direct() {
+    run(|| async {
+        let dir = tmpdir();
+        // ~5 MiB: the first megabyte went to the file in small tail chunks, through the page
+        // cache (the partition was not busy yet); the next ones in whole chunks, O_DIRECT.
+        let log = written_log(dir.path(), 64 * CHUNK, 5000).await;
+        // Empty the cache: every read below is a miss.
+        read_cache::set_budget(0);
+        read_cache::set_budget(64 * CHUNK);
+        let before = read_cache::stats();
+        let recs = read_records(&log, 2000, 64 << 10).await;
+        assert!(recs.first().is_some_and(|r| r.offset <= 2000));
+        recs.iter().for_each(|r| check_record(r, VALUE));
+        let direct = read_cache::stats();
+        assert!(direct.misses > before.misses, "{direct:?}");
+        assert_eq!(
+            direct.page_cache_reads, before.page_cache_reads,
+            "{direct:?}"
+        );
+        let recs = read_records(&log, 0, 64 << 10).await;
+        assert_eq!(recs.first().map(|r| r.offset), Some(0));
+        recs.iter().for_each(|r| check_record(r, VALUE));
+        let buffered = read_cache::stats();
+        assert!(buffered.misses > direct.misses, "{buffered:?}");
+        assert!(
+            buffered.page_cache_reads > direct.page_cache_reads,
+            "{buffered:?}"
+        );
+        // Everything reads back the same, whichever way each chunk came.
+        let all = read_all(&log).await;
+        assert_eq!(all.len(), 5000);
+        all.iter().for_each(|r| check_record(r, VALUE));
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
 fn cold_reads_go_to_the_file_and_read_ahead() {
     run(|| async {
         let dir = tmpdir();

@@ -126,7 +126,7 @@ pub const LOG_REOPEN_MIN_FREE_BYTES: u64 = 16 << 20;
 
 /// Open files the broker asks for at start (`RLIMIT_NOFILE`; Kafka's documentation asks for
 /// 100 000 or more): an active segment keeps its file open for writes, and the read cache up to
-/// `iouring_log::limits::DIRECT_READ_FILES_MAX` per shard for reads, so 10 000 partitions need
+/// `iouring_log::limits::READ_FILES_MAX` per shard for reads, so 10 000 partitions need
 /// well over 10 000.
 pub const OPEN_FILES_WANTED: u64 = 1 << 20;
 

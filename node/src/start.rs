@@ -46,7 +46,7 @@ fn keep_large_allocations_on_heap() {
 }
 
 /// Raises the open-files limit towards [`OPEN_FILES_WANTED`]: an active segment keeps its file
-/// open for writes and the read cache up to `iouring_log::limits::DIRECT_READ_FILES_MAX` per
+/// open for writes and the read cache up to `iouring_log::limits::READ_FILES_MAX` per
 /// shard for reads, so 10 000 partitions need well over 10 000 descriptors, beyond common
 /// defaults. The hard limit is raised too where the process may (root); otherwise the soft
 /// limit goes up to the hard one. The limit before and after is logged.
