@@ -15,6 +15,10 @@
 //!   ([`CachedSegment::mark_page_cache_written`]): its recent bytes are dirty pages there, and
 //!   an O_DIRECT read of them makes the kernel write them back and wait for the device first
 //!   (ten thousand quiet partitions' consumers fell behind at 50 000 records/s on that wait).
+//!   A chunk stays marked. Where the two kinds of I/O meet (a partition turning busy takes
+//!   O_DIRECT from the next big chunk on) the kernel keeps them coherent: an O_DIRECT write
+//!   flushes and drops the cached pages of its range before and after it, and a reader only
+//!   ever reads bytes already written.
 //!
 //! Chunk `k` of a segment is file positions `[k * CHUNK, (k + 1) * CHUNK)`, the same cut as
 //! the tail's. A cached chunk holds the bytes that were final when it was filled (`valid`); a
