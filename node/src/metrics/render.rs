@@ -154,8 +154,14 @@ const SHARD_FAMILIES: &[ShardFigure] = &[
     (
         "ringlog_read_cache_misses_total",
         Kind::Counter,
-        "Reads of segment files that went to the device.",
+        "Reads of segment files the read cache did not hold: read from the file (O_DIRECT, or through the page cache for chunks written through it).",
         |r| r.read_cache.misses as f64,
+    ),
+    (
+        "ringlog_read_cache_page_cache_reads_total",
+        Kind::Counter,
+        "File reads of the read cache (misses and read-ahead) that went through the page cache: chunks a quiet partition wrote through it.",
+        |r| r.read_cache.page_cache_reads as f64,
     ),
     (
         "ringlog_read_cache_evictions_total",

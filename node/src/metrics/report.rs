@@ -33,6 +33,8 @@ pub struct CacheReport {
     pub used_bytes: u64,
     pub hits: u64,
     pub misses: u64,
+    /// Misses and read-aheads read through the page cache (chunks written through it).
+    pub page_cache_reads: u64,
     pub evicted: u64,
 }
 
@@ -121,6 +123,7 @@ impl ShardCtx {
                 used_bytes: cache.used_bytes as u64,
                 hits: cache.hits,
                 misses: cache.misses,
+                page_cache_reads: cache.page_cache_reads,
                 evicted: cache.evicted,
             },
             tail_bytes,
