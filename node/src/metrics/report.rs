@@ -17,7 +17,8 @@ pub struct ShardReport {
     pub connections_accepted: u64,
     pub partitions: Vec<PartitionReport>,
     pub groups: Vec<GroupReport>,
-    pub read_cache: CacheReport,
+    /// The shard's read cache, as `iouring_log::read_cache::stats` counts it.
+    pub read_cache: iouring_log::read_cache::CacheStats,
     /// Memory the tails of the shard's active segments hold.
     pub tail_bytes: u64,
     pub executor: ExecutorTotals,
@@ -25,17 +26,6 @@ pub struct ShardReport {
     pub page_cache_writes: (u64, u64),
     /// The log cleaner: `(cleanings, bytes before, bytes after)`.
     pub cleaner: (u64, u64, u64),
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct CacheReport {
-    pub budget_bytes: u64,
-    pub used_bytes: u64,
-    pub hits: u64,
-    pub misses: u64,
-    /// Misses and read-aheads read through the page cache (chunks written through it).
-    pub page_cache_reads: u64,
-    pub evicted: u64,
 }
 
 /// One replica on the shard.
@@ -82,7 +72,6 @@ impl ShardCtx {
             busy: stats.total_runtime(),
             tasks_executed: stats.tasks_executed(),
         });
-        let cache = iouring_log::read_cache::stats();
         let snapshot = self.snapshot.borrow().clone();
         let mut tail_bytes = 0u64;
         let partitions = self
@@ -118,14 +107,7 @@ impl ShardCtx {
             connections_accepted: m.connections_accepted(),
             partitions,
             groups: self.groups.report(),
-            read_cache: CacheReport {
-                budget_bytes: cache.budget_bytes as u64,
-                used_bytes: cache.used_bytes as u64,
-                hits: cache.hits,
-                misses: cache.misses,
-                page_cache_reads: cache.page_cache_reads,
-                evicted: cache.evicted,
-            },
+            read_cache: iouring_log::read_cache::stats(),
             tail_bytes,
             executor,
             page_cache_writes: iouring_log::segment_io::page_cache_writes(),
