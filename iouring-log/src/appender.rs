@@ -244,9 +244,13 @@ impl Appender {
     }
 
     async fn run_write(self, job: WriteJob) {
-        let (whole_chunk, mode) = {
+        let (source, mode) = {
             let io = self.io.borrow();
-            let whole_chunk = io.tail.full_chunk(job.start).filter(|b| b.len() == job.len);
+            // Written from the tail's own chunk, no copy (see `Tail::write_source`).
+            let source = match job.kind {
+                WriteKind::Data => io.tail.write_source(job.start, job.len),
+                WriteKind::ZeroFill => None,
+            };
             // A quiet partition's bytes (small tail chunks) go through the page cache; a busy
             // one's, and zero fill, O_DIRECT (see `segment_io`).
             let mode = if job.kind == WriteKind::Data && !io.tail.in_big_chunk(job.start) {
@@ -254,17 +258,17 @@ impl Appender {
             } else {
                 WriteMode::Direct
             };
-            (whole_chunk, mode)
+            (source, mode)
         };
         if mode == WriteMode::PageCache {
             // Readers of these bytes read them through the page cache too (see `read_cache`).
             self.cached
                 .mark_page_cache_written(job.start, job.start + job.len as u64);
         }
-        let buf = match (job.kind, whole_chunk) {
-            (WriteKind::ZeroFill, _) => WriteBuffer::Shared(zeros()),
-            // Zero-copy: the full chunk's buffer goes to the kernel as it is.
-            (WriteKind::Data, Some(chunk)) => WriteBuffer::Shared(chunk),
+        let buf = match (job.kind, source) {
+            (WriteKind::ZeroFill, _) => WriteBuffer::Shared(zeros(), 0..job.len),
+            (WriteKind::Data, Some((chunk, range))) => WriteBuffer::Shared(chunk, range),
+            // Not inside one chunk of the tail (the planner does not plan such writes).
             (WriteKind::Data, None) => WriteBuffer::Owned(self.copy_for_write(job)),
         };
         let result = self.file.write_at(buf, job.start, mode).await;

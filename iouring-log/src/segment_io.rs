@@ -34,15 +34,22 @@ pub type IoFuture<'a, T> = Pin<Box<dyn Future<Output = std::io::Result<T>> + 'a>
 pub enum WriteBuffer {
     /// A buffer filled for this write.
     Owned(DmaBuffer),
-    /// A full tail chunk, written without a copy while the tail keeps it for readers.
-    Shared(Rc<DmaBuffer>),
+    /// A range of a shared buffer (a tail chunk's, written without a copy while the tail keeps
+    /// it for readers and appends after the range's data; or the zero-fill buffer).
+    Shared(Rc<DmaBuffer>, std::ops::Range<usize>),
 }
 
 impl WriteBuffer {
+    /// All of a shared buffer.
+    pub fn whole(buf: Rc<DmaBuffer>) -> WriteBuffer {
+        let len = buf.len();
+        WriteBuffer::Shared(buf, 0..len)
+    }
+
     pub fn as_bytes(&self) -> &[u8] {
         match self {
             WriteBuffer::Owned(b) => b.as_bytes(),
-            WriteBuffer::Shared(b) => b.as_bytes(),
+            WriteBuffer::Shared(b, range) => &b.as_bytes()[range.clone()],
         }
     }
 }
@@ -233,7 +240,9 @@ impl SegmentFile for DirectFile {
             self.set_direct(true)?;
             let written = match buf {
                 WriteBuffer::Owned(b) => self.file.write_at(b, position).await,
-                WriteBuffer::Shared(b) => self.file.write_rc_at(b, position).await,
+                WriteBuffer::Shared(b, range) => {
+                    self.file.write_rc_range_at(b, range, position).await
+                }
             };
             Ok(written?)
         })

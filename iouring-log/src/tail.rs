@@ -6,10 +6,11 @@
 //!   long and starting at a multiple of its own length. A tail starts with small chunks (ten
 //!   thousand quiet partitions hold 16 KiB each, not 1 MiB); once a small chunk fills within
 //!   [`TAIL_BUSY_FILL`] the tail is busy and takes big chunks from the next 1 MiB boundary on
-//!   (whole big chunks are written without a copy and handed to the read cache). Bytes are
-//!   only ever added after the logical end (`end`), never changed once added. That is what lets a reader hold a
-//!   [`MemSlice`] of added bytes while later appends fill the same chunk, and what lets a full
-//!   chunk's buffer be handed to the kernel for an O_DIRECT write without a copy.
+//!   (whole big chunks are handed to the read cache once written). Bytes are only ever added
+//!   after the logical end (`end`), never changed once added. That is what lets a reader hold a
+//!   [`MemSlice`] of added bytes while later appends fill the same chunk, and what lets a
+//!   chunk's buffer be handed to the kernel for a write of its range without a copy
+//!   ([`Tail::write_source`]).
 //! - Truncation never rewrites added bytes in place: the surviving prefix of the last chunk is
 //!   copied into a fresh chunk, so slices handed out earlier keep their bytes.
 //! - Chunks wholly before `release_before` are dropped (their bytes are on disk); readers that
@@ -21,6 +22,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -47,8 +49,9 @@ struct Chunk {
     capacity: usize,
     /// When the chunk was started (a small one filled soon after makes the tail busy).
     started: Instant,
-    /// Shared with in-flight writes of the whole chunk; bytes past `filled` are stale (a
-    /// recycled buffer) and never read. `None` only while being dropped.
+    /// Shared with in-flight writes of its ranges; bytes past `filled` are stale (a recycled
+    /// buffer) and never read, except as a write's padding, which is zeroed first
+    /// ([`Tail::write_source`]). `None` only while being dropped.
     buf: Option<Rc<DmaBuffer>>,
     /// Bytes of `buf` that hold appended data.
     filled: Cell<usize>,
@@ -111,14 +114,39 @@ impl Chunk {
         // SAFETY: the buffer's pointer comes from its own heap allocation (DmaBuffer stores a
         // raw pointer, so its provenance allows writes); the destination
         // `[filled, filled + len)` is inside it (asserted above) and lies beyond every slice
-        // handed out (those stop at `filled`); the kernel reads the buffer only for a write of
-        // the whole chunk, issued once `filled == capacity` (no more pushes); the log is
-        // single-threaded and `push` is not re-entrant.
+        // handed out (those stop at `filled`); the log is single-threaded and `push` is not
+        // re-entrant. The kernel may be reading these bytes for an O_DIRECT write in flight
+        // (the padding of its last block, see `Tail::write_source`): that write's file bytes
+        // past its logical end are then zeros or these, and the next write rewrites the block.
         unsafe {
             let dst = (self.buf().as_ptr() as *mut u8).add(filled);
             std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len());
         }
         self.filled.set(filled + bytes.len());
+    }
+}
+
+impl Chunk {
+    /// Zeroes the bytes from `filled` up to `to` (no more than the capacity): the padding of a
+    /// write of the last, partial block, which must not carry a recycled buffer's stale bytes
+    /// (another partition's batches, say) into the file.
+    fn zero_past_filled(&self, to: usize) {
+        let filled = self.filled.get();
+        if to <= filled {
+            return;
+        }
+        assert!(
+            to <= self.capacity,
+            "zeroing to {to} past a chunk of {}",
+            self.capacity
+        );
+        // SAFETY: as for `push`: `[filled, to)` is inside the buffer and beyond every slice
+        // handed out, and no write in flight covers it (the planner writes a partial last
+        // block only when no data write is in flight).
+        unsafe {
+            let dst = (self.buf().as_ptr() as *mut u8).add(filled);
+            std::ptr::write_bytes(dst, 0, to - filled);
+        }
     }
 }
 
@@ -341,13 +369,23 @@ impl Tail {
         out
     }
 
-    /// The buffer of the full chunk starting at `start`, for a zero-copy write of the whole
-    /// chunk; `None` if the tail holds no full chunk there.
-    pub fn full_chunk(&self, start: u64) -> Option<Rc<DmaBuffer>> {
-        self.chunks
+    /// The buffer of the chunk holding file range `[start, start + len)` and the range's place
+    /// in it, for a write straight from the tail, without a copy: a full chunk, or appended
+    /// bytes and the padding to the end of their last block, which is zeroed here (appends
+    /// may fill it while the write is in flight; see `Chunk::push`). `None` when the range is
+    /// not inside one chunk or starts before [`Tail::first_position`].
+    pub fn write_source(&self, start: u64, len: usize) -> Option<(Rc<DmaBuffer>, Range<usize>)> {
+        let end = start + len as u64;
+        if start < self.valid_from {
+            return None;
+        }
+        let chunk = self
+            .chunks
             .iter()
-            .find(|c| c.start == start && c.is_full())
-            .map(|c| c.buf().clone())
+            .find(|c| c.start <= start && end <= c.end())?;
+        let range = (start - chunk.start) as usize..(end - chunk.start) as usize;
+        chunk.zero_past_filled(range.end);
+        Some((chunk.buf().clone(), range))
     }
 
     /// Whether the bytes at `position` are in a 1 MiB chunk (a busy partition's, written
@@ -484,6 +522,37 @@ mod tests {
     }
 
     #[test]
+    fn a_write_source_is_the_chunk_itself_with_its_padding_zeroed() {
+        on_executor(|| {
+            // The first chunk gets a recycled buffer full of stale bytes.
+            let mut stale = glommio::allocate_dma_buffer(TAIL_SMALL_CHUNK_BYTES);
+            stale.as_bytes_mut().fill(0xAB);
+            recycle_chunk_buffer(stale);
+            let mut t = Tail::new(0, &[]);
+            t.push(&[7; 5000]);
+            let (buf, range) = t.write_source(0, 8192).expect("inside the first chunk");
+            assert_eq!(range, 0..8192);
+            let bytes = &buf.as_bytes()[range];
+            assert!(bytes[..5000].iter().all(|&b| b == 7), "appended bytes");
+            assert!(
+                bytes[5000..].iter().all(|&b| b == 0),
+                "the padding is zeroed, not the recycled buffer's bytes"
+            );
+            // Appends after it land in that same buffer (no copy was made).
+            t.push(&[9; 100]);
+            assert!(buf.as_bytes()[5000..5100].iter().all(|&b| b == 9));
+            // A range across two chunks, or before the tail's first position: none.
+            t.push(&vec![1; TAIL_SMALL_CHUNK_BYTES]);
+            let at = TAIL_SMALL_CHUNK_BYTES as u64 - 4096;
+            assert!(t.write_source(at, 8192).is_none());
+            let mut reopened = Tail::new(4096 + 10, &[3; 10]);
+            reopened.push(&[4; 10]);
+            assert!(reopened.write_source(0, 8192).is_none());
+            assert!(reopened.write_source(4096, 4096).is_some());
+        });
+    }
+
+    #[test]
     fn slices_survive_later_pushes_and_truncation() {
         on_executor(slices_survive_later_pushes_and_truncation_body);
     }
@@ -565,7 +634,10 @@ mod tests {
             let mut out = vec![0; data.len()];
             busy.copy_out(0, data.len() as u64, &mut out);
             assert_eq!(out, data);
-            assert!(busy.full_chunk(TAIL_CHUNK_BYTES as u64).is_some());
+            let (_, whole) = busy
+                .write_source(TAIL_CHUNK_BYTES as u64, TAIL_CHUNK_BYTES)
+                .expect("a full big chunk");
+            assert_eq!(whole, 0..TAIL_CHUNK_BYTES);
             // Only full big chunks go to the read cache; small ones are just dropped.
             let released = busy.release_before(2 * TAIL_CHUNK_BYTES as u64);
             assert_eq!(

@@ -209,8 +209,8 @@ impl WritePlanner {
             return None;
         }
         let chunk_end = (self.next_full / TAIL_CHUNK_BYTES as u64 + 1) * TAIL_CHUNK_BYTES as u64;
-        // While writes are in flight, a chunk that is not full yet waits to fill up: whole
-        // chunks go to the disk straight from their buffers, without a copy.
+        // While writes are in flight, a chunk that is not full yet waits to fill up: one write
+        // of a whole chunk instead of several of its pieces.
         let wait_for_whole_chunk = full_end < chunk_end && !self.inflight.is_empty();
         let tail_end = align_up(self.appended);
         // Nothing in flight and everything unwritten fits one write in this chunk: whole

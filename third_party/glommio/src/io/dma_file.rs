@@ -372,6 +372,32 @@ impl DmaFile {
         enhanced_try!(source.collect_rw().await, "Writing", self.file).map_err(Into::into)
     }
 
+    /// ringlog patch: writes `buf[range]` at `pos`, as [`Self::write_rc_at`] writes a whole
+    /// shared buffer (the start of the range, its length and `pos` must be aligned for Direct
+    /// I/O). A registered buffer's range is written as a fixed-buffer write of that buffer.
+    ///
+    /// # Panics
+    /// If `range` is not inside `buf`.
+    pub async fn write_rc_range_at(
+        &self,
+        buf: Rc<DmaBuffer>,
+        range: std::ops::Range<usize>,
+        pos: u64,
+    ) -> Result<usize> {
+        assert!(
+            range.start <= range.end && range.end <= buf.len(),
+            "write_rc_range_at: range {range:?} outside a buffer of {} bytes",
+            buf.len()
+        );
+        let source = self.file.reactor.upgrade().unwrap().write_dma(
+            self.as_raw_fd(),
+            DmaSource::SharedRange(buf, range),
+            pos,
+            self.pollable,
+        );
+        enhanced_try!(source.collect_rw().await, "Writing", self.file).map_err(Into::into)
+    }
+
     /// Reads from a specific position in the file and returns the buffer.
     ///
     /// The position must be aligned to for Direct I/O. In most platforms

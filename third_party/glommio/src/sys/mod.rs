@@ -370,6 +370,8 @@ impl Drop for SleepNotifier {
 pub(crate) enum DmaSource {
     Owned(DmaBuffer),
     Shared(Rc<DmaBuffer>),
+    // ringlog patch: a range of a shared buffer (`DmaFile::write_rc_range_at`).
+    SharedRange(Rc<DmaBuffer>, std::ops::Range<usize>),
 }
 
 impl DmaSource {
@@ -377,6 +379,7 @@ impl DmaSource {
         match self {
             DmaSource::Owned(buffer) => buffer.uring_buffer_id(),
             DmaSource::Shared(buffer) => buffer.uring_buffer_id(),
+            DmaSource::SharedRange(buffer, _) => buffer.uring_buffer_id(),
         }
     }
 }
@@ -388,6 +391,7 @@ impl Deref for DmaSource {
         match &self {
             Self::Owned(buffer) => buffer.as_bytes(),
             Self::Shared(buffer) => buffer.as_bytes(),
+            Self::SharedRange(buffer, range) => &buffer.as_bytes()[range.clone()],
         }
     }
 }
