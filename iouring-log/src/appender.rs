@@ -268,7 +268,8 @@ impl Appender {
         let buf = match (job.kind, source) {
             (WriteKind::ZeroFill, _) => WriteBuffer::Shared(zeros(), 0..job.len),
             (WriteKind::Data, Some((chunk, range))) => WriteBuffer::Shared(chunk, range),
-            // Not inside one chunk of the tail (the planner does not plan such writes).
+            // Across chunks of the tail: a quiet partition's write may span several small
+            // chunks (the planner bounds writes by 1 MiB chunks).
             (WriteKind::Data, None) => WriteBuffer::Owned(self.copy_for_write(job)),
         };
         let result = self.file.write_at(buf, job.start, mode).await;

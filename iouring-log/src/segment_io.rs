@@ -40,12 +40,6 @@ pub enum WriteBuffer {
 }
 
 impl WriteBuffer {
-    /// All of a shared buffer.
-    pub fn whole(buf: Rc<DmaBuffer>) -> WriteBuffer {
-        let len = buf.len();
-        WriteBuffer::Shared(buf, 0..len)
-    }
-
     pub fn as_bytes(&self) -> &[u8] {
         match self {
             WriteBuffer::Owned(b) => b.as_bytes(),

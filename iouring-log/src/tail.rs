@@ -124,9 +124,7 @@ impl Chunk {
         }
         self.filled.set(filled + bytes.len());
     }
-}
 
-impl Chunk {
     /// Zeroes the bytes from `filled` up to `to` (no more than the capacity): the padding of a
     /// write of the last, partial block, which must not carry a recycled buffer's stale bytes
     /// (another partition's batches, say) into the file.
