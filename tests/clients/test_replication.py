@@ -692,9 +692,19 @@ def test_deleted_records_stay_deleted_after_the_leader_dies(cluster):
     wait_for("a new leader", lambda: c.partitions("purged").get(0, (leader, []))[0] not in (leader, -1),
              timeout=30)
     consumer = Consumer({"bootstrap.servers": c.bootstrap(), "group.id": "after-failover"})
+
+    def watermarks():
+        # Right after the failover the client may not know the partition's new leader yet
+        # (_UNKNOWN_PARTITION): not an answer, ask again until the timeout.
+        try:
+            w = consumer.get_watermark_offsets(TopicPartition("purged", 0), timeout=10)
+        except KafkaException as e:
+            if e.args[0].code() == KafkaError._UNKNOWN_PARTITION:
+                return None
+            raise
+        return w if w[1] == 200 else None
     try:
-        low, high = wait_for("watermarks from the new leader", lambda: (lambda w: w if w[1] == 200 else None)(
-            consumer.get_watermark_offsets(TopicPartition("purged", 0), timeout=10)), timeout=30)
+        low, high = wait_for("watermarks from the new leader", watermarks, timeout=30)
     finally:
         consumer.close()
     assert (low, high) == (120, 200)
