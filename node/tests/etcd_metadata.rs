@@ -491,3 +491,62 @@ fn isr_additions_are_decided_on_the_added_brokers_registration_as_read() {
     );
     assert_eq!(b.save_guarded(&with_topic(3), &guard).unwrap(), Saved::Yes);
 }
+
+/// The controller candidacies under `/ringlog/<cluster>/controller` (key, create revision) and
+/// etcd's current revision, read with a client of the test's own.
+fn candidacies(etcd: &EtcdProcess, cluster: &str) -> (Vec<(String, i64)>, i64) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut c = etcd_client::Client::connect([etcd.endpoint()], None)
+            .await
+            .unwrap();
+        let prefix = format!("/ringlog/{cluster}/controller");
+        let got = c
+            .get(prefix, Some(etcd_client::GetOptions::new().with_prefix()))
+            .await
+            .unwrap();
+        let keys = got
+            .kvs()
+            .iter()
+            .map(|kv| (kv.key_str().unwrap().to_owned(), kv.create_revision()))
+            .collect();
+        (keys, got.header().unwrap().revision())
+    })
+}
+
+/// A candidate waiting to become controller waits quietly: its candidacy key stays the one it
+/// wrote and etcd takes no write at all, past several request timeouts and past etcd's
+/// keep-alive policy (`--grpc-keepalive-min-time`, 5 s). Before: the waiting campaign call ran
+/// out of the request timeout, etcd resigned it and the call wrote the key again, and the
+/// clients' 1 s pings made etcd close their connections every few seconds — four etcd writes
+/// (fsyncs) every few seconds from an idle cluster. It still takes over when the controller
+/// goes.
+#[test]
+fn a_waiting_controller_candidate_writes_nothing_while_it_waits() {
+    let etcd = EtcdProcess::start();
+    let cluster = "quiet";
+    let a = EtcdStore::open(store_config(&etcd, cluster), node_info(1)).unwrap();
+    wait_for("node 1 elected", Duration::from_secs(10), || {
+        a.controller_lease().is_some()
+    });
+    let b = EtcdStore::open(store_config(&etcd, cluster), node_info(2)).unwrap();
+    wait_for("node 2 a candidate", Duration::from_secs(10), || {
+        candidacies(&etcd, cluster).0.len() == 2
+    });
+    let before = candidacies(&etcd, cluster);
+    std::thread::sleep(Duration::from_secs(8));
+    assert_eq!(
+        candidacies(&etcd, cluster),
+        before,
+        "the candidacies (key, create revision) and etcd's revision did not move"
+    );
+    assert!(b.controller_lease().is_none());
+
+    drop(a);
+    wait_for("node 2 elected", Duration::from_secs(10), || {
+        b.controller_lease().is_some()
+    });
+}

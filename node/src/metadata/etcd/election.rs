@@ -76,25 +76,24 @@ impl ControllerLease {
     }
 }
 
-/// Campaigns with `value` (the node id) under `lease` until elected: campaigning blocks longer
-/// than one request may take, so a call that times out is made again (the candidacy key, under
-/// this lease, is the same one). It ends with an error when the lease is gone.
+/// Campaigns with `value` (the node id) under `lease` until elected. The call waits without a
+/// deadline ([`Etcd::waiting_client`]): etcd resigns a campaign whose call ends unanswered, so
+/// a deadline would delete and write the candidacy key again on every expiry. A call that fails
+/// (etcd restarting, the connection's keep-alive lapsing) is made again after
+/// [`CAMPAIGN_RETRY`]; it ends with [`EtcdError::LeaseLost`] when etcd no longer knows the lease.
 pub async fn campaign_until_elected(
     etcd: &Etcd,
     lease: i64,
     value: &str,
 ) -> Result<ControllerLease, EtcdError> {
-    let mut client = etcd.client();
+    let mut client = etcd.waiting_client();
     let name = etcd.keys().controller_election();
     loop {
         match client.campaign(name.clone(), value, lease).await {
-            Err(e) if is_call_timeout(&e) => continue,
-            Err(source) => {
-                return Err(EtcdError::Etcd {
-                    op: "campaigning for controller",
-                    endpoints: etcd.config().endpoints.clone(),
-                    source,
-                })
+            Err(e) if is_lease_not_found(&e) => return Err(EtcdError::LeaseLost),
+            Err(e) => {
+                tracing::debug!(error = %e, "campaigning for controller; calling again");
+                tokio::time::sleep(CAMPAIGN_RETRY).await;
             }
             Ok(answer) => {
                 let leader = answer.leader().cloned().ok_or_else(|| EtcdError::Corrupt {
@@ -111,10 +110,13 @@ pub async fn campaign_until_elected(
     }
 }
 
-/// Whether `e` is a call that ran out of the client's request timeout.
-fn is_call_timeout(e: &etcd_client::Error) -> bool {
+/// How long a failed campaign call waits before the next.
+const CAMPAIGN_RETRY: Duration = Duration::from_millis(500);
+
+/// Whether `e` is etcd saying the lease the campaign runs under is gone.
+fn is_lease_not_found(e: &etcd_client::Error) -> bool {
     matches!(e, etcd_client::Error::GRpcStatus(s)
-        if matches!(s.code(), tonic::Code::Cancelled | tonic::Code::DeadlineExceeded))
+        if s.code() == tonic::Code::NotFound && s.message().contains("lease not found"))
 }
 
 /// The current controller's node id (its campaign value) and epoch, if any.

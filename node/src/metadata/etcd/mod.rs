@@ -81,7 +81,15 @@ pub enum EtcdError {
     Runtime(std::io::Error),
 }
 
-/// The connection every part shares: one client on one runtime.
+/// How often the clients ping an idle connection (HTTP/2 keep-alive). etcd's server allows a
+/// ping every `--grpc-keepalive-min-time` (5 s by default) and closes the connection of a
+/// client that pings more often ("too many pings"), cancelling every call on it: with a 1 s
+/// ping the connections were reset every few seconds (the controller candidates' campaigns
+/// resigned and written again each time, etcd fsyncing its log for each).
+const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The connection every part shares: one client on one runtime (and a second one for the one
+/// call that waits as long as it must, the controller campaign).
 #[derive(Clone)]
 pub struct Etcd {
     inner: Arc<Inner>,
@@ -91,6 +99,11 @@ struct Inner {
     /// Always `Some` until dropped.
     runtime: Option<tokio::runtime::Runtime>,
     client: etcd_client::Client,
+    /// Without the request timeout: etcd's Campaign answers only once elected, and a campaign
+    /// the client gives up on is resigned by etcd (its key deleted; a new call writes it again),
+    /// so with a timeout every waiting candidate wrote etcd twice per timeout, each write an
+    /// fsync of etcd's log. HTTP/2 keep-alive still ends the call when etcd stops answering.
+    waiting_client: etcd_client::Client,
     config: EtcdConfig,
 }
 
@@ -113,12 +126,12 @@ impl Etcd {
             .enable_all()
             .build()
             .map_err(EtcdError::Runtime)?;
-        let options = etcd_client::ConnectOptions::new()
+        let waiting = etcd_client::ConnectOptions::new()
             .with_connect_timeout(config.request_timeout)
-            .with_timeout(config.request_timeout)
-            .with_keep_alive(Duration::from_secs(1), config.request_timeout);
+            .with_keep_alive(KEEP_ALIVE_INTERVAL, config.request_timeout);
+        let options = waiting.clone().with_timeout(config.request_timeout);
         let endpoints = config.endpoints.clone();
-        let client = runtime
+        let (client, waiting_client) = runtime
             .block_on(async {
                 let connect = etcd_client::Client::connect(&endpoints, Some(options));
                 let mut client = tokio::time::timeout(config.request_timeout, connect)
@@ -130,7 +143,12 @@ impl Etcd {
                     .await
                     .map_err(|_| "status")?
                     .map_err(|_| "status")?;
-                Ok::<_, &'static str>(client)
+                let connect = etcd_client::Client::connect(&endpoints, Some(waiting));
+                let waiting_client = tokio::time::timeout(config.request_timeout, connect)
+                    .await
+                    .map_err(|_| "connect")?
+                    .map_err(|_| "connect")?;
+                Ok::<_, &'static str>((client, waiting_client))
             })
             .map_err(|op| EtcdError::Timeout {
                 op,
@@ -141,6 +159,7 @@ impl Etcd {
             inner: Arc::new(Inner {
                 runtime: Some(runtime),
                 client,
+                waiting_client,
                 config,
             }),
         })
@@ -152,6 +171,11 @@ impl Etcd {
 
     fn client(&self) -> etcd_client::Client {
         self.inner.client.clone()
+    }
+
+    /// The client for calls that wait without a deadline (see [`Inner::waiting_client`]).
+    fn waiting_client(&self) -> etcd_client::Client {
+        self.inner.waiting_client.clone()
     }
 
     fn runtime(&self) -> &tokio::runtime::Runtime {
