@@ -29,10 +29,13 @@ pub struct Partition {
     append_lock: Semaphore,
     /// The topic's `max.message.bytes` and `min.insync.replicas` (altered at run time).
     limits: Cell<Limits>,
-    /// The producer state version last snapshotted, when, and the log end it covers.
+    /// The producer state version last snapshotted and when (`producer_snapshot.rs`).
     snapshot_version: Cell<u64>,
     snapshot_at_ms: Cell<i64>,
-    snapshot_end: Cell<i64>,
+    /// The version and log end of the last snapshot written durably (or restored): what the
+    /// log cleaner may rely on.
+    durable_snapshot_version: Cell<u64>,
+    durable_snapshot_end: Cell<i64>,
     /// The high watermark last checkpointed, and when (`hw_checkpoint.rs`).
     hw_checkpointed: Cell<i64>,
     hw_checkpoint_at: Cell<i64>,
@@ -71,7 +74,8 @@ impl Partition {
             limits: Cell::new(limits),
             snapshot_version: Cell::new(0),
             snapshot_at_ms: Cell::new(0),
-            snapshot_end: Cell::new(0),
+            durable_snapshot_version: Cell::new(0),
+            durable_snapshot_end: Cell::new(0),
             hw_checkpointed: Cell::new(0),
             hw_checkpoint_at: Cell::new(0),
             // Until the metadata says what it is: no high watermark known (no checkpoint yet),

@@ -9,8 +9,17 @@
 //! batch headers from `min(S, log end)` on are replayed from the log. Without a snapshot the
 //! whole log is replayed. Snapshots are written at most every
 //! [`PRODUCER_SNAPSHOT_INTERVAL_MS`] while the state changes, and at shutdown.
+//!
+//! The periodic snapshots of a log the cleaner does not work on are not synced
+//! ([`write_checkpoint_unsynced`]): a power loss that takes one back only means more batch
+//! headers to replay, and each sync is a device cache flush that holds the disk's other writes
+//! (the acknowledgements waiting on them) while the cache is written back. Snapshots at
+//! shutdown, and every snapshot of a compacted log, are synced: the cleaner removes batches
+//! below the last durable snapshot that the state would otherwise be rebuilt from.
 
-use iouring_log::checkpoint::{parse_checkpoint, read_file, write_checkpoint};
+use iouring_log::checkpoint::{
+    parse_checkpoint, read_file, write_checkpoint, write_checkpoint_unsynced,
+};
 use iouring_log::{IoError, Offset, ReadError};
 
 use super::producer_state::ProducerStateMap;
@@ -48,12 +57,14 @@ impl Partition {
             .for_each_batch_header(from, |h| map.replay(h))
             .await?;
         self.snapshot_version.set(map.version());
+        self.durable_snapshot_version.set(map.version());
         *self.producers.borrow_mut() = map;
         Ok(())
     }
 
     /// Writes a snapshot if the state changed since the last one and, unless `force`, the last
-    /// one is older than [`PRODUCER_SNAPSHOT_INTERVAL_MS`].
+    /// one is older than [`PRODUCER_SNAPSHOT_INTERVAL_MS`]; synced if `force` or the log is
+    /// compacted.
     pub async fn snapshot_producers(&self, now_ms: i64, force: bool) -> Result<(), IoError> {
         let due = self.producers.borrow().version() != self.snapshot_version.get()
             && (force || now_ms - self.snapshot_at_ms.get() >= PRODUCER_SNAPSHOT_INTERVAL_MS);
@@ -69,22 +80,29 @@ impl Partition {
             lines.extend(map.to_lines());
             (map.version(), end, lines)
         };
-        write_checkpoint(self.log.dir(), PRODUCER_SNAPSHOT_FILE, &lines).await?;
+        let durable = force || self.log.config().compaction.compact;
+        if durable {
+            write_checkpoint(self.log.dir(), PRODUCER_SNAPSHOT_FILE, &lines).await?;
+            self.durable_snapshot_version.set(version);
+            self.durable_snapshot_end.set(end);
+        } else {
+            write_checkpoint_unsynced(self.log.dir(), PRODUCER_SNAPSHOT_FILE, &lines).await?;
+        }
         self.snapshot_version.set(version);
         self.snapshot_at_ms.set(now_ms);
-        self.snapshot_end.set(end);
         Ok(())
     }
 
-    /// How far the log cleaner may go: below the high watermark, and below the last producer
-    /// state snapshot while the state has changed since (after a crash the state is rebuilt
-    /// from the snapshot and the batches after it, which the cleaner must not have removed).
+    /// How far the log cleaner may go: below the high watermark, and below the last durable
+    /// producer state snapshot while the state has changed since (after a crash the state is
+    /// rebuilt from the snapshot and the batches after it, which the cleaner must not have
+    /// removed).
     pub fn cleanable_bound(&self) -> iouring_log::Offset {
         let hw = self.high_watermark();
-        if self.producers.borrow().version() == self.snapshot_version.get() {
+        if self.producers.borrow().version() == self.durable_snapshot_version.get() {
             hw
         } else {
-            hw.min(iouring_log::Offset(self.snapshot_end.get()))
+            hw.min(iouring_log::Offset(self.durable_snapshot_end.get()))
         }
     }
 }
