@@ -16,6 +16,12 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 /// Serves one connection: answers each ApiVersions request with one entry whose max version
 /// is the request's correlation id, so a test can tell answers apart.
 fn fake_broker() -> String {
+    fake_broker_with(1, usize::MAX)
+}
+
+/// [`fake_broker`], answering with `entries` api keys (the first carries the correlation id)
+/// and writing each response frame in pieces of `piece` bytes, a millisecond apart.
+fn fake_broker_with(entries: usize, piece: usize) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     std::thread::spawn(move || {
@@ -39,7 +45,7 @@ fn fake_broker() -> String {
             let mut v = ApiVersion::default();
             v.api_key = 18;
             v.max_version = header.correlation_id as i16;
-            resp.api_keys = vec![v];
+            resp.api_keys = vec![v; entries];
             let mut out = BytesMut::new();
             let mut rh = ResponseHeader::default();
             rh.correlation_id = header.correlation_id;
@@ -49,8 +55,16 @@ fn fake_broker() -> String {
             )
             .unwrap();
             resp.encode(&mut out, version).unwrap();
-            s.write_all(&(out.len() as u32).to_be_bytes()).unwrap();
-            s.write_all(&out).unwrap();
+            let mut frame = (out.len() as u32).to_be_bytes().to_vec();
+            frame.extend_from_slice(&out);
+            let _ = s.set_nodelay(true);
+            let mut chunks = frame.chunks(piece.min(frame.len())).peekable();
+            while let Some(chunk) = chunks.next() {
+                s.write_all(chunk).unwrap();
+                if chunks.peek().is_some() {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
         }
     });
     addr
@@ -90,28 +104,42 @@ fn blocking_calls_and_pipelined_requests() {
     assert_eq!(resp.api_keys[0].max_version, 1);
 }
 
+/// Calls on the glommio transport, answered in order: responses arriving whole, in 1-byte pieces (the length prefix split), and larger than the
+/// first read's buffer (64 KiB) in 1 000-byte pieces: each decoded whole.
 #[cfg(feature = "glommio")]
 #[test]
-fn glommio_calls() {
-    let addr = fake_broker();
-    glommio::LocalExecutorBuilder::default()
-        .spawn(move || async move {
-            let mut c = kafka_client::async_glommio::Connection::connect(
-                &addr,
-                "transport-test",
-                &ClientSecurity::plaintext(),
-            )
-            .await
+fn glommio_calls_read_responses_however_they_arrive() {
+    for (entries, piece) in [
+        (1, usize::MAX),
+        (3, 1),
+        (20_000, 1_000),
+        (20_000, usize::MAX),
+    ] {
+        let addr = fake_broker_with(entries, piece);
+        glommio::LocalExecutorBuilder::default()
+            .spawn(move || async move {
+                let mut c = kafka_client::async_glommio::Connection::connect(
+                    &addr,
+                    "transport-test",
+                    &ClientSecurity::plaintext(),
+                )
+                .await
+                .unwrap();
+                for expected in 1..=3 {
+                    let resp: ApiVersionsResponse = c
+                        .call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default())
+                        .await
+                        .unwrap();
+                    assert_eq!(
+                        resp.api_keys.len(),
+                        entries,
+                        "{entries} entries, {piece}-byte pieces"
+                    );
+                    assert_eq!(resp.api_keys[0].max_version, expected);
+                }
+            })
+            .expect("executor (ulimit -l >= 512 KiB?)")
+            .join()
             .unwrap();
-            for expected in 1..=3 {
-                let resp: ApiVersionsResponse = c
-                    .call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default())
-                    .await
-                    .unwrap();
-                assert_eq!(resp.api_keys[0].max_version, expected);
-            }
-        })
-        .expect("executor (ulimit -l >= 512 KiB?)")
-        .join()
-        .unwrap();
+    }
 }
