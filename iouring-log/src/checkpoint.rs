@@ -49,22 +49,13 @@ pub async fn write_checkpoint_unsynced(
     lines: &[String],
 ) -> Result<(), IoError> {
     let path = dir.join(name);
-    let bytes = checkpoint_text(lines);
-    let len = bytes.len();
     let file = OpenOptions::new()
         .write(true)
         .create(true)
         .buffered_open(&path)
         .await
         .map_err(|e| IoError::new("opening", &path, e))?;
-    let n = file
-        .write_at(bytes, 0)
-        .await
-        .map_err(|e| IoError::new("writing", &path, e))?;
-    if n != len {
-        let short = std::io::Error::other(format!("short write: {n} of {len} bytes"));
-        return Err(IoError::new("writing", &path, short));
-    }
+    let len = write_whole(&file, &path, checkpoint_text(lines)).await?;
     file.truncate(len as u64)
         .await
         .map_err(|e| IoError::new("truncating", &path, e))?;
@@ -87,16 +78,8 @@ pub async fn write_file_durably(path: &Path, bytes: Vec<u8>) -> Result<(), IoErr
     let file = BufferedFile::create(path)
         .await
         .map_err(|e| IoError::new("creating", path, e))?;
-    let len = bytes.len();
-    if len > 0 {
-        let n = file
-            .write_at(bytes, 0)
-            .await
-            .map_err(|e| IoError::new("writing", path, e))?;
-        if n != len {
-            let short = std::io::Error::other(format!("short write: {n} of {len} bytes"));
-            return Err(IoError::new("writing", path, short));
-        }
+    if !bytes.is_empty() {
+        write_whole(&file, path, bytes).await?;
     }
     file.fdatasync()
         .await
@@ -104,6 +87,20 @@ pub async fn write_file_durably(path: &Path, bytes: Vec<u8>) -> Result<(), IoErr
     file.close()
         .await
         .map_err(|e| IoError::new("closing", path, e))
+}
+
+/// Writes `bytes` at the start of `file` (at `path`), all of them; returns how many.
+async fn write_whole(file: &BufferedFile, path: &Path, bytes: Vec<u8>) -> Result<usize, IoError> {
+    let len = bytes.len();
+    let n = file
+        .write_at(bytes, 0)
+        .await
+        .map_err(|e| IoError::new("writing", path, e))?;
+    if n != len {
+        let short = std::io::Error::other(format!("short write: {n} of {len} bytes"));
+        return Err(IoError::new("writing", path, short));
+    }
+    Ok(len)
 }
 
 pub async fn sync_dir(dir: &Path) -> Result<(), IoError> {

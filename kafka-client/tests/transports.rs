@@ -104,8 +104,9 @@ fn blocking_calls_and_pipelined_requests() {
     assert_eq!(resp.api_keys[0].max_version, 1);
 }
 
-/// Calls on the glommio transport, answered in order: responses arriving whole, in 1-byte pieces (the length prefix split), and larger than the
-/// first read's buffer (64 KiB) in 1 000-byte pieces: each decoded whole.
+/// Calls on the glommio transport, answered in order: responses arriving whole, in 1-byte
+/// pieces (the length prefix split), and larger than the first read's buffer (64 KiB), whole and
+/// in 1 000-byte pieces: each decoded whole.
 #[cfg(feature = "glommio")]
 #[test]
 fn glommio_calls_read_responses_however_they_arrive() {

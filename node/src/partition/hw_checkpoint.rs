@@ -8,7 +8,7 @@
 //! A high watermark only ever covers committed records, which no truncation removes, so a
 //! checkpoint that is older than the log is merely conservative. That is why the periodic
 //! checkpoints are not synced ([`write_checkpoint_unsynced`]): a power loss may take one back
-//! (an older value, or none: 0), never forward, while each sync is a device cache flush that
+//! (an older value, or a missing or unreadable file: 0), never forward, while each sync is a device cache flush that
 //! holds the disk's other writes — the acknowledgements waiting on them — until the cache is
 //! written back (up to 850 ms measured on these machines' virtio disk under a replicated
 //! load, a dip every 5 s). The checkpoint at close is synced.

@@ -2,8 +2,8 @@
 //! of a partition as of a log end offset, so that it survives restarts (a batch retried across a
 //! broker crash must still be found a duplicate).
 //!
-//! `producer-state-snapshot` in the partition's folder is a checkpoint file (written atomically
-//! like the log's checkpoints): the first entry is the log end offset `S` the state reflects,
+//! `producer-state-snapshot` in the partition's folder is a checkpoint file (in the log's
+//! checkpoint format; see below for how it is written): the first entry is the log end offset `S` the state reflects,
 //! then one line per remembered batch (`ProducerStateMap::to_lines`). On open the state is
 //! loaded, batches at or past the (maybe shorter, after a crash) log end are dropped, and the
 //! batch headers from `min(S, log end)` on are replayed from the log. Without a snapshot the
