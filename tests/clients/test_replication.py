@@ -104,6 +104,23 @@ def create(c, topic, partitions=2):
     wait_for("every replica in sync", lambda: in_sync(c.partitions(topic), partitions))
 
 
+def fresh_watermarks(c, topic, partition):
+    """The partition's (low, high) watermarks from its leader through a new consumer, or None
+    while no leader is known. A new client each time: librdkafka keeps a partition it was once
+    told has no leader (LEADER_NOT_AVAILABLE from a node that has not applied an election yet)
+    in its metadata cache and answers _UNKNOWN_PARTITION from there without asking again."""
+    consumer = Consumer({"bootstrap.servers": c.bootstrap(), "group.id": "watermarks"})
+    try:
+        w = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+    except KafkaException as e:
+        if e.args[0].code() in (KafkaError._UNKNOWN_PARTITION, KafkaError.LEADER_NOT_AVAILABLE):
+            return None
+        raise
+    finally:
+        consumer.close()
+    return w
+
+
 def in_sync(partitions, count):
     """Whether all `count` partitions are listed, each with its three replicas in sync."""
     return len(partitions) == count and all(len(isr) == 3 for _, isr in partitions.values())
@@ -172,8 +189,8 @@ def read_all(c, topic, partitions, acked=()):
         # Leadership may still move (the preferred replica takes it back): ask again.
         while True:
             try:
-                marks = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-                if marks is not None:  # None: timed out
+                marks = fresh_watermarks(c, topic, p)
+                if marks is not None:  # None: no leader known yet
                     high = marks[1]
             except KafkaException as e:
                 if time.time() > settle:
@@ -689,24 +706,13 @@ def test_deleted_records_stay_deleted_after_the_leader_dies(cluster):
         v == ["0", "1", "120"] for v in start_offsets().values()), timeout=30)
     leader, _ = c.partitions("purged")[0]
     c.nodes[leader].kill9()
-    wait_for("a new leader", lambda: c.partitions("purged").get(0, (leader, []))[0] not in (leader, -1),
-             timeout=30)
-    consumer = Consumer({"bootstrap.servers": c.bootstrap(), "group.id": "after-failover"})
-
-    def watermarks():
-        # Right after the failover the client may not know the partition's new leader yet
-        # (_UNKNOWN_PARTITION): not an answer, ask again until the timeout.
-        try:
-            w = consumer.get_watermark_offsets(TopicPartition("purged", 0), timeout=10)
-        except KafkaException as e:
-            if e.args[0].code() == KafkaError._UNKNOWN_PARTITION:
-                return None
-            raise
-        return w if w[1] == 200 else None
-    try:
-        low, high = wait_for("watermarks from the new leader", watermarks, timeout=30)
-    finally:
-        consumer.close()
+    for node_id in list(c.nodes):
+        if c.nodes[node_id].proc.poll() is None:
+            wait_for(f"node {node_id} knows the new leader", lambda: c.partitions(
+                "purged", via=node_id).get(0, (leader, []))[0] not in (leader, -1), timeout=30)
+    low, high = wait_for("watermarks from the new leader",
+                         lambda: (lambda w: w if w and w[1] == 200 else None)(
+                             fresh_watermarks(c, "purged", 0)), timeout=30)
     assert (low, high) == (120, 200)
 
 
