@@ -20,7 +20,7 @@ use crate::metadata::etcd::EtcdConfig;
 use crate::metadata::lease::LeaseClock;
 use crate::metadata::snapshot::NodeInfo;
 use crate::metadata::store::MetadataStore;
-use crate::metadata::Controller;
+use crate::metadata::{Command, Controller};
 use crate::server::budget::RequestBudget;
 use crate::shard::run::run_shard;
 use crate::shard::{now_ms, ShardCtx};
@@ -141,6 +141,16 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
     let stopping = Arc::new(AtomicBool::new(false));
     let producer_ids = Arc::new(AtomicI64::new(now_ms() << 8));
     let (commands, command_rx) = mpsc::channel();
+    // Shared by the shards only: when they are all gone the control plane's channel closes. The
+    // store's watch holds a weak reference, so news from other nodes wakes the control plane
+    // at once without keeping it alive.
+    let commands = Arc::new(commands);
+    let news = Arc::downgrade(&commands);
+    store.on_change(Box::new(move || {
+        if let Some(commands) = news.upgrade() {
+            commands.send(Command::MetadataChanged).ok();
+        }
+    }));
     let mut to_shards = Vec::new();
     let mut shards = Vec::new();
     let cpus = allowed_cpus();

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -13,7 +14,7 @@ use node::metadata::etcd::election::{current_controller, ControllerLease};
 use node::metadata::etcd::partitions::{self, CasOutcome, PartitionRecord};
 use node::metadata::etcd::session::{live_brokers, BrokerSession};
 use node::metadata::etcd::store::EtcdStore;
-use node::metadata::etcd::{Etcd, EtcdConfig, EtcdError, MetadataEvent, MetadataWatch};
+use node::metadata::etcd::{Doorbell, Etcd, EtcdConfig, EtcdError, MetadataEvent, MetadataWatch};
 use node::metadata::lease::LeaseClock;
 use node::metadata::snapshot::NodeInfo;
 use node::metadata::store::{MetadataStore, Saved};
@@ -357,7 +358,13 @@ fn the_watch_delivers_every_change_once_in_order_across_an_etcd_restart() {
     let c = ControllerLease::campaign(&client, &s, "1", Duration::from_secs(2))
         .unwrap()
         .unwrap();
-    let (initial, revision, watch) = MetadataWatch::start(&client).unwrap();
+    let bell = Doorbell::default();
+    let rings = Arc::new(AtomicUsize::new(0));
+    let counted = rings.clone();
+    bell.set(Box::new(move || {
+        counted.fetch_add(1, Ordering::SeqCst);
+    }));
+    let (initial, revision, watch) = MetadataWatch::start(&client, bell).unwrap();
     assert!(initial.iter().any(|e| e.key.ends_with("/brokers/1")));
     assert!(revision > 0);
 
@@ -401,6 +408,12 @@ fn the_watch_delivers_every_change_once_in_order_across_an_etcd_restart() {
         seen,
         (0..60).collect::<Vec<_>>(),
         "every change once, in order"
+    );
+    // The writes came in at least two batches (etcd restarted between them): the first one's
+    // ring came before the second was delivered.
+    assert!(
+        rings.load(Ordering::SeqCst) >= 1,
+        "the watch rings its bell after delivering events"
     );
 }
 

@@ -3,8 +3,9 @@
 //! Contract: only this thread changes this node's metadata. Shards send it [`Command`]s and get
 //! back a reply once every shard has applied the new [`Snapshot`] (so a topic is servable as
 //! soon as its creation is acknowledged). Every change is saved to the [`MetadataStore`] before
-//! it is broadcast. In a cluster other nodes change the store too: what they changed is polled
-//! and broadcast every [`POLL_INTERVAL`], and a change that collides with theirs is decided
+//! it is broadcast. In a cluster other nodes change the store too: what they changed is applied
+//! and broadcast as soon as the store reports it ([`Command::MetadataChanged`], sent by its
+//! watch) and polled every [`POLL_INTERVAL`] besides, and a change that collides with theirs is decided
 //! again on the store's current state (so two nodes creating one topic: one wins, the other
 //! answers TOPIC_ALREADY_EXISTS). Snapshots are immutable and shared by `Arc`.
 
@@ -88,6 +89,9 @@ pub enum Command {
         remove: Vec<(Pattern, AclEntry)>,
         reply: Reply,
     },
+    /// The metadata store has news from other nodes (a cluster store's watch delivered
+    /// changes): apply them now rather than at the next poll. Nothing to answer.
+    MetadataChanged,
 }
 
 /// Makes a topic's new config overrides from its current ones (see
@@ -158,10 +162,11 @@ impl Controller {
                 // Refuse what the stopping shards still ask, until they are quiet (a shard's
                 // task left pending at its executor's end may keep a sender forever).
                 while let Ok(cmd) = commands.recv_timeout(POLL_INTERVAL) {
-                    let (_, reply) = cmd.split();
-                    let refused =
-                        Refused::new(ResponseError::UnknownServerError, "the node is stopping");
-                    reply.send(Err(refused)).ok();
+                    if let Some((_, reply)) = cmd.split() {
+                        let refused =
+                            Refused::new(ResponseError::UnknownServerError, "the node is stopping");
+                        reply.send(Err(refused)).ok();
+                    }
                 }
                 return;
             }
@@ -410,7 +415,9 @@ impl Controller {
     }
 
     fn execute(&mut self, cmd: Command) {
-        let (op, reply) = cmd.split();
+        let Some((op, reply)) = cmd.split() else {
+            return; // news from the store only: applied by the caller's catch-up
+        };
         // A collision with another node's change is decided again once, on the new state.
         let mut result = self.attempt(&op);
         if matches!(result, Err(Attempt::Conflict)) {
@@ -783,8 +790,9 @@ enum Attempt {
 }
 
 impl Command {
-    fn split(self) -> (Op, Reply) {
-        match self {
+    /// The operation and its reply; `None` for [`Command::MetadataChanged`], which asks for none.
+    fn split(self) -> Option<(Op, Reply)> {
+        let split = match self {
             Command::CreateTopic {
                 name,
                 partitions,
@@ -846,7 +854,9 @@ impl Command {
                 },
                 reply,
             ),
-        }
+            Command::MetadataChanged => return None,
+        };
+        Some(split)
     }
 }
 

@@ -37,6 +37,11 @@ pub trait MetadataStore: Send {
     fn poll(&mut self) -> Result<Option<Snapshot>, StoreError> {
         Ok(None)
     }
+    /// Calls `wake` (from another thread) whenever [`MetadataStore::poll`] may have news: a
+    /// cluster store's watch saw other nodes' changes. Stores without it are polled on a timer.
+    fn on_change(&mut self, wake: Box<dyn Fn() + Send>) {
+        let _ = wake;
+    }
     /// Every shard applied the last snapshot this store handed out (through `load` or `poll`):
     /// a cluster store lets a newly registered node lead from here on.
     fn shards_applied(&mut self) {}

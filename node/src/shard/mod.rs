@@ -35,7 +35,7 @@ pub struct ShardCtx {
     pub config: Arc<BrokerConfig>,
     pub snapshot: RefCell<Arc<Snapshot>>,
     pub partitions: RefCell<HashMap<(String, i32), Rc<Partition>>>,
-    pub commands: mpsc::Sender<Command>,
+    pub commands: Arc<mpsc::Sender<Command>>,
     pub producer_ids: Arc<AtomicI64>,
     /// The node stopping: idle connections close at once, waits give up.
     pub stop: StopSignal,

@@ -35,7 +35,7 @@ use std::time::Duration;
 pub use election::ControllerLease;
 pub use partitions::{CasOutcome, PartitionRecord};
 pub use session::BrokerSession;
-pub use watch::{MetadataEvent, MetadataWatch};
+pub use watch::{Doorbell, MetadataEvent, MetadataWatch};
 
 /// How to reach etcd and who this node is.
 #[derive(Debug, Clone)]

@@ -18,7 +18,7 @@ use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
 use super::election::{campaign_until_elected, ControllerLease};
 use super::liveness::Liveness;
 use super::session::{live_brokers, BrokerSession};
-use super::watch::{Entry, MetadataEvent, MetadataWatch};
+use super::watch::{Doorbell, Entry, MetadataEvent, MetadataWatch};
 use super::{Etcd, EtcdConfig, EtcdError};
 use crate::metadata::lease::LeaseClock;
 use crate::metadata::placement::NodeShards;
@@ -40,6 +40,8 @@ pub struct EtcdStore {
     /// registration was read back yet (every change before it was, the watch being ordered).
     lease_pending: Option<(i64, bool)>,
     watch: MetadataWatch,
+    /// Rung by the watch after each batch of events: the control plane's wake-up.
+    bell: Doorbell,
     /// Every topic as last read, with its key's mod revision.
     topics: BTreeMap<String, (TopicMeta, i64)>,
     /// Every user's SCRAM credentials as last read, with the key's mod revision.
@@ -91,7 +93,8 @@ impl EtcdStore {
             cluster = %etcd.config().cluster_id,
             "registered in etcd"
         );
-        let (entries, _, watch) = MetadataWatch::start(&etcd)?;
+        let bell = Doorbell::default();
+        let (entries, _, watch) = MetadataWatch::start(&etcd, bell.clone())?;
         let mut store = EtcdStore {
             etcd,
             me,
@@ -100,6 +103,7 @@ impl EtcdStore {
             session: Some(session),
             clock,
             watch,
+            bell,
             topics: BTreeMap::new(),
             scram: BTreeMap::new(),
             acls: BTreeMap::new(),
@@ -339,7 +343,7 @@ impl EtcdStore {
     }
 
     fn reload(&mut self) -> Result<(), StoreError> {
-        let (entries, _, watch) = MetadataWatch::start(&self.etcd)
+        let (entries, _, watch) = MetadataWatch::start(&self.etcd, self.bell.clone())
             .map_err(|e| store_error("re-reading", &self.location(), e))?;
         self.watch = watch;
         self.topics.clear();
@@ -544,6 +548,10 @@ impl MetadataStore for EtcdStore {
             }
         }
         Ok(changed.then(|| self.snapshot()))
+    }
+
+    fn on_change(&mut self, wake: Box<dyn Fn() + Send>) {
+        self.bell.set(wake);
     }
 
     fn shards_applied(&mut self) {

@@ -5,9 +5,10 @@
 //! revision R and watches from R + 1. Events arrive on a channel strictly in revision order,
 //! each exactly once; if the watch breaks (etcd restarted, connection lost) it resumes from the
 //! revision after the last one delivered. If etcd compacted past that revision the history is
-//! gone: [`MetadataEvent::Reload`] tells the reader to start over from a fresh read.
+//! gone: [`MetadataEvent::Reload`] tells the reader to start over from a fresh read. After each
+//! batch of events the watch rings its [`Doorbell`], so the reader need not poll to learn of them.
 
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use etcd_client::{EventType, GetOptions, WatchOptions};
@@ -35,6 +36,27 @@ pub enum MetadataEvent {
     Reload,
 }
 
+/// What the watch calls after it delivered a batch of events (none until one is set): the control
+/// plane's wake-up, so a change made by another node is applied at once, not at its next poll.
+#[derive(Clone, Default)]
+pub struct Doorbell(Arc<Mutex<Option<Wake>>>);
+
+/// What a [`Doorbell`] calls.
+pub type Wake = Box<dyn Fn() + Send>;
+
+impl Doorbell {
+    /// Rings `wake` from now on.
+    pub fn set(&self, wake: Wake) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(wake);
+    }
+
+    fn ring(&self) {
+        if let Some(wake) = &*self.0.lock().unwrap_or_else(|e| e.into_inner()) {
+            wake();
+        }
+    }
+}
+
 /// A running watch; dropping it stops the watch.
 pub struct MetadataWatch {
     pub events: mpsc::Receiver<MetadataEvent>,
@@ -48,8 +70,12 @@ impl Drop for MetadataWatch {
 }
 
 impl MetadataWatch {
-    /// Reads everything under the cluster's prefix, then watches it.
-    pub fn start(etcd: &Etcd) -> Result<(Vec<Entry>, i64, MetadataWatch), EtcdError> {
+    /// Reads everything under the cluster's prefix, then watches it, ringing `bell` after each
+    /// batch of events.
+    pub fn start(
+        etcd: &Etcd,
+        bell: Doorbell,
+    ) -> Result<(Vec<Entry>, i64, MetadataWatch), EtcdError> {
         let prefix = etcd.keys().root().to_owned();
         let mut client = etcd.client();
         let options = GetOptions::new().with_prefix();
@@ -71,12 +97,18 @@ impl MetadataWatch {
         let (tx, rx) = mpsc::channel();
         let task = etcd
             .runtime()
-            .spawn(follow(etcd.clone(), prefix, revision, tx));
+            .spawn(follow(etcd.clone(), prefix, revision, tx, bell));
         Ok((entries, revision, MetadataWatch { events: rx, task }))
     }
 }
 
-async fn follow(etcd: Etcd, prefix: String, mut delivered: i64, tx: mpsc::Sender<MetadataEvent>) {
+async fn follow(
+    etcd: Etcd,
+    prefix: String,
+    mut delivered: i64,
+    tx: mpsc::Sender<MetadataEvent>,
+    bell: Doorbell,
+) {
     let mut client = etcd.client();
     loop {
         let options = WatchOptions::new()
@@ -101,6 +133,7 @@ async fn follow(etcd: Etcd, prefix: String, mut delivered: i64, tx: mpsc::Sender
             };
             if answer.compact_revision() > 0 && answer.compact_revision() > delivered + 1 {
                 let _ = tx.send(MetadataEvent::Reload);
+                bell.ring();
                 return;
             }
             if answer.canceled() {
@@ -126,6 +159,9 @@ async fn follow(etcd: Etcd, prefix: String, mut delivered: i64, tx: mpsc::Sender
                     return;
                 }
                 delivered = revision;
+            }
+            if !answer.events().is_empty() {
+                bell.ring();
             }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
