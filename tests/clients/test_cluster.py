@@ -13,8 +13,9 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+import kafka_wire
 from conftest import BINARY, REPO, Broker, free_port_block, kafka_tool
 
 
@@ -156,6 +157,40 @@ def test_topics_spread_over_the_cluster_and_clients_use_every_node(cluster):
     admin.create_topics([NewTopic("rf3", num_partitions=1, replication_factor=3)])["rf3"].result(timeout=10)
     p = AdminClient({"bootstrap.servers": nodes[0].bootstrap}).list_topics(timeout=10).topics["rf3"].partitions[0]
     assert sorted(r // 1000 for r in p.replicas) == [1, 2, 3] and sorted(p.isrs) == sorted(p.replicas), p
+
+
+def test_new_partitions_are_served_by_their_leaders_when_the_creation_is_answered(cluster):
+    """CreateTopics and CreatePartitions answer once every node holding a new partition serves
+    it (as Kafka's brokers waited for a new topic's metadata to reach them): a produce sent to
+    each new partition's leader right after the answer succeeds the first time, where a node
+    that had not applied the change yet answered UNKNOWN_TOPIC_OR_PARTITION."""
+    _etcd, node = cluster
+    nodes, admin = up(node, [1, 2, 3], shards=2)
+    brokers = admin.list_topics(timeout=10).brokers
+    # Connected before the topics exist: nothing but the produce itself after each answer.
+    socks = {b: kafka_wire.connect(f"{m.host}:{m.port}") for b, m in brokers.items()}
+    batch = kafka_wire.record_batch([b"first"])
+
+    def answers(topic, partitions):
+        """{partition: [error code from each broker]}: the leader answers 0, the others refuse."""
+        out = {}
+        for p in partitions:
+            for s in socks.values():
+                s.sendall(kafka_wire.produce_v3(topic, p, batch))
+            out[p] = sorted(kafka_wire.produce_v3_error_code(kafka_wire.read_response(s))
+                            for s in socks.values())
+        return out
+
+    for i in range(4):
+        topic = f"fresh-{i}"
+        admin.create_topics([NewTopic(topic, num_partitions=6, replication_factor=1)])[topic].result(timeout=15)
+        got = answers(topic, range(6))
+        assert all(codes.count(0) == 1 for codes in got.values()), (topic, got)
+        admin.create_partitions([NewPartitions(topic, 9)])[topic].result(timeout=15)
+        got = answers(topic, range(6, 9))
+        assert all(codes.count(0) == 1 for codes in got.values()), (topic, "added", got)
+    for s in socks.values():
+        s.close()
 
 
 def test_a_dead_node_takes_its_partitions_offline_and_back(cluster):

@@ -21,6 +21,7 @@ pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod scram_credentials;
+pub mod topic_propagation;
 pub mod topics;
 
 use std::rc::Rc;

@@ -1,11 +1,15 @@
 //! CreateTopics, DeleteTopics, CreatePartitions: forwarded to the control plane, which
-//! validates (Kafka's error codes) and persists; answered once every shard applied the change.
+//! validates (Kafka's error codes) and persists; answered once every shard applied the change,
+//! and new partitions once every node holding one serves them (up to the request's timeout,
+//! [`control_then_served`]).
 
 use crate::handlers::authorized::{authorized, on_cluster};
 use crate::handlers::groups::Client;
+use crate::handlers::topic_propagation::control_then_served;
 use crate::security::acl::{Operation, ResourceType};
 use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::time::Duration;
 
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsRequest;
 use kafka_protocol::messages::create_partitions_response::{
@@ -35,6 +39,7 @@ pub async fn create(
     version: i16,
 ) -> CreateTopicsResponse {
     let mut resp = CreateTopicsResponse::default();
+    let propagation = Duration::from_millis(req.timeout_ms.max(0) as u64);
     for t in req.topics {
         let name = t.name.0.to_string();
         let assignment = manual_assignment(&t);
@@ -81,7 +86,7 @@ pub async fn create(
         } else {
             let n = name.clone();
             let assignment = manual.cloned();
-            ctx.control(|reply| Command::CreateTopic {
+            control_then_served(ctx, &name, propagation, |reply| Command::CreateTopic {
                 name: n,
                 partitions,
                 replication_factor: i32::from(factor),
@@ -162,6 +167,7 @@ pub async fn create_partitions(
     req: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let mut resp = CreatePartitionsResponse::default();
+    let propagation = Duration::from_millis(req.timeout_ms.max(0) as u64);
     for t in req.topics {
         let name = t.name.0.to_string();
         let assignment: Option<Vec<Vec<i32>>> = t.assignments.as_ref().map(|a| {
@@ -175,8 +181,9 @@ pub async fn create_partitions(
             Ok(())
         } else {
             let count = t.count;
-            ctx.control(|reply| Command::CreatePartitions {
-                name,
+            let n = name.clone();
+            control_then_served(ctx, &name, propagation, |reply| Command::CreatePartitions {
+                name: n,
                 count,
                 assignment,
                 reply,
