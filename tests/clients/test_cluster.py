@@ -7,6 +7,7 @@ offline (LEADER_NOT_AVAILABLE) until it returns; a second process with a live no
 refused at start."""
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -191,6 +192,22 @@ def test_new_partitions_are_served_by_their_leaders_when_the_creation_is_answere
         assert all(codes.count(0) == 1 for codes in got.values()), (topic, "added", got)
     for s in socks.values():
         s.close()
+
+
+def test_a_paused_replica_node_delays_create_topics_only_up_to_its_timeout(cluster):
+    """CreateTopics waits for the new partitions' nodes to serve them only up to the request's
+    timeout: a node paused (SIGSTOP) inside its lease accepts the connection and never answers,
+    and the creation is still answered, once the timeout has passed."""
+    _etcd, node = cluster
+    nodes, admin = up(node, [1, 2, 3])
+    nodes[2].proc.send_signal(signal.SIGSTOP)
+    try:
+        # Within node 3's lease (3 s): it still gets replicas of the new topic.
+        fut = admin.create_topics([NewTopic("while-paused", num_partitions=6, replication_factor=1)],
+                                  operation_timeout=1.5)["while-paused"]
+        fut.result(timeout=20)
+    finally:
+        nodes[2].proc.send_signal(signal.SIGCONT)
 
 
 def test_a_dead_node_takes_its_partitions_offline_and_back(cluster):

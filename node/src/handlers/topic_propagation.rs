@@ -6,7 +6,7 @@
 //!
 //! Contract: asks each replica's shard (the endpoint a client would use) for the topic's
 //! Metadata over the inter-broker listener until it lists every partition, or until
-//! `timeout`; a node that cannot be asked (not live, refuses the connection or the request)
+//! `timeout` (connections and calls included: a paused node does not hold it longer); a node that cannot be asked (not live, refuses the connection or the request)
 //! is not waited for. Never fails the request: the change is committed already.
 
 use std::collections::BTreeSet;
@@ -70,7 +70,11 @@ async fn await_served_everywhere(ctx: &ShardCtx, topic: &str, timeout: Duration)
     let waits = slots
         .into_iter()
         .map(|(node, shard)| await_slot(ctx, Slot { node, shard }, topic, partitions, deadline));
-    futures_util::future::join_all(waits).await;
+    // A node that accepts but does not answer (paused) must not hold the request longer.
+    let all = async {
+        futures_util::future::join_all(waits).await;
+    };
+    futures_lite::future::or(all, glommio::timer::sleep(timeout)).await;
 }
 
 async fn await_slot(ctx: &ShardCtx, slot: Slot, topic: &str, partitions: usize, deadline: Instant) {
