@@ -5,12 +5,13 @@
 //! CreateTopics (up to the request's `timeout_ms`).
 //!
 //! Contract: asks each replica's shard (the endpoint a client would use) for the topic's
-//! Metadata over the inter-broker listener until it lists every partition, or until
-//! `timeout` (connections and calls included: a paused node does not hold it longer); a node that cannot be asked (not live, refuses the connection or the request)
-//! is not waited for. Never fails the request: the change is committed already.
+//! Metadata over the inter-broker listener until it lists every partition, or until `timeout`
+//! (connections and calls included: a paused node does not hold it longer); a node that cannot
+//! be asked (not live, refuses the connection or the request) is not waited for. Never fails
+//! the request: the change is committed already.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kafka_client::async_glommio::Connection;
 use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
@@ -46,7 +47,7 @@ pub async fn control_then_served(
 /// Waits until every other node's shard holding a replica of `topic` lists all the partitions
 /// this node's snapshot has, for at most `timeout`.
 async fn await_served_everywhere(ctx: &ShardCtx, topic: &str, timeout: Duration) {
-    let (partitions, slots): (usize, BTreeSet<(i32, usize)>) = {
+    let (partitions, slots): (usize, BTreeSet<Slot>) = {
         let snapshot = ctx.snapshot.borrow();
         let Some(t) = snapshot.topics.get(topic) else {
             return;
@@ -55,35 +56,39 @@ async fn await_served_everywhere(ctx: &ShardCtx, topic: &str, timeout: Duration)
             .partitions
             .iter()
             .flat_map(|p| {
-                let single = p.node.map(|node| Slot {
+                let led = p.node.map(|node| Slot {
                     node,
                     shard: p.shard,
                 });
-                p.replicas.iter().copied().chain(single)
+                p.replicas.iter().copied().chain(led)
             })
             .filter(|s| s.node != ctx.config.node_id.0)
-            .map(|s| (s.node, s.shard))
             .collect();
         (t.partitions.len(), slots)
     };
-    let deadline = Instant::now() + timeout;
-    let waits = slots
-        .into_iter()
-        .map(|(node, shard)| await_slot(ctx, Slot { node, shard }, topic, partitions, deadline));
-    // A node that accepts but does not answer (paused) must not hold the request longer.
     let all = async {
+        let waits = slots
+            .into_iter()
+            .map(|slot| await_slot(ctx, slot, topic, partitions));
         futures_util::future::join_all(waits).await;
+        true
     };
-    futures_lite::future::or(all, glommio::timer::sleep(timeout)).await;
+    // A node that accepts but does not answer (paused) must not hold the request longer.
+    let expired = async {
+        glommio::timer::sleep(timeout).await;
+        false
+    };
+    if !futures_lite::future::or(all, expired).await {
+        tracing::debug!(
+            topic,
+            "a replica's node did not list the topic within the request's timeout"
+        );
+    }
 }
 
-async fn await_slot(ctx: &ShardCtx, slot: Slot, topic: &str, partitions: usize, deadline: Instant) {
-    let Some(addr) = ctx
-        .snapshot
-        .borrow()
-        .node(slot.node)
-        .map(|n| format!("{}:{}", n.host, n.port as usize + slot.shard))
-    else {
+/// Asks `slot` until it lists `partitions` partitions of `topic`, or cannot be asked.
+async fn await_slot(ctx: &ShardCtx, slot: Slot, topic: &str, partitions: usize) {
+    let Some(addr) = ctx.peer_addr(slot) else {
         return; // not live: nothing to wait for
     };
     let client = &ctx.config.security.inter_broker_client;
@@ -94,7 +99,7 @@ async fn await_slot(ctx: &ShardCtx, slot: Slot, topic: &str, partitions: usize, 
     let mut t = MetadataRequestTopic::default();
     t.name = Some(TopicName(StrBytes::from_string(topic.to_owned())));
     req.topics = Some(vec![t]);
-    while Instant::now() < deadline {
+    loop {
         let Ok(resp) = conn
             .call::<_, MetadataResponse>(ApiKey::Metadata, 9, &req)
             .await
@@ -115,10 +120,4 @@ async fn await_slot(ctx: &ShardCtx, slot: Slot, topic: &str, partitions: usize, 
             Some(_) => return,
         }
     }
-    tracing::debug!(
-        topic,
-        node = slot.node,
-        shard = slot.shard,
-        "a replica's node did not list the topic within the request's timeout"
-    );
 }

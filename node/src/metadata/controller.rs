@@ -5,9 +5,9 @@
 //! soon as its creation is acknowledged). Every change is saved to the [`MetadataStore`] before
 //! it is broadcast. In a cluster other nodes change the store too: what they changed is applied
 //! and broadcast as soon as the store reports it ([`Command::MetadataChanged`], sent by its
-//! watch) and polled every [`POLL_INTERVAL`] besides, and a change that collides with theirs is decided
-//! again on the store's current state (so two nodes creating one topic: one wins, the other
-//! answers TOPIC_ALREADY_EXISTS). Snapshots are immutable and shared by `Arc`.
+//! watch) and polled every [`POLL_INTERVAL`] besides, and a change that collides with theirs is
+//! decided again on the store's current state (so two nodes creating one topic: one wins, the
+//! other answers TOPIC_ALREADY_EXISTS). Snapshots are immutable and shared by `Arc`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};

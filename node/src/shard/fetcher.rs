@@ -238,13 +238,9 @@ enum ConnectError {
 }
 
 async fn connect(ctx: &ShardCtx, leader: Slot) -> Result<Connection, ConnectError> {
-    let addr = {
-        let snapshot = ctx.snapshot.borrow();
-        let node = snapshot
-            .node(leader.node)
-            .ok_or_else(|| ConnectError::Other(format!("node {} is not live", leader.node)))?;
-        format!("{}:{}", node.host, node.port as usize + leader.shard)
-    };
+    let addr = ctx
+        .peer_addr(leader)
+        .ok_or_else(|| ConnectError::Other(format!("node {} is not live", leader.node)))?;
     Connection::connect(
         &addr,
         "ringlog-replica-fetcher",

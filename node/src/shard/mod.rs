@@ -208,6 +208,14 @@ impl ShardCtx {
         }
     }
 
+    /// Where this node's inter-broker client reaches shard `slot.shard` of node `slot.node`:
+    /// the node's registered host and port plus the shard; `None` while it is not live.
+    pub fn peer_addr(&self, slot: crate::metadata::placement::Slot) -> Option<String> {
+        let snapshot = self.snapshot.borrow();
+        let node = snapshot.node(slot.node)?;
+        Some(format!("{}:{}", node.host, node.port as usize + slot.shard))
+    }
+
     fn local_endpoint(&self, shard: usize, listener: usize) -> (BrokerId, String, i32) {
         let l = self.config.listener(listener);
         let port = i32::from(l.advertised_port) + shard as i32;
