@@ -66,6 +66,10 @@ pub const ETCD_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// most; they are sent from their own buffers, never copied.
 pub const SEND_PIECES_MAX: usize = 64;
 
+/// Connections a shard's listening socket queues before they are accepted (glommio's own
+/// `bind` used 1024; the kernel caps it at `net.core.somaxconn`).
+pub const LISTEN_BACKLOG: i32 = 1024;
+
 /// Batches remembered per idempotent producer (Kafka's five in-flight batches).
 pub const BATCHES_PER_PRODUCER: usize = 5;
 

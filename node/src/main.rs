@@ -400,9 +400,13 @@ fn main() -> ExitCode {
                 );
                 stopping.store(true, std::sync::atomic::Ordering::SeqCst);
             });
-            running.wait();
-            tracing::info!("stopped");
-            ExitCode::SUCCESS
+            if running.wait() {
+                tracing::info!("stopped");
+                ExitCode::SUCCESS
+            } else {
+                tracing::error!("stopped: a shard could not serve (see above)");
+                ExitCode::FAILURE
+            }
         }
         Commands::Topic {
             bootstrap_server,

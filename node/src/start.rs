@@ -29,6 +29,8 @@ use crate::stop::StopSignal;
 /// A running node; `stop` asks every shard to finish and waits for them.
 pub struct Node {
     pub stopping: Arc<AtomicBool>,
+    /// Set by a shard that could not serve (its listener's port in use).
+    failed: Arc<AtomicBool>,
     shards: Vec<glommio::ExecutorJoinHandle<()>>,
     controller: std::thread::JoinHandle<()>,
     /// The Prometheus endpoint's thread (`metrics.listen`).
@@ -139,6 +141,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
     add_scram_users(&config.add_scram, store.as_mut(), &mut snapshot)?;
     let config = Arc::new(config);
     let stopping = Arc::new(AtomicBool::new(false));
+    let failed = Arc::new(AtomicBool::new(false));
     let producer_ids = Arc::new(AtomicI64::new(now_ms() << 8));
     let (commands, command_rx) = mpsc::channel();
     // Shared by the shards only: when they are all gone the control plane's channel closes. The
@@ -169,10 +172,11 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
         to_shards.push(tx);
         let (ask_tx, asks) = fmpsc::unbounded();
         metrics_asks.push(ask_tx);
-        let (config, commands, stopping, producer_ids, lease, request_budget) = (
+        let (config, commands, stopping, failed, producer_ids, lease, request_budget) = (
             config.clone(),
             commands.clone(),
             stopping.clone(),
+            failed.clone(),
             producer_ids.clone(),
             lease.clone(),
             request_budget.clone(),
@@ -193,7 +197,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
                     partitions: RefCell::default(),
                     commands,
                     producer_ids,
-                    stop: StopSignal::new(stopping),
+                    stop: StopSignal::new(stopping, failed),
                     connections: Cell::new(0),
                     groups: Default::default(),
                     fetch_sessions: Default::default(),
@@ -247,6 +251,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
     };
     Ok(Node {
         stopping,
+        failed,
         shards,
         controller,
         metrics,
@@ -258,11 +263,13 @@ impl Node {
     pub fn stop(self) {
         self.stopping
             .store(true, std::sync::atomic::Ordering::SeqCst);
-        self.wait();
+        let _ = self.wait();
     }
 
-    /// Waits until every shard has stopped (after `stopping` was set, or a listener failed).
-    pub fn wait(self) {
+    /// Waits until every shard has stopped (after `stopping` was set, or a listener failed);
+    /// false when a shard could not serve (the process should exit with a failure).
+    #[must_use]
+    pub fn wait(self) -> bool {
         for (i, h) in self.shards.into_iter().enumerate() {
             if h.join().is_err() {
                 tracing::error!(shard = i, "shard thread panicked");
@@ -277,6 +284,7 @@ impl Node {
                 tracing::error!("metrics thread panicked");
             }
         }
+        !self.failed.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 

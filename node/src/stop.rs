@@ -10,13 +10,16 @@ use iouring_log::notify::Notify;
 
 pub struct StopSignal {
     flag: Arc<AtomicBool>,
+    /// Set with `flag` when a shard cannot serve: the process then exits with a failure.
+    failed: Arc<AtomicBool>,
     seen: Notify,
 }
 
 impl StopSignal {
-    pub fn new(flag: Arc<AtomicBool>) -> StopSignal {
+    pub fn new(flag: Arc<AtomicBool>, failed: Arc<AtomicBool>) -> StopSignal {
         StopSignal {
             flag,
+            failed,
             seen: Notify::default(),
         }
     }
@@ -25,8 +28,10 @@ impl StopSignal {
         self.flag.load(Ordering::SeqCst)
     }
 
-    /// Sets the process-wide flag (a shard that cannot listen stops the node).
-    pub fn stop_node(&self) {
+    /// Stops the node because this shard cannot serve (a listener it cannot bind): the
+    /// process-wide stop flag, and the failure the process exits with once stopped.
+    pub fn fail_node(&self) {
+        self.failed.store(true, Ordering::SeqCst);
         self.flag.store(true, Ordering::SeqCst);
     }
 

@@ -148,3 +148,29 @@ def test_broker_default_min_insync_replicas(make_broker):
     b = make_broker(shards=1, settings={"min.insync.replicas": 2}).start()
     errs = _deliveries(b.bootstrap, "auto-isr", "all", n=1)
     assert errs[0] is not None and errs[0].code() == 19, errs
+
+
+def test_a_listener_port_in_use_by_another_broker_stops_the_start(make_broker):
+    """A second ringlog told to listen on a running one's port must not start: glommio's own
+    bind set SO_REUSEPORT, so it used to bind the port as well and the kernel split the
+    clients' connections between two unrelated brokers."""
+    first = make_broker(shards=1).start()
+    p = Producer({"bootstrap.servers": first.bootstrap})
+    p.produce("kept", b"before", partition=0)
+    assert p.flush(15) == 0
+
+    second = make_broker(shards=1)
+    second.port = first.port
+    second.start()  # returns at once: the port answers (the first broker)
+    try:
+        code = second.proc.wait(15)
+    except Exception:
+        raise AssertionError(f"a second broker on port {first.port} kept running:\n{second.read_log()}")
+    log = second.read_log()
+    assert code != 0, f"exit code {code}:\n{log}"
+    assert f"127.0.0.1:{first.port}" in log and "in use" in log, log
+
+    # Every connection still reaches the first broker: 20 fresh consumers read its record.
+    for i in range(20):
+        got = consume_all(first.bootstrap, "kept", 1, 1, timeout=15)
+        assert [m.value() for m in got] == [b"before"], f"consumer {i}: {got}"

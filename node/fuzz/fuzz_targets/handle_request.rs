@@ -53,7 +53,10 @@ fn setup() -> Harness {
             commands,
             data_arrived: Default::default(),
             producer_ids: Arc::new(AtomicI64::new(1)),
-            stop: node::stop::StopSignal::new(Arc::new(AtomicBool::new(false))),
+            stop: node::stop::StopSignal::new(
+                Arc::new(AtomicBool::new(false)),
+                Arc::new(AtomicBool::new(false)),
+            ),
             connections: Cell::new(0),
             groups: Default::default(),
         });

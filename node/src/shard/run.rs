@@ -2,6 +2,8 @@
 //! connections, run the maintenance and group timers, and on stop let connections finish and
 //! close every log.
 
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
 use std::rc::Rc;
 
 use futures_channel::mpsc as fmpsc;
@@ -11,8 +13,8 @@ use glommio::net::TcpListener;
 use super::fetcher::start_fetchers;
 use super::{now_ms, ShardCtx};
 use crate::limits::{
-    ACCEPT_RETRY_DELAY, DRAIN_MAX, DRAIN_POLL_INTERVAL, GROUP_TICK_INTERVAL, MAINTENANCE_INTERVAL,
-    STOP_POLL_INTERVAL,
+    ACCEPT_RETRY_DELAY, DRAIN_MAX, DRAIN_POLL_INTERVAL, GROUP_TICK_INTERVAL, LISTEN_BACKLOG,
+    MAINTENANCE_INTERVAL, STOP_POLL_INTERVAL,
 };
 use crate::metadata::SnapshotUpdate;
 use crate::metrics::endpoint::Ask;
@@ -34,14 +36,14 @@ pub async fn run_shard(
     let mut bound = Vec::new();
     for (i, l) in ctx.config.security.listeners.iter().enumerate() {
         let addr = l.bind_of(ctx.shard);
-        match TcpListener::bind(addr) {
+        match bind_listener(addr) {
             Ok(socket) => {
                 tracing::info!(shard = ctx.shard, listener = %l.name, protocol = l.protocol.name(), %addr, broker_id = ctx.broker_id().0, "listening");
                 bound.push((i, socket));
             }
             Err(e) => {
                 tracing::error!(shard = ctx.shard, listener = %l.name, %addr, error = %e, "cannot listen");
-                ctx.stop.stop_node();
+                ctx.stop.fail_node();
                 return;
             }
         }
@@ -162,6 +164,21 @@ fn spawn_group_ticker(ctx: Rc<ShardCtx>) -> glommio::task::JoinHandle<()> {
 }
 
 /// Accepts connections on `socket` (listener `listener` of the config) until the node stops.
+/// Listens on `addr` alone. glommio's own `bind` sets `SO_REUSEPORT`, so a second broker
+/// started on a port in use (another ringlog, a copy left running) bound it too and the kernel
+/// split the clients' connections between the two; a socket without it fails with "address in
+/// use" instead, as Kafka's does.
+fn bind_listener(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = std::net::TcpListener::bind(addr)?;
+    // SAFETY: `listen` on the socket's own open descriptor; it only changes the backlog.
+    if unsafe { libc::listen(socket.as_raw_fd(), LISTEN_BACKLOG) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor is a bound, listening TCP socket whose ownership moves to
+    // glommio's listener (`into_raw_fd` gives it up); this runs on the shard's executor.
+    Ok(unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) })
+}
+
 async fn accept_until_stopped(ctx: &Rc<ShardCtx>, socket: TcpListener, listener: usize) {
     // The accept future is polled only when a connection arrives or the shard stops: glommio's
     // listener keeps a clone of the task's waker for every poll of an accept, and a task polled
