@@ -1,6 +1,7 @@
 """Broker behaviour that clients rely on: idempotent dedup, long-poll wake-up, acks=0,
 graceful shutdown, and both fetch paths (zero-copy and copying)."""
 import struct
+import subprocess
 import threading
 import time
 
@@ -164,7 +165,7 @@ def test_a_listener_port_in_use_by_another_broker_stops_the_start(make_broker):
     second.start()  # returns at once: the port answers (the first broker)
     try:
         code = second.proc.wait(15)
-    except Exception:
+    except subprocess.TimeoutExpired:
         raise AssertionError(f"a second broker on port {first.port} kept running:\n{second.read_log()}")
     log = second.read_log()
     assert code != 0, f"exit code {code}:\n{log}"

@@ -163,7 +163,6 @@ fn spawn_group_ticker(ctx: Rc<ShardCtx>) -> glommio::task::JoinHandle<()> {
     .detach()
 }
 
-/// Accepts connections on `socket` (listener `listener` of the config) until the node stops.
 /// Listens on `addr` alone. glommio's own `bind` sets `SO_REUSEPORT`, so a second broker
 /// started on a port in use (another ringlog, a copy left running) bound it too and the kernel
 /// split the clients' connections between the two; a socket without it fails with "address in
@@ -179,6 +178,7 @@ fn bind_listener(addr: SocketAddr) -> std::io::Result<TcpListener> {
     Ok(unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) })
 }
 
+/// Accepts connections on `socket` (listener `listener` of the config) until the node stops.
 async fn accept_until_stopped(ctx: &Rc<ShardCtx>, socket: TcpListener, listener: usize) {
     // The accept future is polled only when a connection arrives or the shard stops: glommio's
     // listener keeps a clone of the task's waker for every poll of an accept, and a task polled
