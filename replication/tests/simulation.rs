@@ -3,8 +3,13 @@
 //! and proposes ISR changes, a controller (sessions, elections, ISR compare-and-swap) commits
 //! state and broadcasts it, and a client produces with `acks=all` (`min.insync.replicas=2`).
 //!
+//! A leader's appends are written a while later, and its followers fetch up to its log end
+//! offset, written or not (as the broker serves them); the high watermark counts only what the
+//! leader has written.
+//!
 //! Faults, chosen by the seed: messages delayed (1–25 ms), dropped and duplicated; nodes killed
-//! (their written log survives) and restarted; power lost on a node (its unflushed suffix lost;
+//! (their written log survives, a leader's unwritten appends are lost — which its followers may
+//! already hold) and restarted; power lost on a node (its unflushed suffix lost;
 //! only while all three are up and in sync, so the acknowledged records are on two others);
 //! nodes cut off from everyone or only from the controller; nodes paused past their session
 //! (SIGSTOP) and resumed. Then every fault heals and the cluster settles.
@@ -60,12 +65,21 @@ type Record = (LeaderEpoch, u64);
 struct SimLog {
     records: Vec<Record>,
     epochs: LeaderEpochCache,
+    /// Records below are written to the file (a kill -9 keeps them); a leader's appends are
+    /// written a while later, and its followers may fetch them before (as the broker serves
+    /// followers up to the log end offset). A follower writes what it appends before it
+    /// fetches again.
+    written: usize,
     flushed: usize,
 }
 
 impl SimLog {
     fn end(&self) -> Offset {
         Offset(self.records.len() as i64)
+    }
+
+    fn written_end(&self) -> Offset {
+        Offset(self.written as i64)
     }
 
     /// Kafka's `latestEpoch`: the latest epoch in the epoch cache, which may have no records
@@ -84,6 +98,7 @@ impl SimLog {
         let to = (to.0.max(0) as usize).min(self.records.len());
         self.records.truncate(to);
         self.epochs.truncate_from_end(Offset(to as i64));
+        self.written = self.written.min(to);
         self.flushed = self.flushed.min(to);
     }
 }
@@ -535,7 +550,8 @@ impl Sim {
             (None, Some(l)) if l == me => {
                 let end = node.log.end();
                 node.log.epochs.assign(state.leader_epoch, end);
-                let leader = LeaderState::new(me, &state, end, end, hw, now, CONFIG);
+                let written = node.log.written_end();
+                let leader = LeaderState::new(me, &state, end, written, hw, now, CONFIG);
                 Role::Leader(leader)
             }
             (None, Some(l)) => Role::Follower(FollowerState::new(me, l, state.leader_epoch, hw)),
@@ -618,6 +634,8 @@ impl Sim {
                 for r in records {
                     node.log.append(r);
                 }
+                // A follower fetches again only once what it appended is written.
+                node.log.written = node.log.records.len();
                 if let FetchAnswer::Records { high_watermark } = answer {
                     f.on_appended(high_watermark, node.log.end());
                 }
@@ -661,9 +679,8 @@ impl Sim {
         };
         let epoch = l.epoch();
         node.log.append((epoch, value));
-        let end = node.log.end();
-        l.on_written(end);
-        node.waiting.push((end, id));
+        // Not written yet: the high watermark waits for this leader's own write too.
+        node.waiting.push((node.log.end(), id));
     }
 
     /// Records what the leader's high watermark now covers (a leader's log below it matches
@@ -703,9 +720,14 @@ impl Sim {
             };
             self.send(id, CONTROLLER, msg);
         }
+        // The leader's writes complete a while after its appends.
+        if self.rng.gen_bool(0.5) {
+            let node = &mut self.nodes[n];
+            node.log.written = node.log.records.len();
+        }
         if now % FLUSH_MS == 0 {
             let node = &mut self.nodes[n];
-            node.log.flushed = node.log.records.len();
+            node.log.flushed = node.log.written;
             node.hw_checkpoint = node_hw(node);
         }
         // A broker whose lease ran out stops leading (taking writes) and registers again under
@@ -729,7 +751,7 @@ impl Sim {
         let Role::Leader(l) = &mut node.role else {
             return;
         };
-        l.on_written(node.log.end());
+        l.on_written(node.log.written_end());
         let proposal = l.isr_proposal(now);
         let mut answers = Vec::new();
         node.waiting.retain(|&(end, id)| match l.ack_state(end) {
@@ -950,12 +972,14 @@ impl Sim {
         node.waiting.clear();
         node.fetch_in_flight = None;
         node.lost_unflushed = power_loss;
-        if power_loss {
-            let keep = self
-                .rng
-                .gen_range(node.log.flushed..=node.log.records.len());
-            node.log.truncate(Offset(keep as i64));
-        }
+        // What was not written dies with the process; a power loss may take back what was
+        // written but not flushed too.
+        let keep = if power_loss {
+            self.rng.gen_range(node.log.flushed..=node.log.written)
+        } else {
+            node.log.written
+        };
+        node.log.truncate(Offset(keep as i64));
         // Its connections die with it: nothing in flight reaches the next incarnation.
         let me = n as i32;
         self.queue.retain(|e| e.to != me && e.from != me);

@@ -90,6 +90,7 @@ impl Partition {
             .append_as_leader(records, leader_epoch, now_ms)
             .await
             .map_err(|e| self.append_refused(e))?;
+        self.appended.notify_all();
         if idempotent {
             let record = BatchRecord {
                 first_seq: batch.base_sequence,

@@ -44,6 +44,11 @@ pub struct Partition {
     /// Notified when the high watermark or the role may have changed: the partition's own
     /// signal, which its log notifies on every write too.
     notify: Rc<Notify>,
+    /// Notified when the leader appends, before the bytes are written: followers read up to
+    /// the log end offset (as Kafka's do), so their fetches wake on this, and the followers'
+    /// writes run beside the leader's own instead of after it. Consumers, who read only below
+    /// the high watermark, do not wait on it.
+    appended: Rc<Notify>,
 }
 
 /// A partition's topic-level limits on what it accepts.
@@ -84,6 +89,7 @@ impl Partition {
                 high_watermark: iouring_log::Offset(0),
             }),
             notify,
+            appended: Rc::default(),
         }
     }
 
@@ -111,6 +117,11 @@ impl Partition {
     /// on it).
     pub fn progress(&self) -> &Rc<Notify> {
         &self.notify
+    }
+
+    /// The partition's "leader appended" signal (follower fetches wait on it).
+    pub fn appended(&self) -> &Rc<Notify> {
+        &self.appended
     }
 
     /// Holds off appends to this partition while the permit lives.

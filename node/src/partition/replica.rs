@@ -141,11 +141,12 @@ impl Partition {
     /// A follower's fetch reached this leader: learns its log end, answers what to send.
     pub fn on_follower_fetch(&self, fetch: FollowerFetch, now_ms: i64) -> FetchAnswer {
         let before = self.high_watermark();
-        let written = self.log.written_end_offset();
+        // The log end offset, written or not: followers read up to it (see `Partition::appended`).
+        let log_end = self.log.log_end_offset();
         let answer = match &mut *self.role.borrow_mut() {
             Role::Leader(l) => self
                 .log
-                .with_leader_epochs(|epochs| l.on_fetch(fetch, epochs, written, now_ms)),
+                .with_leader_epochs(|epochs| l.on_fetch(fetch, epochs, log_end, now_ms)),
             _ => FetchAnswer::NotAReplica,
         };
         if self.high_watermark() > before {

@@ -167,7 +167,7 @@ pub async fn handle(
         }
         // Nothing to answer yet: wait for any partition read to move past what this pass saw;
         // the next pass re-reads only those that moved.
-        let wait = AnyChanged::new(read.iter().filter_map(|r| r.progress.clone()).collect());
+        let wait = AnyChanged::new(read.iter().flat_map(PartitionRead::signals).collect());
         let timeout = async {
             glommio::timer::sleep(deadline - now).await;
         };
@@ -198,15 +198,25 @@ struct PartitionRead {
     /// The served partition's progress signal and its generation before it was read: what a
     /// long poll waits on.
     progress: Option<(Rc<Notify>, u64)>,
+    /// For a follower's read, the partition's appended signal and its generation before it
+    /// was read: followers read up to the log end offset, so an append is news to them.
+    appended: Option<(Rc<Notify>, u64)>,
 }
 
 impl PartitionRead {
-    /// Whether its partition's progress signal moved since it was read (or it has none): a
-    /// pass after a long-poll wake-up reads again only these.
+    /// Whether its partition's progress (or, for a follower, appended) signal moved since it
+    /// was read (or it has none): a pass after a long-poll wake-up reads again only these.
     fn moved(&self) -> bool {
-        self.progress
-            .as_ref()
-            .is_none_or(|(notify, seen)| notify.generation() != *seen)
+        let moved = |s: &Option<(Rc<Notify>, u64)>| {
+            s.as_ref()
+                .is_some_and(|(notify, seen)| notify.generation() != *seen)
+        };
+        self.progress.is_none() || moved(&self.progress) || moved(&self.appended)
+    }
+
+    /// The signals a long poll waits on for this partition.
+    fn signals(&self) -> impl Iterator<Item = (Rc<Notify>, u64)> + '_ {
+        self.progress.iter().chain(&self.appended).cloned()
     }
 
     fn bytes(&self) -> usize {
@@ -381,35 +391,38 @@ async fn read_wanted(
 ) -> PartitionRead {
     let index = w.fetch.partition;
     let served = name.map(|name| (name, ctx.partition(name, index)));
-    let (data, slices, progress) = match served {
+    let (data, slices, progress, appended) = match served {
         _ if !allowed => {
             let mut data = empty_partition(index);
             data.error_code = ResponseError::TopicAuthorizationFailed.code();
-            (data, Vec::new(), None)
+            (data, Vec::new(), None, None)
         }
         Some((_, Some(part))) => {
             if let Some((moved, token)) = watch {
                 moved.watch(token, part.progress());
             }
             let progress = (part.progress().clone(), part.progress().generation());
+            let appended = (fetcher.replica.id >= 0)
+                .then(|| (part.appended().clone(), part.appended().generation()));
             let (data, slices) = read_partition(ctx, &part, &w.fetch, budget, fetcher).await;
-            (data, slices, Some(progress))
+            (data, slices, Some(progress), appended)
         }
         Some((name, None)) => {
             let mut data = empty_partition(index);
             data.error_code = ctx.not_served(name, index).code();
-            (data, Vec::new(), None)
+            (data, Vec::new(), None, None)
         }
         None => {
             let mut data = empty_partition(index);
             data.error_code = ResponseError::UnknownTopicId.code();
-            (data, Vec::new(), None)
+            (data, Vec::new(), None, None)
         }
     };
     PartitionRead {
         data,
         slices,
         progress,
+        appended,
     }
 }
 
@@ -487,8 +500,13 @@ async fn read_partition(
         pd.high_watermark = hw.0;
         pd.last_stable_offset = hw.0;
         pd.log_start_offset = part.log.log_start_offset().0;
-        // Followers read up to the written end, so none holds what this leader could lose.
-        let upto = part.log.written_end_offset();
+        // Followers read up to the log end offset, written here or not (as Kafka's read what
+        // its leader has in the page cache): their writes then run beside this leader's own.
+        // The high watermark still counts only what this leader has written, so bytes it
+        // could lose in a crash are never acknowledged nor shown to a consumer; a follower
+        // holding them keeps them only if elected (they were never acknowledged), else
+        // truncates them as any uncommitted suffix (DivergingEpoch).
+        let upto = part.log.log_end_offset();
         return read_records(part, fp, budget, first, upto, pd).await;
     }
     if version >= 9 {
