@@ -16,6 +16,7 @@ use crate::security::{
     ClientSecurity, SaslCredentials, SaslExchange, SASL_AUTHENTICATE_VERSION,
     SASL_HANDSHAKE_VERSION,
 };
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 enum Stream {
@@ -38,22 +39,71 @@ pub struct Connection {
 /// the whole body — one `recv` where reading the prefix alone and then the body took two.
 const FIRST_READ_BYTES: usize = 64 * 1024;
 
-/// The buffer of each response's first read, kept for the connection's life and 4 KiB aligned
-/// (the kernel copies into it; unaligned buffers made kernel copies much slower here).
+/// Smallest response body handed to the caller in its first-read buffer rather than copied:
+/// at least a quarter of the buffer is then in use.
+const HANDED_OVER_MIN_BYTES: usize = FIRST_READ_BYTES / 4;
+
+/// Response buffers a connection keeps for reuse (one is in use per request; a caller may
+/// still hold the previous response's bytes).
+const FIRST_READ_POOL_MAX: usize = 4;
+
+/// The buffers of responses' first reads, 4 KiB aligned (the kernel copies into them;
+/// unaligned buffers made kernel copies much slower here) and reused: a response that fits its
+/// first read is handed to the caller in its buffer, not copied out of it, and the buffer comes
+/// back to the pool when the caller drops the last view of it.
+#[derive(Default)]
 struct FirstRead {
-    buf: Vec<u8>,
-    start: usize,
+    pool: Arc<Mutex<Vec<Vec<u8>>>>,
 }
 
 impl FirstRead {
-    fn new() -> FirstRead {
-        let buf = vec![0u8; FIRST_READ_BYTES + 4096];
+    fn take(&self) -> AlignedRead {
+        let buf = self
+            .pool
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_else(|| vec![0u8; FIRST_READ_BYTES + 4096]);
         let start = buf.as_ptr().align_offset(4096);
-        FirstRead { buf, start }
+        AlignedRead {
+            buf,
+            start,
+            pool: self.pool.clone(),
+        }
     }
+}
 
+/// One first-read buffer: `buf[start..start + FIRST_READ_BYTES]` is the aligned part.
+struct AlignedRead {
+    buf: Vec<u8>,
+    start: usize,
+    pool: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl AlignedRead {
     fn get(&mut self) -> &mut [u8] {
         &mut self.buf[self.start..self.start + FIRST_READ_BYTES]
+    }
+
+    /// `len` bytes from `from` (within the aligned part) as `Bytes`, without copying.
+    fn into_bytes(self, from: usize, len: usize) -> Bytes {
+        let at = self.start + from;
+        Bytes::from_owner(self).slice(at..at + len)
+    }
+}
+
+impl AsRef<[u8]> for AlignedRead {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl Drop for AlignedRead {
+    fn drop(&mut self) {
+        let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        if pool.len() < FIRST_READ_POOL_MAX {
+            pool.push(std::mem::take(&mut self.buf));
+        }
     }
 }
 
@@ -62,16 +112,17 @@ impl FirstRead {
 async fn round_trip<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     frame: &[u8],
-    first_read: &mut FirstRead,
-) -> std::io::Result<Vec<u8>> {
+    first_read: &FirstRead,
+) -> std::io::Result<Bytes> {
     s.write_all(frame).await?;
     s.flush().await?;
-    let first = first_read.get();
+    let mut read = first_read.take();
+    let first = read.get();
     let mut n = 0;
     while n < 4 {
         match s.read(&mut first[n..]).await? {
             0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-            read => n += read,
+            got => n += got,
         }
     }
     let len = u32::from_be_bytes([first[0], first[1], first[2], first[3]]) as usize;
@@ -82,11 +133,22 @@ async fn round_trip<S: AsyncRead + AsyncWrite + Unpin>(
             format!("{got} bytes after a response of {len}: bytes answering no request"),
         ));
     }
+    if 4 + len <= FIRST_READ_BYTES {
+        // The rest of the body fits the buffer: read it there. A large body (a follower's
+        // fetch of records) is handed over in the buffer; a small one is copied out, so
+        // what a caller keeps of it (names in a metadata answer) does not hold 64 KiB.
+        s.read_exact(&mut first[n..4 + len]).await?;
+        if len >= HANDED_OVER_MIN_BYTES {
+            return Ok(read.into_bytes(4, len));
+        }
+        return Ok(Bytes::copy_from_slice(&first[4..4 + len]));
+    }
     let mut body = Vec::with_capacity(len);
     body.extend_from_slice(&first[4..n]);
+    drop(read);
     body.resize(len, 0);
     s.read_exact(&mut body[got..]).await?;
-    Ok(body)
+    Ok(Bytes::from(body))
 }
 
 impl Connection {
@@ -122,7 +184,7 @@ impl Connection {
             next_correlation_id: 0,
             sasl: security.sasl.clone(),
             reauthenticate_at: None,
-            first_read: FirstRead::new(),
+            first_read: FirstRead::default(),
         };
         conn.authenticate().await?;
         Ok(conn)
@@ -188,11 +250,11 @@ impl Connection {
         let expected = self.next_correlation_id;
         let frame = request_frame(api, version, expected, self.client_id, request)?;
         let body = match &mut self.stream {
-            Stream::Plain(s) => round_trip(s, &frame, &mut self.first_read).await,
-            Stream::Tls(s) => round_trip(s, &frame, &mut self.first_read).await,
+            Stream::Plain(s) => round_trip(s, &frame, &self.first_read).await,
+            Stream::Tls(s) => round_trip(s, &frame, &self.first_read).await,
         }
         .map_err(|e| self.io(e))?;
-        let (got, body) = response_body(api, version, Bytes::from(body))?;
+        let (got, body) = response_body(api, version, body)?;
         if got != expected {
             return Err(ClientError::OutOfOrder { api, expected, got });
         }
