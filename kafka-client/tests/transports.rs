@@ -7,11 +7,11 @@ use std::net::TcpListener;
 use bytes::{Bytes, BytesMut};
 use kafka_client::blocking::{self, ConnectOptions};
 use kafka_client::security::ClientSecurity;
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{ApiVersion, SupportedFeatureKey};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
 };
-use kafka_protocol::protocol::{Decodable, Encodable};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 /// Serves one connection: answers each ApiVersions request with one entry whose max version
 /// is the request's correlation id, so a test can tell answers apart.
@@ -20,7 +20,9 @@ fn fake_broker() -> String {
 }
 
 /// [`fake_broker`], answering with `entries` api keys (the first carries the correlation id)
-/// and writing each response frame in pieces of `piece` bytes, a millisecond apart.
+/// and, from v3, a supported feature named `feature-<correlation id>` (a string the decoded
+/// response holds as bytes of the response buffer), writing each response frame in pieces of
+/// `piece` bytes, a millisecond apart.
 fn fake_broker_with(entries: usize, piece: usize) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
@@ -46,6 +48,11 @@ fn fake_broker_with(entries: usize, piece: usize) -> String {
             v.api_key = 18;
             v.max_version = header.correlation_id as i16;
             resp.api_keys = vec![v; entries];
+            if version >= 3 {
+                let mut f = SupportedFeatureKey::default();
+                f.name = StrBytes::from_string(format!("feature-{}", header.correlation_id));
+                resp.supported_features = vec![f];
+            }
             let mut out = BytesMut::new();
             let mut rh = ResponseHeader::default();
             rh.correlation_id = header.correlation_id;
@@ -143,4 +150,47 @@ fn glommio_calls_read_responses_however_they_arrive() {
             .join()
             .unwrap();
     }
+}
+
+/// A response of 16 KiB to 64 KiB is handed to the caller in the connection's first-read buffer
+/// (not copied), and the buffer is reused only once the caller dropped every view of it: names
+/// decoded from earlier responses, kept while later calls run, still read as they were.
+#[cfg(feature = "glommio")]
+#[test]
+fn glommio_responses_kept_by_the_caller_are_not_overwritten_by_later_calls() {
+    // ~7 bytes an entry: ~28 KiB responses.
+    let addr = fake_broker_with(4_000, usize::MAX);
+    glommio::LocalExecutorBuilder::default()
+        .spawn(move || async move {
+            let mut c = kafka_client::async_glommio::Connection::connect(
+                &addr,
+                "transport-test",
+                &ClientSecurity::plaintext(),
+            )
+            .await
+            .unwrap();
+            let mut kept = Vec::new();
+            for id in 1..=12 {
+                let resp: ApiVersionsResponse = c
+                    .call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default())
+                    .await
+                    .unwrap();
+                assert_eq!(resp.api_keys.len(), 4_000);
+                assert_eq!(
+                    resp.supported_features[0].name.as_str(),
+                    format!("feature-{id}")
+                );
+                // Keep every other response's name: the others' buffers go back to the pool
+                // and are read into again.
+                if id % 2 == 1 {
+                    kept.push((id, resp.supported_features[0].name.clone()));
+                }
+                for (kid, name) in &kept {
+                    assert_eq!(name.as_str(), format!("feature-{kid}"), "after call {id}");
+                }
+            }
+        })
+        .expect("executor (ulimit -l >= 512 KiB?)")
+        .join()
+        .unwrap();
 }
