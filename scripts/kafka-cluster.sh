@@ -14,7 +14,9 @@
 # Kafka's default (broker.session.timeout.ms 9000, replica.lag.time.max.ms 30000, no fsync per
 # message unless KAFKA_EXTRA_PROPS says so).
 # Env: KAFKA_CLUSTER_DIR (default target/kafka-cluster), KAFKA_CLUSTER_PORT (default 39192),
-# KAFKA_HEAP_OPTS (default -Xms512m -Xmx1g), KAFKA_EXTRA_PROPS, KAFKA_VERSION.
+# KAFKA_HEAP_OPTS (default -Xms512m -Xmx1g), KAFKA_EXTRA_PROPS, KAFKA_VERSION,
+# KAFKA_START_TIMEOUT (seconds for every broker to register, default 300: three JVMs starting on
+# two busy cores took more than 120 s in two suite runs in a row on 2026-12-04).
 set -euo pipefail
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=kafka-common.sh
@@ -59,7 +61,7 @@ up() { # N
   for ((i = 1; i <= n; i++)); do
     running "$i" || start_one "$i" "$n"
   done
-  local bootstrap=() deadline=$((SECONDS + ${KAFKA_START_TIMEOUT:-120}))
+  local bootstrap=() deadline=$((SECONDS + ${KAFKA_START_TIMEOUT:-300}))
   for ((i = 1; i <= n; i++)); do bootstrap+=("$KAFKA_HOST:$(port_of "$i")"); done
   local IFS=,
   # Every broker registered and unfenced: the metadata lists all N.
