@@ -167,7 +167,12 @@ pub async fn handle(
         }
         // Nothing to answer yet: wait for any partition read to move past what this pass saw;
         // the next pass re-reads only those that moved.
-        let wait = AnyChanged::new(read.iter().flat_map(PartitionRead::signals).collect());
+        let wait = AnyChanged::new(
+            read.iter()
+                .flat_map(PartitionRead::signals)
+                .cloned()
+                .collect(),
+        );
         let timeout = async {
             glommio::timer::sleep(deadline - now).await;
         };
@@ -207,16 +212,15 @@ impl PartitionRead {
     /// Whether its partition's progress (or, for a follower, appended) signal moved since it
     /// was read (or it has none): a pass after a long-poll wake-up reads again only these.
     fn moved(&self) -> bool {
-        let moved = |s: &Option<(Rc<Notify>, u64)>| {
-            s.as_ref()
-                .is_some_and(|(notify, seen)| notify.generation() != *seen)
-        };
-        self.progress.is_none() || moved(&self.progress) || moved(&self.appended)
+        self.progress.is_none()
+            || self
+                .signals()
+                .any(|(notify, seen)| notify.generation() != *seen)
     }
 
-    /// The signals a long poll waits on for this partition.
-    fn signals(&self) -> impl Iterator<Item = (Rc<Notify>, u64)> + '_ {
-        self.progress.iter().chain(&self.appended).cloned()
+    /// The signals a long poll waits on for this partition, each with the generation seen.
+    fn signals(&self) -> impl Iterator<Item = &(Rc<Notify>, u64)> {
+        self.progress.iter().chain(&self.appended)
     }
 
     fn bytes(&self) -> usize {
