@@ -10,6 +10,11 @@ use clap::{Parser, Subcommand};
 use node::cli::CliError;
 use node::config::{ConfigError, Properties};
 
+/// mimalloc, not glibc's malloc: a replicated node at 50 000 msg/s spent ~5 % of its CPU in
+/// glibc's malloc and free (request and response buffers, fetch sessions, tasks).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "ringlog",
