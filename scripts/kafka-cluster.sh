@@ -67,7 +67,11 @@ up() { # N
   # Every broker registered and unfenced: the metadata lists all N.
   until [[ "$(kafka_tool org.apache.kafka.tools.BrokerApiVersionsCommand --bootstrap-server "${bootstrap[*]}" 2>/dev/null \
       | grep -c '^127.0.0.1:')" == "$n" ]]; do
-    (( SECONDS < deadline )) || kafka_die "the $n Kafka brokers did not all register (logs in $DIR/broker-*/kafka.out)"
+    if (( SECONDS >= deadline )); then
+      # The caller's cleanup removes $DIR: show why here, while the logs exist.
+      for f in "$DIR"/broker-*/kafka.out; do echo "== $f (last 30 lines)"; tail -n 30 "$f"; done >&2
+      kafka_die "the $n Kafka brokers did not all register within ${KAFKA_START_TIMEOUT:-300} s (logs above)"
+    fi
     sleep 1
   done
   kafka_log "Kafka cluster up: $n brokers"
