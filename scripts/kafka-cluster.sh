@@ -61,7 +61,8 @@ up() { # N
   for ((i = 1; i <= n; i++)); do
     running "$i" || start_one "$i" "$n"
   done
-  local bootstrap=() deadline=$((SECONDS + ${KAFKA_START_TIMEOUT:-300}))
+  local timeout=${KAFKA_START_TIMEOUT:-300}
+  local bootstrap=() deadline=$((SECONDS + timeout))
   for ((i = 1; i <= n; i++)); do bootstrap+=("$KAFKA_HOST:$(port_of "$i")"); done
   local IFS=,
   # Every broker registered and unfenced: the metadata lists all N.
@@ -70,7 +71,7 @@ up() { # N
     if (( SECONDS >= deadline )); then
       # The caller's cleanup removes $DIR: show why here, while the logs exist.
       for f in "$DIR"/broker-*/kafka.out; do echo "== $f (last 30 lines)"; tail -n 30 "$f"; done >&2
-      kafka_die "the $n Kafka brokers did not all register within ${KAFKA_START_TIMEOUT:-300} s (logs above)"
+      kafka_die "the $n Kafka brokers did not all register within $timeout s (logs above)"
     fi
     sleep 1
   done
