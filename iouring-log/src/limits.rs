@@ -122,6 +122,11 @@ pub const READ_AHEAD_CHUNKS: usize = 8;
 /// consumers catch up at once).
 pub const READ_AHEAD_IN_FLIGHT_MAX: usize = 16;
 
+/// A chunk read ahead is evicted after the cache's other chunks until a fetch reads it or it is
+/// this old (its consumer went away); until then it also counts against the read-ahead room
+/// (half the read cache's budget).
+pub const READ_AHEAD_UNREAD_TTL: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Size of one offset index entry: relative offset u32 + position u32.
 pub const OFFSET_INDEX_ENTRY_BYTES: usize = 8;
 

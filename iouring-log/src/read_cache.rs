@@ -38,10 +38,11 @@ use glommio::io::{BufferedFile, DmaBuffer, OpenOptions, ReadResult};
 use crate::error::IoError;
 use crate::helper_thread::on_helper_thread;
 use crate::limits::{
-    DIRECT_IO_ALIGNMENT, READ_AHEAD_CHUNKS, READ_AHEAD_IN_FLIGHT_MAX, READ_FILES_MAX,
-    TAIL_CHUNK_BYTES,
+    DIRECT_IO_ALIGNMENT, READ_AHEAD_CHUNKS, READ_AHEAD_IN_FLIGHT_MAX, READ_AHEAD_UNREAD_TTL,
+    READ_FILES_MAX, TAIL_CHUNK_BYTES,
 };
 use crate::notify::Notify;
+use std::time::{Duration, Instant};
 
 /// Bytes of one cache chunk (the tail's chunk size).
 pub const CHUNK: usize = TAIL_CHUNK_BYTES;
@@ -246,6 +247,16 @@ impl CachedChunk {
 struct Entry {
     chunk: Rc<CachedChunk>,
     tick: u64,
+    /// Read ahead and not read by a fetch yet: since when. Such a chunk is evicted after
+    /// the others until it is [`READ_AHEAD_UNREAD_TTL`] old (its consumer went away).
+    unread_since: Option<Instant>,
+}
+
+impl Entry {
+    fn protected(&self, now: Instant) -> bool {
+        self.unread_since
+            .is_some_and(|t| now.duration_since(t) < READ_AHEAD_UNREAD_TTL)
+    }
 }
 
 /// A chunk being read: later readers of the same chunk wait for it.
@@ -269,6 +280,10 @@ pub struct CacheStats {
     pub page_cache_reads: u64,
     pub inserted_written: u64,
     pub evicted: u64,
+    /// Read-ahead chunks evicted before a fetch read them (device reads wasted).
+    pub read_ahead_evicted_unread: u64,
+    /// Read-ahead chunks no fetch read within [`READ_AHEAD_UNREAD_TTL`].
+    pub read_ahead_expired_unread: u64,
 }
 
 #[derive(Default)]
@@ -282,30 +297,77 @@ struct Cache {
     /// Bumped by every invalidation: a load that started before one does not insert.
     invalidations: u64,
     read_ahead_in_flight: usize,
+    /// Read-ahead chunks cached and not read yet ([`Entry::unread_since`]).
+    read_ahead_unread: usize,
+    /// When unread read-ahead chunks were last checked for expiry.
+    unread_swept: Option<Instant>,
     stats: CacheStats,
 }
 
 impl Cache {
     fn get(&mut self, key: Key, (from, need): (usize, usize)) -> Option<Rc<CachedChunk>> {
-        let tick = self.tick + 1;
-        let entry = self.entries.get_mut(&key)?;
-        if !entry.chunk.holds(from, need) {
+        if !self.entries.get(&key)?.chunk.holds(from, need) {
             return None;
         }
+        self.touch(key)
+    }
+
+    /// Marks `key` most recently used and read.
+    fn touch(&mut self, key: Key) -> Option<Rc<CachedChunk>> {
+        let tick = self.tick + 1;
+        let entry = self.entries.get_mut(&key)?;
         self.tick = tick;
         self.lru.remove(&entry.tick);
         entry.tick = tick;
+        if entry.unread_since.take().is_some() {
+            self.read_ahead_unread -= 1;
+        }
         self.lru.insert(tick, key);
         Some(entry.chunk.clone())
     }
 
-    fn insert(&mut self, key: Key, chunk: Rc<CachedChunk>) {
+    /// Whether another read-ahead chunk fits: read-ahead in flight and read ahead but not yet
+    /// read take at most half the budget, so a shard with more consumers catching up than its
+    /// budget has room for reads ahead less for each of them instead of evicting chunks it
+    /// read ahead before they are read. Unbounded, that read a 4 GB backlog twice (16 chunks
+    /// ahead in a 32 MiB budget) and 128 MB of 4 partitions 13 times over (8 chunks ahead in
+    /// 8 MiB: `test_read_ahead_in_a_small_cache_reads_each_byte_once`). The other half is for
+    /// the chunks fetches are reading (read in part) and those just written: with three
+    /// quarters for read-ahead, that test read 180 MB for 128.
+    ///
+    /// Unread chunks older than [`READ_AHEAD_UNREAD_TTL`] stop counting (checked at most once
+    /// a second): a consumer that went away does not hold the shard's read-ahead room.
+    fn read_ahead_fits(&mut self, now: Instant) -> bool {
+        let fits =
+            |c: &Self| (c.read_ahead_in_flight + c.read_ahead_unread + 1) * CHUNK <= c.budget / 2;
+        if fits(self) {
+            return true;
+        }
+        if self
+            .unread_swept
+            .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
+        {
+            return false;
+        }
+        self.unread_swept = Some(now);
+        for e in self.entries.values_mut() {
+            if e.unread_since.is_some() && !e.protected(now) {
+                e.unread_since = None;
+                self.read_ahead_unread -= 1;
+                self.stats.read_ahead_expired_unread += 1;
+            }
+        }
+        fits(self)
+    }
+
+    fn insert(&mut self, key: Key, chunk: Rc<CachedChunk>, unread: bool) {
+        let now = Instant::now();
         let size = chunk.size();
         if self.budget < CHUNK {
             return;
         }
         self.remove(key);
-        self.evict_to(self.budget - size);
+        self.evict_to_at(self.budget - size, now);
         self.tick += 1;
         self.lru.insert(self.tick, key);
         self.entries.insert(
@@ -313,26 +375,46 @@ impl Cache {
             Entry {
                 chunk,
                 tick: self.tick,
+                unread_since: unread.then_some(now),
             },
         );
+        self.read_ahead_unread += usize::from(unread);
         self.used += size;
     }
 
-    fn remove(&mut self, key: Key) {
-        if let Some(e) = self.entries.remove(&key) {
-            self.lru.remove(&e.tick);
-            self.used -= e.chunk.size();
-            recycle(e.chunk);
-        }
+    /// Drops `key`; returns whether it was an unread read-ahead chunk.
+    fn remove(&mut self, key: Key) -> bool {
+        let Some(e) = self.entries.remove(&key) else {
+            return false;
+        };
+        self.lru.remove(&e.tick);
+        self.used -= e.chunk.size();
+        let unread = e.unread_since.is_some();
+        self.read_ahead_unread -= usize::from(unread);
+        recycle(e.chunk);
+        unread
     }
 
-    /// Evicts least recently used chunks until at most `bytes` are used.
     fn evict_to(&mut self, bytes: usize) {
+        self.evict_to_at(bytes, Instant::now());
+    }
+
+    /// Evicts least recently used chunks until at most `bytes` are used, read-ahead chunks not
+    /// read yet last (they are about to be read; [`Cache::read_ahead_fits`] bounds them).
+    fn evict_to_at(&mut self, bytes: usize, now: Instant) {
         while self.used > bytes {
-            let Some((_, oldest)) = self.lru.pop_first() else {
+            let victim = self
+                .lru
+                .values()
+                .find(|k| self.entries.get(k).is_some_and(|e| !e.protected(now)))
+                .or_else(|| self.lru.values().next())
+                .copied();
+            let Some(oldest) = victim else {
                 break;
             };
-            self.remove(oldest);
+            if self.remove(oldest) {
+                self.stats.read_ahead_evicted_unread += 1;
+            }
             self.stats.evicted += 1;
         }
     }
@@ -394,7 +476,7 @@ pub fn insert_written(segment: &CachedSegment, start: u64, buf: Rc<DmaBuffer>) {
             start: 0,
             valid: CHUNK,
         });
-        c.insert((segment.id, start / CHUNK as u64), chunk);
+        c.insert((segment.id, start / CHUNK as u64), chunk, false);
     });
 }
 
@@ -438,7 +520,7 @@ pub async fn chunk(
             Ok(hit) => return Ok(hit),
             Err(None) => {
                 let start = from / DIRECT_IO_ALIGNMENT * DIRECT_IO_ALIGNMENT;
-                return load(segment, index, (start, final_len)).await;
+                return load(segment, index, (start, final_len), false).await;
             }
             Err(Some(loading)) => {
                 let seen = loading.done.generation();
@@ -446,7 +528,11 @@ pub async fn chunk(
                     loading.done.changed(seen).await;
                 }
                 match loading.result.borrow().as_ref() {
-                    Some(Ok(chunk)) => return Ok(chunk.clone()),
+                    Some(Ok(chunk)) => {
+                        // A read-ahead this fetch waited for is read now.
+                        CACHE.with(|c| c.borrow_mut().touch(key));
+                        return Ok(chunk.clone());
+                    }
                     // The other reader's failure is retried by this one (and reported if it
                     // fails again).
                     Some(Err(_)) | None => continue,
@@ -462,6 +548,7 @@ async fn load(
     segment: &Rc<CachedSegment>,
     index: u64,
     (start, final_len): (usize, usize),
+    read_ahead: bool,
 ) -> Result<Rc<CachedChunk>, IoError> {
     let key = (segment.id, index);
     let loading = Rc::new(Loading {
@@ -483,7 +570,7 @@ async fn load(
         }
         if let Ok(chunk) = &result {
             if c.invalidations == invalidations {
-                c.insert(key, chunk.clone());
+                c.insert(key, chunk.clone(), read_ahead);
             }
         }
     });
@@ -554,7 +641,9 @@ pub fn read_ahead(segment: &Rc<CachedSegment>, after_index: u64, final_end: u64)
             if cached || c.loading.contains_key(&key) {
                 return false;
             }
-            if c.read_ahead_in_flight >= READ_AHEAD_IN_FLIGHT_MAX || c.budget < CHUNK {
+            if c.read_ahead_in_flight >= READ_AHEAD_IN_FLIGHT_MAX
+                || !c.read_ahead_fits(Instant::now())
+            {
                 return false;
             }
             c.read_ahead_in_flight += 1;
@@ -566,7 +655,7 @@ pub fn read_ahead(segment: &Rc<CachedSegment>, after_index: u64, final_end: u64)
         }
         let segment = segment.clone();
         glommio::spawn_local(async move {
-            if let Err(e) = load(&segment, index, (0, final_len)).await {
+            if let Err(e) = load(&segment, index, (0, final_len), true).await {
                 tracing::debug!(error = %e, "read ahead failed");
             }
             CACHE.with(|c| c.borrow_mut().read_ahead_in_flight -= 1);
@@ -593,10 +682,10 @@ mod tests {
             budget: 2 * CHUNK,
             ..Cache::default()
         };
-        c.insert((1, 0), chunk());
-        c.insert((1, 1), chunk());
+        c.insert((1, 0), chunk(), false);
+        c.insert((1, 1), chunk(), false);
         assert!(c.get((1, 0), (0, 0)).is_some(), "touch chunk 0");
-        c.insert((1, 2), chunk());
+        c.insert((1, 2), chunk(), false);
         assert_eq!(c.used, 2 * CHUNK);
         assert!(
             c.get((1, 1), (0, 0)).is_none(),
@@ -607,14 +696,79 @@ mod tests {
     }
 
     #[test]
+    fn read_ahead_takes_at_most_half_the_budget_and_a_read_frees_its_room() {
+        let mut c = Cache {
+            budget: 8 * CHUNK,
+            ..Cache::default()
+        };
+        let now = Instant::now();
+        for k in 0..3 {
+            assert!(c.read_ahead_fits(now), "chunk {k} fits");
+            c.insert((1, k), chunk(), true);
+        }
+        c.read_ahead_in_flight = 1;
+        assert!(
+            !c.read_ahead_fits(now),
+            "3 unread + 1 in flight = half of 8"
+        );
+        assert!(c.get((1, 0), (0, 0)).is_some());
+        assert_eq!(c.read_ahead_unread, 2);
+        assert!(c.read_ahead_fits(now), "a read chunk no longer counts");
+        c.read_ahead_in_flight = 0;
+        c.insert((1, 3), chunk(), true);
+        c.insert((1, 4), chunk(), true);
+        // Chunks 1 to 4 unread: other chunks go first, read chunk 0 the oldest of them.
+        for k in 0..4 {
+            c.insert((2, k), chunk(), false);
+        }
+        assert_eq!(c.stats.evicted, 1);
+        assert!(c.get((1, 0), (0, 0)).is_none(), "the read chunk went first");
+        assert_eq!(c.read_ahead_unread, 4);
+        assert_eq!(c.stats.read_ahead_evicted_unread, 0);
+        for k in 0..8 {
+            c.insert((3, k), chunk(), false);
+        }
+        assert_eq!(c.read_ahead_unread, 4, "young unread chunks stay");
+        // Grown old unread (their consumer gone), they are evicted like the others, counted.
+        let past = now - 2 * READ_AHEAD_UNREAD_TTL;
+        for e in c.entries.values_mut().filter(|e| e.unread_since.is_some()) {
+            e.unread_since = Some(past);
+        }
+        for k in 0..8 {
+            c.insert((5, k), chunk(), false);
+        }
+        assert_eq!(c.read_ahead_unread, 0);
+        assert_eq!(c.stats.read_ahead_evicted_unread, 4);
+        // And they stop holding the read-ahead room.
+        for k in 0..6 {
+            c.insert((6, k), chunk(), true);
+        }
+        assert!(!c.read_ahead_fits(now));
+        for e in c.entries.values_mut().filter(|e| e.unread_since.is_some()) {
+            e.unread_since = Some(past);
+        }
+        assert!(
+            c.read_ahead_fits(now + Duration::from_secs(2)),
+            "expired unread chunks let go"
+        );
+        assert_eq!(c.stats.read_ahead_expired_unread, 6);
+        assert_eq!(c.read_ahead_unread, 0);
+        // Invalidation is not eviction.
+        c.insert((4, 0), chunk(), true);
+        c.remove_from((4, 0));
+        assert_eq!(c.read_ahead_unread, 0);
+        assert_eq!(c.stats.read_ahead_evicted_unread, 4);
+    }
+
+    #[test]
     fn invalidation_drops_a_segment_from_a_chunk_on() {
         let mut c = Cache {
             budget: 8 * CHUNK,
             ..Cache::default()
         };
         for k in 0..3 {
-            c.insert((1, k), chunk());
-            c.insert((2, k), chunk());
+            c.insert((1, k), chunk(), false);
+            c.insert((2, k), chunk(), false);
         }
         c.remove_from((1, 1));
         assert!(c.get((1, 0), (0, 0)).is_some());
@@ -634,7 +788,7 @@ mod tests {
             budget: 8 * CHUNK,
             ..Cache::default()
         };
-        c.insert((1, 0), chunk());
+        c.insert((1, 0), chunk(), false);
         assert!(c.get((1, 0), (0, 1)).is_none());
     }
 
@@ -649,7 +803,7 @@ mod tests {
             start: 2 * DIRECT_IO_ALIGNMENT,
             valid: 5 * DIRECT_IO_ALIGNMENT,
         });
-        c.insert((1, 0), part);
+        c.insert((1, 0), part, false);
         assert_eq!(
             c.used,
             3 * DIRECT_IO_ALIGNMENT,
@@ -672,7 +826,7 @@ mod tests {
     #[test]
     fn no_budget_caches_nothing() {
         let mut c = Cache::default();
-        c.insert((1, 0), chunk());
+        c.insert((1, 0), chunk(), false);
         assert_eq!(c.used, 0);
         assert!(c.get((1, 0), (0, 0)).is_none());
     }

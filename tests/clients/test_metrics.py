@@ -192,6 +192,7 @@ def test_prometheus_scrapes_what_the_clients_did():
         assert sum(v for _, v in values(s, "ringlog_page_cache_file_writes_total")) >= 3
         assert sum(v for _, v in values(s, "ringlog_page_cache_file_written_bytes_total")) > 100 * 100
         assert len(values(s, "ringlog_read_cache_page_cache_reads_total")) == 2, "one per shard"
+        assert len(values(s, "ringlog_read_cache_read_ahead_evicted_unread_total")) == 2
         assert one(s, "ringlog_request_budget_bytes") == 512 << 20
         assert one(s, "process_resident_memory_bytes") > 0
         assert sum(v for _, v in values(s, "ringlog_leader_partitions")) == 3 + 50  # and __consumer_offsets

@@ -99,3 +99,74 @@ def test_a_stalled_consumer_delays_only_itself(make_broker):
         assert len(payload) > 3 << 20, f"response {i}: {len(payload)} bytes (a 4 MiB segment expected)"
     stalled.close()
     print(f"cold read of 60 MB: {cold_s:.1f} s; 1000 acks with rolls: {produce_s:.1f} s")
+
+
+def read_bytes(pid):
+    """Bytes the process made the kernel read from the device (`/proc/PID/io`)."""
+    with open(f"/proc/{pid}/io") as f:
+        for line in f:
+            if line.startswith("read_bytes:"):
+                return int(line.split()[1])
+    raise AssertionError("no read_bytes")
+
+
+def test_read_ahead_in_a_small_cache_reads_each_byte_once(make_broker):
+    """Consumers catching up on more partitions than the shard's read cache has room to read
+    ahead for: read-ahead holds back instead of evicting chunks it read ahead before a fetch
+    reads them. Unbounded, 8 chunks ahead for each of a shard's 2 partitions in an 8 MiB
+    budget evicted them unread and read the backlog from the device about twice."""
+    from conftest import free_port_block
+
+    partitions, per_partition = 4, 3200  # 4 x 32 MB of 10 kB records
+    metrics_port = free_port_block(1)
+    b = make_broker(settings={
+        "log.read.cache.bytes": 16 << 20,  # 8 MiB a shard
+        "metrics.listen": f"127.0.0.1:{metrics_port}",
+    }).start()
+    topic = "read-ahead-small-cache"
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5, "acks": 1,
+                  "batch.size": 1 << 20})
+    for i in range(per_partition):
+        for part in range(partitions):
+            p.produce(topic, value=b"%d:%08d" % (part, i) + b"r" * (VALUE - 11), partition=part)
+        if i % 100 == 0:
+            p.poll(0)
+    assert p.flush(120) == 0
+    written = partitions * per_partition * VALUE
+
+    # A restart empties the read cache: every byte is read from the segment files.
+    b.stop()
+    b.start()
+    before = read_bytes(b.proc.pid)
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "read-ahead-small-cache",
+                  "enable.auto.commit": False, "fetch.max.bytes": 8 << 20})
+    c.assign([TopicPartition(topic, part, OFFSET_BEGINNING) for part in range(partitions)])
+    next_index = [0] * partitions
+    deadline = time.time() + 120
+    try:
+        while sum(next_index) < partitions * per_partition:
+            assert time.time() < deadline, f"read {next_index} of {per_partition} each"
+            m = c.poll(1)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            part = m.partition()
+            assert m.offset() == next_index[part]
+            assert m.value()[:11] == b"%d:%08d" % (part, next_index[part]) + b"r"
+            next_index[part] += 1
+    finally:
+        c.close()
+    device = read_bytes(b.proc.pid) - before
+
+    from test_metrics import scrape, values, parse
+    samples = parse(scrape(metrics_port))
+    wasted = sum(v for _, v in values(samples, "ringlog_read_cache_read_ahead_evicted_unread_total"))
+    ahead = sum(v for _, v in values(samples, "ringlog_read_cache_read_ahead_total"))
+    print(f"read {device / 1e6:.0f} MB from the device for {written / 1e6:.0f} MB; "
+          f"{ahead:.0f} chunks read ahead, {wasted:.0f} evicted unread")
+    assert ahead > 0, "the consumers were read ahead for"
+    assert wasted == 0, f"{wasted:.0f} read-ahead chunks evicted before they were read"
+    assert device <= 1.25 * written, \
+        f"{device / 1e6:.0f} MB read from the device for {written / 1e6:.0f} MB of records"

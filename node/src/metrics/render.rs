@@ -170,6 +170,24 @@ const SHARD_FAMILIES: &[ShardFigure] = &[
         |r| r.read_cache.evicted as f64,
     ),
     (
+        "ringlog_read_cache_read_ahead_total",
+        Kind::Counter,
+        "Chunks the read cache read ahead of a consumer.",
+        |r| r.read_cache.read_ahead as f64,
+    ),
+    (
+        "ringlog_read_cache_read_ahead_evicted_unread_total",
+        Kind::Counter,
+        "Read-ahead chunks evicted before a fetch read them (device reads wasted). Read-ahead takes at most half the budget and its unread chunks are evicted last, so this stays 0 unless they went unread for 10 s.",
+        |r| r.read_cache.read_ahead_evicted_unread as f64,
+    ),
+    (
+        "ringlog_read_cache_read_ahead_expired_unread_total",
+        Kind::Counter,
+        "Read-ahead chunks no fetch read within 10 s (their consumer went away); they stop holding read-ahead room.",
+        |r| r.read_cache.read_ahead_expired_unread as f64,
+    ),
+    (
         "ringlog_tail_bytes",
         Kind::Gauge,
         "Memory the in-memory tails of the shard's active segments hold.",
