@@ -134,7 +134,9 @@ impl ConsumerTask {
         }
     }
 
-    /// One fetch from each leader of the assigned partitions.
+    /// One fetch from each leader of the assigned partitions, all sent before the first answer
+    /// is read (as Kafka's Java consumer has a fetch in flight to every node it reads from): a
+    /// leader's wait or transfer does not hold up the fetches from the others.
     fn fetch_round(
         &self,
         by_leader: &HashMap<String, Vec<(String, u32)>>,
@@ -146,13 +148,17 @@ impl ConsumerTask {
             if !conns.contains_key(leader) {
                 conns.insert(leader.clone(), connect(leader)?);
             }
-            let (tx, rx) = conns.get_mut(leader).expect("connection");
+            let (tx, _) = conns.get_mut(leader).expect("connection");
             let session = sessions.entry(leader.clone()).or_default();
             tx.send(
                 ApiKey::Fetch,
                 FETCH_VERSION,
                 &session.request(parts, offsets),
             )?;
+        }
+        for leader in by_leader.keys() {
+            let (_, rx) = conns.get_mut(leader).expect("connection");
+            let session = sessions.get_mut(leader).expect("session");
             let (_, resp): (i32, FetchResponse) = rx.recv_decoded(ApiKey::Fetch, FETCH_VERSION)?;
             if let Err(code) = session.answered(&resp) {
                 // The leader lost the session (evicted, restarted): the next fetch is full.
