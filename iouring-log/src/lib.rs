@@ -30,6 +30,7 @@ mod log_roll;
 pub mod notify;
 pub mod offset_index;
 pub mod read_cache;
+pub mod read_gate;
 pub mod reader;
 pub mod recovery;
 pub mod retention;

@@ -9,7 +9,8 @@
 //!   main ring: no helper thread), from the block its reader needs to the chunk's final bytes
 //!   (the budget counts what a chunk holds), and a read starts reads of the next
 //!   [`READ_AHEAD_CHUNKS`] chunks its segment has final in the file (read ahead per consumer
-//!   position, several in flight). A chunk the appender wrote only with O_DIRECT is read with
+//!   position, several in flight; [`crate::read_gate`] admits O_DIRECT reads to the device a
+//!   few MiB at a time, a fetch's before read-ahead). A chunk the appender wrote only with O_DIRECT is read with
 //!   O_DIRECT (no page cache); a chunk it wrote any bytes of through the page cache (a quiet
 //!   partition's, see `segment_io`) is read through the page cache
 //!   ([`CachedSegment::mark_page_cache_written`]): its recent bytes are dirty pages there, and
@@ -42,6 +43,7 @@ use crate::limits::{
     READ_FILES_MAX, TAIL_CHUNK_BYTES,
 };
 use crate::notify::Notify;
+use crate::read_gate::{self, Class, Urgency};
 use std::time::{Duration, Instant};
 
 /// Bytes of one cache chunk (the tail's chunk size).
@@ -265,6 +267,9 @@ struct Loading {
     start: usize,
     valid: usize,
     result: RefCell<Option<Result<Rc<CachedChunk>, String>>>,
+    /// Raised when a fetch waits for this read (a read-ahead then goes before other
+    /// read-ahead at the device, [`read_gate`]).
+    urgency: Urgency,
 }
 
 /// Counters of the shard's cache (for tests, logs and benchmarks).
@@ -524,6 +529,7 @@ pub async fn chunk(
             }
             Err(Some(loading)) => {
                 let seen = loading.done.generation();
+                loading.urgency.raise();
                 if loading.result.borrow().is_none() {
                     loading.done.changed(seen).await;
                 }
@@ -556,13 +562,25 @@ async fn load(
         start,
         valid: final_len,
         result: RefCell::new(None),
+        urgency: Urgency::default(),
     });
     let invalidations = CACHE.with(|c| {
         let mut c = c.borrow_mut();
         c.loading.insert(key, loading.clone());
         c.invalidations
     });
-    let result = read_chunk(segment, index, (start, final_len)).await;
+    let class = if read_ahead {
+        Class::ReadAhead
+    } else {
+        Class::Fetch
+    };
+    let result = read_chunk(
+        segment,
+        index,
+        (start, final_len),
+        (class, &loading.urgency),
+    )
+    .await;
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if c.loading.get(&key).is_some_and(|l| Rc::ptr_eq(l, &loading)) {
@@ -583,6 +601,7 @@ async fn read_chunk(
     segment: &CachedSegment,
     index: u64,
     (start, final_len): (usize, usize),
+    (class, urgency): (Class, &Urgency),
 ) -> Result<Rc<CachedChunk>, IoError> {
     debug_assert!(start % DIRECT_IO_ALIGNMENT == 0 && start <= final_len);
     let kind = if segment.page_cache_written(index) {
@@ -603,9 +622,16 @@ async fn read_chunk(
     let len = (final_len - start)
         .next_multiple_of(DIRECT_IO_ALIGNMENT)
         .clamp(DIRECT_IO_ALIGNMENT, CHUNK - start);
-    let read = on_helper_thread(file.read_at(position, len))
-        .await
-        .map_err(|e| IoError::new("reading", segment.path().as_path(), std::io::Error::from(e)))?;
+    // O_DIRECT reads wait for room at the device (page-cache reads mostly copy memory).
+    let _permit = match kind {
+        Handle::Direct => Some(read_gate::admit(len, class, urgency.clone()).await),
+        Handle::PageCache => None,
+    };
+    let read = match kind {
+        Handle::Direct => on_helper_thread(file.read_at_rushed(position, len)).await,
+        Handle::PageCache => on_helper_thread(file.read_at(position, len)).await,
+    }
+    .map_err(|e| IoError::new("reading", segment.path().as_path(), std::io::Error::from(e)))?;
     if read.len() < final_len - start {
         let e = std::io::Error::other(format!(
             "short read at {position}: {} of {} bytes",
