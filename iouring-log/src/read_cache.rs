@@ -252,6 +252,9 @@ struct Entry {
     /// Read ahead and not read by a fetch yet: since when. Such a chunk is evicted after
     /// the others until it is [`READ_AHEAD_UNREAD_TTL`] old (its consumer went away).
     unread_since: Option<Instant>,
+    /// A fetch read it: it is in [`Cache::lru_fetched`], evicted before the chunks no fetch has
+    /// read yet (in [`Cache::lru`]).
+    fetched: bool,
 }
 
 impl Entry {
@@ -297,7 +300,14 @@ struct Cache {
     used: usize,
     tick: u64,
     entries: BTreeMap<Key, Entry>,
+    /// Chunks no fetch has read yet (just written, or read ahead), least recently used first.
     lru: BTreeMap<u64, Key>,
+    /// Chunks a fetch has read, least recently used first: evicted first, so a consumer
+    /// catching up from far behind (reading each chunk once, in order) does not push out the
+    /// chunks just written that consumers near the head are about to read — with one LRU
+    /// order, a 4 GB catch-up read every byte from the device while the cache held the last
+    /// 512 MB of it when it started.
+    lru_fetched: BTreeMap<u64, Key>,
     loading: HashMap<Key, Rc<Loading>>,
     /// Bumped by every invalidation: a load that started before one does not insert.
     invalidations: u64,
@@ -322,12 +332,17 @@ impl Cache {
         let tick = self.tick + 1;
         let entry = self.entries.get_mut(&key)?;
         self.tick = tick;
-        self.lru.remove(&entry.tick);
+        if entry.fetched {
+            self.lru_fetched.remove(&entry.tick);
+        } else {
+            self.lru.remove(&entry.tick);
+        }
         entry.tick = tick;
+        entry.fetched = true;
         if entry.unread_since.take().is_some() {
             self.read_ahead_unread -= 1;
         }
-        self.lru.insert(tick, key);
+        self.lru_fetched.insert(tick, key);
         Some(entry.chunk.clone())
     }
 
@@ -381,6 +396,7 @@ impl Cache {
                 chunk,
                 tick: self.tick,
                 unread_since: unread.then_some(now),
+                fetched: false,
             },
         );
         self.read_ahead_unread += usize::from(unread);
@@ -392,7 +408,11 @@ impl Cache {
         let Some(e) = self.entries.remove(&key) else {
             return false;
         };
-        self.lru.remove(&e.tick);
+        if e.fetched {
+            self.lru_fetched.remove(&e.tick);
+        } else {
+            self.lru.remove(&e.tick);
+        }
         self.used -= e.chunk.size();
         let unread = e.unread_since.is_some();
         self.read_ahead_unread -= usize::from(unread);
@@ -404,14 +424,20 @@ impl Cache {
         self.evict_to_at(bytes, Instant::now());
     }
 
-    /// Evicts least recently used chunks until at most `bytes` are used, read-ahead chunks not
-    /// read yet last (they are about to be read; [`Cache::read_ahead_fits`] bounds them).
+    /// Evicts chunks until at most `bytes` are used: those a fetch has read first, then the
+    /// others, least recently used first in each, read-ahead chunks not read yet last (they are
+    /// about to be read; [`Cache::read_ahead_fits`] bounds them).
     fn evict_to_at(&mut self, bytes: usize, now: Instant) {
         while self.used > bytes {
             let victim = self
-                .lru
+                .lru_fetched
                 .values()
-                .find(|k| self.entries.get(k).is_some_and(|e| !e.protected(now)))
+                .next()
+                .or_else(|| {
+                    self.lru
+                        .values()
+                        .find(|k| self.entries.get(k).is_some_and(|e| !e.protected(now)))
+                })
                 .or_else(|| self.lru.values().next())
                 .copied();
             let Some(oldest) = victim else {
@@ -703,22 +729,36 @@ mod tests {
     }
 
     #[test]
-    fn least_recently_used_goes_first_and_the_budget_holds() {
+    fn chunks_a_fetch_read_go_first_then_the_least_recently_used_and_the_budget_holds() {
         let mut c = Cache {
-            budget: 2 * CHUNK,
+            budget: 3 * CHUNK,
             ..Cache::default()
         };
         c.insert((1, 0), chunk(), false);
         c.insert((1, 1), chunk(), false);
-        assert!(c.get((1, 0), (0, 0)).is_some(), "touch chunk 0");
         c.insert((1, 2), chunk(), false);
-        assert_eq!(c.used, 2 * CHUNK);
+        assert!(c.get((1, 1), (0, 0)).is_some(), "a fetch reads chunk 1");
+        c.insert((1, 3), chunk(), false);
+        assert_eq!(c.used, 3 * CHUNK);
         assert!(
-            c.get((1, 1), (0, 0)).is_none(),
-            "chunk 1 was least recently used"
+            !c.entries.contains_key(&(1, 1)),
+            "the chunk a fetch read went first"
         );
-        assert!(c.get((1, 0), (0, 0)).is_some());
+        c.insert((1, 4), chunk(), false);
+        assert!(
+            !c.entries.contains_key(&(1, 0)),
+            "then the least recently used"
+        );
+        assert!([(1, 2), (1, 3), (1, 4)]
+            .iter()
+            .all(|k| c.entries.contains_key(k)));
+        // Among chunks fetches read, the least recently read goes first.
+        assert!(c.get((1, 3), (0, 0)).is_some());
         assert!(c.get((1, 2), (0, 0)).is_some());
+        c.insert((1, 5), chunk(), false);
+        assert!(!c.entries.contains_key(&(1, 3)));
+        assert!(c.entries.contains_key(&(1, 2)) && c.entries.contains_key(&(1, 4)));
+        assert_eq!(c.used, 3 * CHUNK);
     }
 
     #[test]
@@ -805,7 +845,7 @@ mod tests {
             "other segment kept"
         );
         assert_eq!(c.used, 4 * CHUNK);
-        assert_eq!(c.lru.len(), 4);
+        assert_eq!(c.lru.len() + c.lru_fetched.len(), 4);
     }
 
     #[test]
