@@ -124,10 +124,11 @@ pub const READ_AHEAD_IN_FLIGHT_MAX: usize = 16;
 
 /// O_DIRECT read bytes in flight per shard ([`crate::read_gate`]). fio's 1 MiB reads of a
 /// fresh file here: ~3 GB/s with 4 in flight, ~2.5 GB/s with 16, 4 MiB reads ~2 GB/s. A cold
-/// catch-up on 2 shards (`perf/results/2026-12-04-catchup/gate/`): 1 MiB a shard drained at
-/// 1 651 MB/s, 2 MiB at 1 674–1 800, 4 MiB at 1 785–1 840, 8 MiB at 1 831 (the device's
-/// latency grew with the depth); publish p99 while draining 6.4 / 7.4 / 9.8–11 / 22.8 ms,
-/// against 1 525–1 583 MB/s and 22–28 ms with every read started at once.
+/// catch-up on 2 shards, reads submitted when made (`perf/results/2026-12-04-catchup/gate/`,
+/// `submit/`): 2 MiB a shard drained at 2 096 MB/s, 3 MiB 2 194, 4 MiB 2 027–2 109, 6 MiB
+/// 2 208, 8 MiB 1 908–2 455; publish p99 while draining 7.4 / 8.0 / 9.9–10.3 / 10.3 /
+/// 16–17 ms (the device's latency grows with the depth), against 1 525–1 583 MB/s and
+/// 22–28 ms with every read started at once.
 pub const READ_BYTES_IN_FLIGHT_MAX: usize = 4 << 20;
 
 /// A chunk read ahead is evicted after the cache's other chunks until a fetch reads it or it is

@@ -846,6 +846,11 @@ impl Reactor {
         self.sys.rush_dispatch(source, &mut 0)
     }
 
+    /// ringlog patch: see `sys::uring::Reactor::submit_now`.
+    pub(crate) fn submit_now(&self, source: &Source) -> io::Result<()> {
+        self.sys.submit_now(source)
+    }
+
     /// Polls for I/O, but does not change any timer registration.
     ///
     /// This doesn't ever sleep, and does not touch the preemption timer.

@@ -1836,6 +1836,19 @@ impl Reactor {
         Ok(())
     }
 
+    /// ringlog patch: hands the requests queued for `src`'s ring to the kernel now,
+    /// without collecting completions (which [`Reactor::rush_dispatch`] does only for
+    /// the poll ring; a request on the main ring otherwise waits for the reactor's next
+    /// flush, after the task queues ran).
+    pub(crate) fn submit_now(&self, src: &Source) -> io::Result<()> {
+        let ring = &mut *self.ring_for_source(src);
+        ring.consume_submission_queue()
+            .or_else(Reactor::busy_ok)
+            .or_else(Reactor::again_ok)
+            .or_else(Reactor::intr_ok)
+            .map(|_| ())
+    }
+
     pub(crate) fn rush_dispatch(&self, src: &Source, woke: &mut usize) -> io::Result<()> {
         let ring = &mut *self.ring_for_source(src);
         if ring.may_rush() {
