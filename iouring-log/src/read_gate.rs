@@ -21,6 +21,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
+use std::time::Instant;
 
 use crate::limits::READ_BYTES_IN_FLIGHT_MAX;
 
@@ -48,9 +49,23 @@ thread_local! {
     static GATE: RefCell<Gate> = RefCell::new(Gate::default());
 }
 
+/// Counters of the shard's gate (for metrics and tests).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct GateStats {
+    /// Reads admitted, and their bytes.
+    pub reads: u64,
+    pub read_bytes: u64,
+    /// Reads that waited for room, and how long they waited in all.
+    pub waited: u64,
+    pub wait_nanos: u64,
+    /// The most bytes ever in flight at once (at most the bound, or one larger read alone).
+    pub in_flight_max: usize,
+}
+
 #[derive(Default)]
 struct Gate {
     in_flight: usize,
+    stats: GateStats,
     limit: Option<usize>,
     fetch: VecDeque<Rc<Waiter>>,
     ahead: VecDeque<Rc<Waiter>>,
@@ -58,6 +73,7 @@ struct Gate {
 
 struct Waiter {
     bytes: usize,
+    since: Instant,
     urgency: Urgency,
     granted: Cell<bool>,
     waker: RefCell<Option<Waker>>,
@@ -85,6 +101,14 @@ impl Gate {
         }
     }
 
+    fn admitted(&mut self, bytes: usize) {
+        self.in_flight += bytes;
+        let s = &mut self.stats;
+        s.reads += 1;
+        s.read_bytes += bytes as u64;
+        s.in_flight_max = s.in_flight_max.max(self.in_flight);
+    }
+
     fn queue(&mut self, class: Class) -> &mut VecDeque<Rc<Waiter>> {
         match class {
             Class::Fetch => &mut self.fetch,
@@ -101,7 +125,10 @@ impl Gate {
                 break;
             }
             let w = self.queue(class).remove(i).expect("queued waiter");
-            self.in_flight += bytes;
+            self.admitted(bytes);
+            self.stats.waited += 1;
+            self.stats.wait_nanos +=
+                u64::try_from(w.since.elapsed().as_nanos()).unwrap_or(u64::MAX);
             w.granted.set(true);
             let waker = w.waker.borrow_mut().take();
             wake.extend(waker);
@@ -126,6 +153,11 @@ fn with_gate<T>(f: impl FnOnce(&mut Gate) -> (T, Vec<Waker>)) -> T {
 /// Bytes admitted and not yet released, on this shard.
 pub fn in_flight() -> usize {
     GATE.with(|g| g.borrow().in_flight)
+}
+
+/// The shard's counters.
+pub fn stats() -> GateStats {
+    GATE.with(|g| g.borrow().stats)
 }
 
 /// Overrides the bound on this shard (tests).
@@ -187,11 +219,12 @@ impl Future for Admit {
                 Class::ReadAhead => g.next().is_some(),
             };
             if !ahead_of_it && g.fits(bytes) {
-                g.in_flight += bytes;
+                g.admitted(bytes);
                 return None;
             }
             let w = Rc::new(Waiter {
                 bytes,
+                since: Instant::now(),
                 urgency: this.urgency.clone(),
                 granted: Cell::new(false),
                 waker: RefCell::new(Some(cx.waker().clone())),
@@ -278,6 +311,10 @@ mod tests {
         let p3 = poll(&mut a3).expect("then the rest");
         drop((p3, p4));
         assert_eq!(in_flight(), 0);
+        let s = stats();
+        assert_eq!((s.reads, s.read_bytes), (5, 5 * mb as u64));
+        assert_eq!(s.waited, 3, "the fetch read and two read-ahead waited");
+        assert_eq!(s.in_flight_max, 2 * mb, "never more than the bound");
     }
 
     #[test]
@@ -296,5 +333,6 @@ mod tests {
         GATE.with(|g| assert_eq!(g.borrow().in_flight, 4096));
         drop(granted_not_taken);
         assert_eq!(in_flight(), 0, "room of a permit never taken is given back");
+        assert_eq!(stats().in_flight_max, 8 << 20, "a larger read alone");
     }
 }

@@ -188,12 +188,45 @@ const SHARD_FAMILIES: &[ShardFigure] = &[
         |r| r.read_cache.read_ahead_expired_unread as f64,
     ),
     (
+        "ringlog_read_gate_reads_total",
+        Kind::Counter,
+        "O_DIRECT segment reads of the read cache admitted to the device (at most a few MiB in flight a shard, a fetch's reads before read-ahead).",
+        |r| r.read_gate.reads as f64,
+    ),
+    (
+        "ringlog_read_gate_read_bytes_total",
+        Kind::Counter,
+        "Bytes of the O_DIRECT segment reads admitted to the device.",
+        |r| r.read_gate.read_bytes as f64,
+    ),
+    (
+        "ringlog_read_gate_waits_total",
+        Kind::Counter,
+        "O_DIRECT segment reads that waited for room at the device (the shard's reads in flight were at the bound).",
+        |r| r.read_gate.waited as f64,
+    ),
+    (
+        "ringlog_read_gate_wait_seconds_total",
+        Kind::Counter,
+        "Time O_DIRECT segment reads waited for room at the device, summed.",
+        |r| r.read_gate.wait_nanos as f64 / 1e9,
+    ),
+    (
+        "ringlog_read_gate_in_flight_max_bytes",
+        Kind::Gauge,
+        "The most O_DIRECT read bytes the shard had in flight at once since it started (the bound, or one larger read alone).",
+        |r| r.read_gate.in_flight_max as f64,
+    ),
+    (
         "ringlog_tail_bytes",
         Kind::Gauge,
         "Memory the in-memory tails of the shard's active segments hold.",
         |r| r.tail_bytes as f64,
     ),
 ];
+
+// The read-ahead help texts above say "10 s".
+const _: () = assert!(iouring_log::limits::READ_AHEAD_UNREAD_TTL.as_secs() == 10);
 
 /// The scrape's text. `reports[i]` is shard `i`'s report, `None` when it did not answer.
 pub fn render(reports: &[Option<ShardReport>], node: &NodeFacts) -> String {

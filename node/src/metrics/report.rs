@@ -19,6 +19,8 @@ pub struct ShardReport {
     pub groups: Vec<GroupReport>,
     /// The shard's read cache, as `iouring_log::read_cache::stats` counts it.
     pub read_cache: iouring_log::read_cache::CacheStats,
+    /// The shard's admission of O_DIRECT reads to the device (`iouring_log::read_gate`).
+    pub read_gate: iouring_log::read_gate::GateStats,
     /// Memory the tails of the shard's active segments hold.
     pub tail_bytes: u64,
     pub executor: ExecutorTotals,
@@ -108,6 +110,7 @@ impl ShardCtx {
             partitions,
             groups: self.groups.report(),
             read_cache: iouring_log::read_cache::stats(),
+            read_gate: iouring_log::read_gate::stats(),
             tail_bytes,
             executor,
             page_cache_writes: iouring_log::segment_io::page_cache_writes(),
