@@ -10,8 +10,8 @@
 //!   (the budget counts what a chunk holds), and a read starts reads of the next
 //!   [`READ_AHEAD_CHUNKS`] chunks its segment has final in the file (read ahead per consumer
 //!   position, several in flight; [`crate::read_gate`] admits O_DIRECT reads to the device a
-//!   few MiB at a time, a fetch's before read-ahead). A chunk the appender wrote only with O_DIRECT is read with
-//!   O_DIRECT (no page cache); a chunk it wrote any bytes of through the page cache (a quiet
+//!   few MiB at a time, a fetch's before read-ahead). A chunk the appender wrote only with
+//!   O_DIRECT is read with O_DIRECT (no page cache); a chunk it wrote any bytes of through the page cache (a quiet
 //!   partition's, see `segment_io`) is read through the page cache
 //!   ([`CachedSegment::mark_page_cache_written`]): its recent bytes are dirty pages there, and
 //!   an O_DIRECT read of them makes the kernel write them back and wait for the device first
@@ -649,12 +649,11 @@ async fn read_chunk(
         .next_multiple_of(DIRECT_IO_ALIGNMENT)
         .clamp(DIRECT_IO_ALIGNMENT, CHUNK - start);
     // O_DIRECT reads wait for room at the device (page-cache reads mostly copy memory).
-    let _permit = match kind {
-        Handle::Direct => Some(read_gate::admit(len, class, urgency.clone()).await),
-        Handle::PageCache => None,
-    };
     let read = match kind {
-        Handle::Direct => on_helper_thread(file.read_at_rushed(position, len)).await,
+        Handle::Direct => {
+            let _permit = read_gate::admit(len, class, urgency.clone()).await;
+            on_helper_thread(file.read_at_rushed(position, len)).await
+        }
         Handle::PageCache => on_helper_thread(file.read_at(position, len)).await,
     }
     .map_err(|e| IoError::new("reading", segment.path().as_path(), std::io::Error::from(e)))?;

@@ -66,6 +66,7 @@ pub struct GateStats {
 struct Gate {
     in_flight: usize,
     stats: GateStats,
+    /// Set by tests; otherwise [`READ_BYTES_IN_FLIGHT_MAX`].
     limit: Option<usize>,
     fetch: VecDeque<Rc<Waiter>>,
     ahead: VecDeque<Rc<Waiter>>,
@@ -151,7 +152,8 @@ fn with_gate<T>(f: impl FnOnce(&mut Gate) -> (T, Vec<Waker>)) -> T {
 }
 
 /// Bytes admitted and not yet released, on this shard.
-pub fn in_flight() -> usize {
+#[cfg(test)]
+fn in_flight() -> usize {
     GATE.with(|g| g.borrow().in_flight)
 }
 
@@ -161,7 +163,8 @@ pub fn stats() -> GateStats {
 }
 
 /// Overrides the bound on this shard (tests).
-pub fn set_limit(bytes: usize) {
+#[cfg(test)]
+fn set_limit(bytes: usize) {
     GATE.with(|g| g.borrow_mut().limit = Some(bytes));
 }
 
