@@ -55,6 +55,14 @@ case "${SUITE_DURABILITY:-none}" in
     SUFFIX="-fsync" ;;
   *) echo "SUITE_DURABILITY must be none or fsync, got '${SUITE_DURABILITY}'" >&2; exit 2 ;;
 esac
+# The workloads' brokerConfig (one for all workloads of a call; ringlog-bench refuses a mix):
+# broker properties both brokers start with, e.g. a retention check interval.
+BROKER_CONFIG="$(target/release/ringlog-bench broker-config "$@")" || exit 2
+for kv in $BROKER_CONFIG; do
+  RINGLOG_SET+=(--set "$kv")
+  export RINGLOG_CLUSTER_SET="${RINGLOG_CLUSTER_SET:+$RINGLOG_CLUSTER_SET }$kv"
+  export KAFKA_EXTRA_PROPS="${KAFKA_EXTRA_PROPS:+$KAFKA_EXTRA_PROPS$'\n'}$kv"
+done
 # SUITE_RINGLOG_SET="key=value ..." adds broker properties to a single ringlog node (e.g.
 # log.read.cache.bytes=6442450944 for a read cache that holds a 4 GB catch-up backlog).
 for kv in ${SUITE_RINGLOG_SET:-}; do RINGLOG_SET+=(--set "$kv"); done

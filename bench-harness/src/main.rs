@@ -24,6 +24,12 @@ struct Cli {
 enum Commands {
     /// Validate a workload file.
     Check { workload: PathBuf },
+    /// Print the broker properties (key=value lines) the workloads' brokers start with
+    /// (`brokerConfig`); the workloads must agree, as one broker runs them all.
+    BrokerConfig {
+        #[arg(required = true)]
+        workloads: Vec<PathBuf>,
+    },
     /// Run a workload and write the result JSON.
     Run {
         #[arg(long)]
@@ -61,6 +67,18 @@ fn main() -> ExitCode {
         Commands::Check { workload } => match bench_harness::workload::Workload::load(&workload) {
             Ok(w) => {
                 println!("{}: valid", w.name);
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("ringlog-bench: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Commands::BrokerConfig { workloads } => match broker_config(&workloads) {
+            Ok(lines) => {
+                for (k, v) in lines {
+                    println!("{k}={v}");
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -106,6 +124,18 @@ fn main() -> ExitCode {
                 eprintln!("ringlog-bench: {e}");
                 return ExitCode::FAILURE;
             }
+            if !w.broker_config.is_empty() {
+                let props: Vec<String> = w
+                    .broker_config
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                eprintln!(
+                    "ringlog-bench: '{}' expects brokers started with {} (scripts/perf-suite.sh starts them so; the result records it)",
+                    w.name,
+                    props.join(" ")
+                );
+            }
             let opts = bench_harness::run::RunOptions {
                 bootstrap,
                 target,
@@ -135,6 +165,28 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// The `brokerConfig` all the given workloads share, or which two differ.
+fn broker_config(paths: &[PathBuf]) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let mut first: Option<(&PathBuf, bench_harness::workload::Workload)> = None;
+    for p in paths {
+        let w = bench_harness::workload::Workload::load(p).map_err(|e| e.to_string())?;
+        match &first {
+            None => first = Some((p, w)),
+            Some((fp, fw)) if fw.broker_config != w.broker_config => {
+                return Err(format!(
+                    "{} and {} start their brokers with different brokerConfig ({:?} vs {:?}); run them in separate suite calls",
+                    fp.display(),
+                    p.display(),
+                    fw.broker_config,
+                    w.broker_config
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(first.map(|(_, w)| w.broker_config).unwrap_or_default())
 }
 
 fn summary(r: &serde_json::Value) -> String {

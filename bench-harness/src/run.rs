@@ -286,6 +286,8 @@ pub(crate) fn run_fixed(
     result.insert("workload".into(), json!(w.name));
     result.insert("driver".into(), json!(opts.target));
     result.insert("messageSize".into(), json!(w.message_size));
+    result.insert("topicConfig".into(), json!(w.topic_config));
+    result.insert("brokerConfig".into(), json!(w.broker_config));
     result.insert("topics".into(), json!(w.topics));
     result.insert("partitions".into(), json!(w.partitions_per_topic));
     result.insert("producersPerTopic".into(), json!(w.producers_per_topic));

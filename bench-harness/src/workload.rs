@@ -17,6 +17,12 @@ pub struct Workload {
     /// `{ min.insync.replicas: "2" }`.
     #[serde(default)]
     pub topic_config: std::collections::BTreeMap<String, String>,
+    /// ringlog's addition: broker properties both brokers start with when
+    /// `scripts/perf-suite.sh` runs this workload (ringlog `--set`, Kafka's server.properties),
+    /// for settings Kafka only takes at broker start, e.g. `log.retention.check.interval.ms`.
+    /// `ringlog-bench run` cannot apply them to a running broker; it records them in the result.
+    #[serde(default)]
+    pub broker_config: std::collections::BTreeMap<String, String>,
     pub message_size: usize,
     #[serde(default = "one")]
     pub producers_per_topic: u32,
@@ -225,6 +231,22 @@ impl Workload {
                 ));
             }
         }
+        for (field, map) in [
+            ("topicConfig", &self.topic_config),
+            ("brokerConfig", &self.broker_config),
+        ] {
+            // Both go into command lines and properties files as key=value.
+            let plain = |t: &str| {
+                !t.is_empty() && !t.contains(|c: char| c == '=' || c.is_whitespace() || c == '#')
+            };
+            if let Some((k, v)) = map.iter().find(|(k, v)| !plain(k) || !plain(v)) {
+                return Err(self.invalid(
+                    field,
+                    format!("{k}: {v:?}"),
+                    "keys and values must be non-empty, without '=', '#' or white space",
+                ));
+            }
+        }
         let p = &self.producer;
         if !matches!(p.acks, -1..=1) {
             return Err(self.invalid("producer.acks", p.acks, "must be -1, 0 or 1"));
@@ -286,6 +308,26 @@ producer: { acks: 1, batchSizeBytes: 1048576, lingerMs: 5, compression: none, ma
             e.contains("consumerAssignment") && e.contains("groups"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn broker_config_is_parsed_and_checked() {
+        let g = format!("{GOOD}brokerConfig: {{ log.retention.check.interval.ms: 5000 }}\n");
+        let w = Workload::from_yaml(&g, "b.yaml").unwrap();
+        assert_eq!(w.broker_config["log.retention.check.interval.ms"], "5000");
+        for bad in [
+            "brokerConfig: { \"a b\": 1 }",
+            "brokerConfig: { a: \"x=y\" }",
+            "topicConfig: { retention.bytes: \"\" }",
+        ] {
+            let e = Workload::from_yaml(&format!("{GOOD}{bad}\n"), "bad.yaml")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("Config") && e.contains("without '='"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

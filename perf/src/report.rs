@@ -202,6 +202,26 @@ pub fn markdown(results: &[RunResult]) -> String {
             out.push_str(&row(label, &|r| r.metric(key)));
         }
     }
+    for w in &workloads {
+        let settings: Vec<String> = [
+            ("topic configs", "topicConfig"),
+            ("broker properties, both brokers", "brokerConfig"),
+        ]
+        .iter()
+        .filter_map(|(label, key)| {
+            let r = order.iter().find(|r| r.workload == *w)?;
+            let map = r.raw.get(*key)?.as_object().filter(|m| !m.is_empty())?;
+            let kv: Vec<String> = map
+                .iter()
+                .map(|(k, v)| format!("`{k}={}`", v.as_str().unwrap_or_default()))
+                .collect();
+            Some(format!("{label} {}", kv.join(", ")))
+        })
+        .collect();
+        if !settings.is_empty() {
+            writeln!(out, "\n{w}: {}.", settings.join("; ")).ok();
+        }
+    }
     out
 }
 
@@ -461,8 +481,14 @@ pub fn html(results: &[RunResult], title: &str) -> String {
 
 fn markdown_to_html(md: &str) -> String {
     let mut out = String::from("<table>");
+    let mut notes = String::new();
     for (i, line) in md.lines().enumerate() {
-        if i == 1 {
+        if i == 1 || line.is_empty() {
+            continue;
+        }
+        if !line.starts_with('|') {
+            // The notes under the table (each workload's settings).
+            write!(notes, "<p>{}</p>", escape(line)).ok();
             continue;
         }
         let tag = if i == 0 { "th" } else { "td" };
@@ -473,5 +499,6 @@ fn markdown_to_html(md: &str) -> String {
         out.push_str("</tr>");
     }
     out.push_str("</table>");
+    out.push_str(&notes);
     out
 }

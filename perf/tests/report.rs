@@ -52,6 +52,32 @@ fn renders_html_and_markdown_from_a_stored_result() {
 }
 
 #[test]
+fn each_workloads_topic_and_broker_settings_are_stated_under_the_table() {
+    let mut r = fixture();
+    let raw = r.raw.as_object_mut().unwrap();
+    raw.insert(
+        "topicConfig".into(),
+        serde_json::json!({"retention.bytes": "2147483648"}),
+    );
+    raw.insert(
+        "brokerConfig".into(),
+        serde_json::json!({"log.retention.check.interval.ms": "5000"}),
+    );
+    let md = markdown(std::slice::from_ref(&r));
+    assert!(
+        md.contains("quickstart-1kb: topic configs `retention.bytes=2147483648`; broker properties, both brokers `log.retention.check.interval.ms=5000`."),
+        "{md}"
+    );
+    let page = html(&[r], "settings");
+    assert!(
+        page.contains("</table><p>quickstart-1kb: topic configs"),
+        "{page}"
+    );
+    // Without settings, nothing under the table.
+    assert!(!markdown(&[fixture()]).contains("topic configs"));
+}
+
+#[test]
 fn bad_result_files_are_refused_with_the_path() {
     let e = RunResult::parse("x.json", "{\"driver\": \"ringlog\"}")
         .unwrap_err()
