@@ -58,8 +58,9 @@ use crate::read_cache::CachedSegment;
 use crate::reader::SegmentView;
 use crate::recovery::{scan_segment, Gaps};
 use crate::segment::{
-    absent_is_fine, delete_segment_files, list_segments, remove_if_present, segment_file, Segment,
-    SegmentIndexes, SegmentState, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+    absent_is_fine, delete_segment_files, list_segments, remove_if_present, segment_file,
+    with_suffix, Segment, SegmentIndexes, SegmentState, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
 };
 use crate::types::Offset;
 
@@ -68,7 +69,6 @@ const CLEANED: &str = ".cleaned";
 /// Suffix of a new segment committed but not yet in place.
 const SWAP: &str = ".swap";
 /// Suffix of a replaced segment's files until they are removed.
-const DELETED: &str = ".deleted";
 /// How long replaced files stay for readers that still hold them (Kafka's
 /// `file.delete.delay.ms` default).
 pub const FILE_DELETE_DELAY: Duration = Duration::from_secs(60);
@@ -437,9 +437,9 @@ impl Log {
         for g in group {
             for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
                 let from = segment_file(&dir, g.base, suffix);
-                rename_if_present(&from, &with_suffix(&from, DELETED)).await?;
+                rename_if_present(&from, &with_suffix(&from, DELETED_SUFFIX)).await?;
             }
-            let moved = with_suffix(&segment_file(&dir, g.base, LOG_SUFFIX), DELETED);
+            let moved = with_suffix(&segment_file(&dir, g.base, LOG_SUFFIX), DELETED_SUFFIX);
             g.view.cached.relocate(Rc::new(moved));
         }
         rename(&index_cleaned, &index).await?;
@@ -987,12 +987,6 @@ impl Throttle {
     }
 }
 
-fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
-    let mut s = path.as_os_str().to_owned();
-    s.push(suffix);
-    PathBuf::from(s)
-}
-
 async fn rename(from: &Path, to: &Path) -> Result<(), IoError> {
     on_helper_thread(glommio::io::rename(from, to))
         .await
@@ -1007,7 +1001,11 @@ async fn rename_if_present(from: &Path, to: &Path) -> Result<(), IoError> {
 /// Removes the `.deleted` files of the segment at `base`.
 async fn delete_deleted(dir: &Path, base: Offset) -> Result<(), IoError> {
     for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
-        remove_if_present(&with_suffix(&segment_file(dir, base, suffix), DELETED)).await?;
+        remove_if_present(&with_suffix(
+            &segment_file(dir, base, suffix),
+            DELETED_SUFFIX,
+        ))
+        .await?;
     }
     Ok(())
 }
@@ -1023,7 +1021,7 @@ pub async fn finish_interrupted_cleaning(dir: &Path, config: &LogConfig) -> Resu
     for entry in entries {
         let entry = entry.map_err(|e| IoError::new("listing", dir, e))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.ends_with(CLEANED) || name.ends_with(DELETED) {
+        if name.ends_with(CLEANED) || name.ends_with(DELETED_SUFFIX) {
             remove_if_present(&entry.path()).await?;
             changed = true;
         } else if let Some(stem) = name.strip_suffix(&format!(".{LOG_SUFFIX}{SWAP}")) {

@@ -49,6 +49,9 @@ use std::time::{Duration, Instant};
 /// Bytes of one cache chunk (the tail's chunk size).
 pub const CHUNK: usize = TAIL_CHUNK_BYTES;
 
+/// How often [`CachedSegment::wait_unread`] looks again.
+const UNREAD_POLL: Duration = Duration::from_millis(10);
+
 /// `(segment id, chunk index)`.
 type Key = (u64, u64);
 
@@ -108,6 +111,25 @@ impl CachedSegment {
 
     pub fn path(&self) -> Rc<PathBuf> {
         self.path.borrow().clone()
+    }
+
+    /// Waits until nothing but the caller holds the segment (no fetch response, view or load),
+    /// at most `max`; whether it got there.
+    pub(crate) async fn wait_unread(self: &Rc<Self>, max: std::time::Duration) -> bool {
+        let deadline = Instant::now() + max;
+        while Rc::strong_count(self) > 1 {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            glommio::timer::sleep(UNREAD_POLL).await;
+        }
+        true
+    }
+
+    /// Closes the read handles (reads opened later open it again).
+    pub(crate) fn close_handles(&self) {
+        self.direct.borrow_mut().take();
+        self.page_cache.borrow_mut().take();
     }
 
     /// The file was renamed (a replaced segment kept for its readers): reads that open it

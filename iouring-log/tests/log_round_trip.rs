@@ -532,3 +532,84 @@ fn the_log_start_offset_moves_inside_a_segment_and_survives_reopen() {
         assert_eq!(read_all(&log).await.last().map(|r| r.offset), Some(3099));
     });
 }
+
+/// Retention deletes a segment nobody reads at once; one a fetch still holds is renamed
+/// `.deleted` (gone from the log, readable by that fetch) and removed once the fetch is done.
+/// The deleting shard never closes a descriptor that frees the file's blocks (see
+/// `Segment::delete_files`): that part is shown by the broker benchmark, not here.
+#[test]
+fn a_deleted_segment_a_fetch_holds_is_read_whole_then_removed() {
+    run(|| async {
+        let dir = tmpdir();
+        let cfg = LogConfig {
+            segment_bytes: 64 << 10,
+            retention_ms: None,
+            retention_bytes: Some(1),
+            ..LogConfig::default()
+        };
+        let log = Log::open(dir.path(), cfg, 0).await.unwrap();
+        // 1 000-byte records, 20 a batch: ~3 batches a segment.
+        for i in 0..20i64 {
+            log.append_as_leader(
+                &batch(i * 20, 20, 1000, Compression::None),
+                LeaderEpoch(0),
+                0,
+            )
+            .await
+            .unwrap();
+        }
+        log.flush().await.unwrap();
+        let bases = log.segment_base_offsets();
+        assert!(bases.len() >= 5, "{bases:?}");
+        let held = log
+            .read(
+                Offset(0),
+                ReadOptions {
+                    max_bytes: 1 << 20,
+                    max_offset: None,
+                    min_one_batch: true,
+                },
+            )
+            .await
+            .unwrap();
+        assert!(held.slices.iter().any(|s| s.is_file()), "{:?}", held.slices);
+        let path =
+            |base: &Offset, suffix: &str| dir.path().join(format!("{:020}.{suffix}", base.0));
+        let deleted = log
+            .delete_old_segments(0, log.log_end_offset())
+            .await
+            .unwrap();
+        assert_eq!(deleted, bases.len() - 1, "all but the active segment");
+        let first = &bases[0];
+        assert!(!path(first, "log").exists() && !path(first, "index").exists());
+        assert!(
+            path(first, "log.deleted").exists(),
+            "the held segment waits for its reader"
+        );
+        for base in &bases[1..bases.len() - 1] {
+            for suffix in ["log", "log.deleted", "index", "timeindex"] {
+                assert!(!path(base, suffix).exists(), "{base:?}.{suffix}");
+            }
+        }
+        let recs = decode(&iouring_log::read_slices_to_vec(&held.slices).await.unwrap());
+        assert_eq!(recs.first().map(|r| r.offset), Some(0));
+        recs.iter().for_each(|r| check_record(r, 1000));
+        drop(held);
+        let start = std::time::Instant::now();
+        while path(first, "log.deleted").exists() {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(5),
+                "not removed after its reader finished"
+            );
+            glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        log.close().await.unwrap();
+        // A `.deleted` file left by a crash goes at the next open.
+        std::fs::write(path(&Offset(7), "log.deleted"), b"x").unwrap();
+        let log = Log::open(dir.path(), LogConfig::default(), 0)
+            .await
+            .unwrap();
+        assert!(!path(&Offset(7), "log.deleted").exists());
+        log.close().await.unwrap();
+    });
+}

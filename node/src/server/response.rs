@@ -4,8 +4,8 @@
 //! partition's `records` is a placeholder: a `Bytes` pointing into [`PLACEHOLDER`], a static
 //! region that is never read or written. [`GapBuf`] recognises placeholder slices in
 //! `put_slice` and records a gap instead of copying; the connection then sends the encoded
-//! buffer with the real record bytes spliced into the gaps (zero-copy from the segment file or
-//! from the log's in-memory tail).
+//! buffer with the real record bytes written between the gaps' neighbours, straight from where
+//! they are (a read-cache chunk of the segment file, or the log's in-memory tail), not copied.
 
 use bytes::{buf::UninitSlice, BufMut, Bytes, BytesMut};
 use iouring_log::ReadSlice;

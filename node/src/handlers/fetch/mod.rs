@@ -2,8 +2,9 @@
 //! or `max_wait_ms` passes, woken when a partition it read moves (and then re-reading only the
 //! partitions that moved). A consumer's incremental fetch in a session reads only the
 //! session's partitions that moved since they were last told ([`incremental`]). Record bytes
-//! are not copied into the response: they are sent from the segment files (`sendfile`) or from
-//! the logs' in-memory tails (see `server::response`).
+//! are not copied into the response: they are written to the socket from the read cache's
+//! chunks (segment files read with O_DIRECT on the shard's io_uring, never `sendfile` on a
+//! helper thread) or from the logs' in-memory tails (see `server::response`).
 
 mod incremental;
 
