@@ -51,7 +51,7 @@ use crate::config::LogConfig;
 use crate::error::{FlushError, IoError, OpenError, ReadError};
 use crate::helper_thread::on_helper_thread;
 use crate::leader_epoch_cache::LeaderEpochCache;
-use crate::limits::BATCH_HEADER_BYTES;
+use crate::limits::{BATCH_HEADER_BYTES, DELETE_READERS_WAIT_MAX};
 use crate::log::Log;
 
 use crate::read_cache::CachedSegment;
@@ -59,8 +59,8 @@ use crate::reader::SegmentView;
 use crate::recovery::{scan_segment, Gaps};
 use crate::segment::{
     absent_is_fine, delete_segment_files, list_segments, remove_if_present, segment_file,
-    with_suffix, Segment, SegmentIndexes, SegmentState, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
+    shrink_and_remove, with_suffix, Segment, SegmentIndexes, SegmentState, DELETED_SUFFIX,
+    INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use crate::types::Offset;
 
@@ -68,7 +68,6 @@ use crate::types::Offset;
 const CLEANED: &str = ".cleaned";
 /// Suffix of a new segment committed but not yet in place.
 const SWAP: &str = ".swap";
-/// Suffix of a replaced segment's files until they are removed.
 /// How long replaced files stay for readers that still hold them (Kafka's
 /// `file.delete.delay.ms` default).
 pub const FILE_DELETE_DELAY: Duration = Duration::from_secs(60);
@@ -467,10 +466,20 @@ impl Log {
         sync_dir(&dir).await?;
         // Readers that took a view of the old segments keep reading the renamed files; the
         // files go once such a read must be over.
-        let bases: Vec<Offset> = group.iter().map(|g| g.base).collect();
+        let replaced: Vec<(Offset, Rc<CachedSegment>)> = group
+            .iter()
+            .map(|g| (g.base, g.view.cached.clone()))
+            .collect();
         glommio::spawn_local(async move {
             glommio::timer::sleep(FILE_DELETE_DELAY).await;
-            for b in bases {
+            for (b, cached) in replaced {
+                // The shard's read handles closed while the file still has a name, so that the
+                // helper thread frees its blocks, not the shard (see `Segment::delete_files`).
+                if !cached.wait_unread(DELETE_READERS_WAIT_MAX).await {
+                    tracing::warn!(dir = %dir.display(), base = b.0, "replaced segment still read; removing it anyway");
+                }
+                cached.close_handles();
+                drop(cached);
                 if let Err(e) = delete_deleted(&dir, b).await {
                     tracing::warn!(dir = %dir.display(), error = %e, "removing replaced segment files");
                 }
@@ -998,16 +1007,20 @@ async fn rename_if_present(from: &Path, to: &Path) -> Result<(), IoError> {
     absent_is_fine(renamed, "renaming", from)
 }
 
-/// Removes the `.deleted` files of the segment at `base`.
+/// Removes the `.deleted` files of the segment at `base` (the log's blocks freed in steps).
 async fn delete_deleted(dir: &Path, base: Offset) -> Result<(), IoError> {
-    for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+    for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
         remove_if_present(&with_suffix(
             &segment_file(dir, base, suffix),
             DELETED_SUFFIX,
         ))
         .await?;
     }
-    Ok(())
+    shrink_and_remove(&with_suffix(
+        &segment_file(dir, base, LOG_SUFFIX),
+        DELETED_SUFFIX,
+    ))
+    .await
 }
 
 /// Finishes, when a log opens, what a crash interrupted: `.cleaned` files are removed (their
