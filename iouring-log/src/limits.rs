@@ -31,10 +31,14 @@ pub const DELETE_READERS_WAIT: std::time::Duration = std::time::Duration::from_s
 /// reader left after this has its descriptor's last close free the blocks on the shard).
 pub const DELETE_READERS_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(600);
 
-/// A deleted segment is shrunk by this much per helper-thread call before its unlink: freeing
-/// 1 GiB took 0.4–0.7 s under load here (ext4, `discard`), 64 MiB ~30 ms, so the helper
-/// thread's other work (seals, checkpoints, opening files for reads) waits at most that long.
-pub const DELETE_SHRINK_STEP_BYTES: u64 = 64 << 20;
+/// A deleted segment is shrunk by this much per helper-thread call before its unlink. On this
+/// machine's ext4 (mounted `discard`) freeing blocks discards them synchronously, and the
+/// discards take device time from the appends' writes: at 900 000 msg/s with a 1 GiB segment
+/// deleted per partition every few seconds, publish p99 was 81 ms freeing each file at once,
+/// 42–58 ms in 64 MiB steps, 23–26 in 16 MiB and 17 ms in 4 MiB ones, which also kept the
+/// rate at 900 000 where the others dipped each check (`perf/results/2026-12-05-sustainable/steps/`).
+/// Deletion kept pace (data directory 11–15 GB throughout).
+pub const DELETE_SHRINK_STEP_BYTES: u64 = 4 << 20;
 
 /// Read handles (O_DIRECT or through the page cache) the read cache keeps open per shard (the
 /// oldest opened is closed beyond): with one descriptor per active segment for writes, 10 000
