@@ -17,8 +17,11 @@ use std::rc::Rc;
 use crate::appender::Appender;
 use crate::checkpoint::sync_dir;
 use crate::error::{FlushError, IoError};
+use crate::helper_thread::on_helper_thread;
 use crate::log::Log;
-use crate::segment::{seal_appender, write_index_files, Segment};
+use crate::segment::{
+    absent_is_fine, seal_appender, shrink_and_remove, write_index_files, Segment,
+};
 use crate::types::Offset;
 
 impl Log {
@@ -245,5 +248,36 @@ impl Log {
         self.inner.state.borrow_mut().closed = true;
         self.inner.progress.notify_all();
         Ok(())
+    }
+
+    /// Removes the folder of a closed log (its topic was deleted) so that the helper thread,
+    /// not the shard, frees the segments' blocks (see `Segment::delete_files`): each segment's
+    /// read handles are closed, its file shrunk in steps and unlinked, then the folder goes.
+    /// Refuses a log that is open.
+    pub async fn remove_closed(&self) -> Result<(), IoError> {
+        let segments: Vec<_> = {
+            let st = self.inner.state.borrow();
+            if !st.closed {
+                return Err(IoError::new(
+                    "removing",
+                    &self.inner.dir,
+                    std::io::Error::other("the log is open; close it first"),
+                ));
+            }
+            st.segments
+                .iter()
+                .map(|s| (s.cached.clone(), s.log_path.clone()))
+                .collect()
+        };
+        for (cached, path) in segments {
+            cached.close_handles();
+            shrink_and_remove(&path).await?;
+        }
+        let dir = self.inner.dir.clone();
+        let removing = dir.clone();
+        let removed = on_helper_thread(
+            glommio::executor().spawn_blocking(move || std::fs::remove_dir_all(&removing)),
+        );
+        absent_is_fine(removed.await, "removing", &dir)
     }
 }

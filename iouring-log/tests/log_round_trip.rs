@@ -613,3 +613,47 @@ fn a_deleted_segment_a_fetch_holds_is_read_whole_then_removed() {
         log.close().await.unwrap();
     });
 }
+
+/// A deleted topic's partition: its closed log removes its own folder (segments freed on the
+/// helper thread, read handles closed first); an open log refuses.
+#[test]
+fn a_closed_log_removes_its_folder_and_an_open_one_refuses() {
+    run(|| async {
+        let parent = tmpdir();
+        let dir = parent.path().join("orders-0");
+        let cfg = LogConfig {
+            segment_bytes: 64 << 10,
+            ..LogConfig::default()
+        };
+        let log = Log::open(&dir, cfg, 0).await.unwrap();
+        for i in 0..10i64 {
+            log.append_as_leader(
+                &batch(i * 20, 20, 1000, Compression::None),
+                LeaderEpoch(0),
+                0,
+            )
+            .await
+            .unwrap();
+        }
+        log.flush().await.unwrap();
+        assert!(log.segment_base_offsets().len() > 2);
+        let opts = ReadOptions {
+            max_bytes: 1 << 20,
+            max_offset: None,
+            min_one_batch: true,
+        };
+        let r = log.read(Offset(0), opts).await.unwrap();
+        let recs = decode(&iouring_log::read_slices_to_vec(&r.slices).await.unwrap());
+        assert_eq!(recs.first().map(|r| r.offset), Some(0));
+        drop(r);
+        let e = log.remove_closed().await.unwrap_err().to_string();
+        assert!(
+            e.contains("close it first") && e.contains("orders-0"),
+            "{e}"
+        );
+        assert!(dir.join("00000000000000000000.log").exists());
+        log.close().await.unwrap();
+        log.remove_closed().await.unwrap();
+        assert!(!dir.exists());
+    });
+}

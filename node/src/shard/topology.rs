@@ -6,7 +6,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use iouring_log::notify::Notify;
-use iouring_log::{free_bytes, on_helper_thread, Log, LogOptions};
+use iouring_log::{free_bytes, Log, LogOptions};
 
 use replication::ReplicaId;
 
@@ -130,8 +130,9 @@ impl ShardCtx {
     }
 
     /// Closes the log of a partition of a deleted topic and removes its folder, on glommio's
-    /// helper thread (no io_uring operation removes a directory, and a topic of 1000
-    /// partitions would block the shard for as long as the file system takes).
+    /// helper thread (no io_uring operation removes a directory, a topic of 1000 partitions
+    /// would block the shard for as long as the file system takes, and freeing a large
+    /// segment's blocks is slow: `Log::remove_closed`).
     async fn remove_partition(&self, part: &Partition) {
         if part.topic == crate::metadata::OFFSETS_TOPIC {
             let count = self
@@ -145,14 +146,8 @@ impl ShardCtx {
         if let Err(e) = part.log.close().await {
             tracing::warn!(error = %e, "closing a deleted partition");
         }
-        let dir = part.log.dir().to_path_buf();
-        let removing = dir.clone();
-        let removed = on_helper_thread(
-            glommio::executor().spawn_blocking(move || std::fs::remove_dir_all(&removing)),
-        )
-        .await;
-        if let Err(e) = removed {
-            tracing::warn!(dir = %dir.display(), error = %e, "removing a deleted partition's folder");
+        if let Err(e) = part.log.remove_closed().await {
+            tracing::warn!(error = %e, "removing a deleted partition's folder");
         }
     }
 
