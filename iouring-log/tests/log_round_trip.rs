@@ -533,6 +533,20 @@ fn the_log_start_offset_moves_inside_a_segment_and_survives_reopen() {
     });
 }
 
+/// Appends `batches` batches of 20 records of 1 000 bytes from offset 0, then flushes.
+async fn append_batches_of_20(log: &Log, batches: i64) {
+    for i in 0..batches {
+        log.append_as_leader(
+            &batch(i * 20, 20, 1000, Compression::None),
+            LeaderEpoch(0),
+            0,
+        )
+        .await
+        .unwrap();
+    }
+    log.flush().await.unwrap();
+}
+
 /// Retention deletes a segment nobody reads at once; one a fetch still holds is renamed
 /// `.deleted` (gone from the log, readable by that fetch) and removed once the fetch is done.
 /// The deleting shard never closes a descriptor that frees the file's blocks (see
@@ -549,16 +563,7 @@ fn a_deleted_segment_a_fetch_holds_is_read_whole_then_removed() {
         };
         let log = Log::open(dir.path(), cfg, 0).await.unwrap();
         // 1 000-byte records, 20 a batch: ~3 batches a segment.
-        for i in 0..20i64 {
-            log.append_as_leader(
-                &batch(i * 20, 20, 1000, Compression::None),
-                LeaderEpoch(0),
-                0,
-            )
-            .await
-            .unwrap();
-        }
-        log.flush().await.unwrap();
+        append_batches_of_20(&log, 20).await;
         let bases = log.segment_base_offsets();
         assert!(bases.len() >= 5, "{bases:?}");
         let held = log
@@ -626,16 +631,7 @@ fn a_closed_log_removes_its_folder_and_an_open_one_refuses() {
             ..LogConfig::default()
         };
         let log = Log::open(&dir, cfg, 0).await.unwrap();
-        for i in 0..10i64 {
-            log.append_as_leader(
-                &batch(i * 20, 20, 1000, Compression::None),
-                LeaderEpoch(0),
-                0,
-            )
-            .await
-            .unwrap();
-        }
-        log.flush().await.unwrap();
+        append_batches_of_20(&log, 10).await;
         assert!(log.segment_base_offsets().len() > 2);
         let opts = ReadOptions {
             max_bytes: 1 << 20,
