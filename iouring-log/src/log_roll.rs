@@ -20,7 +20,8 @@ use crate::error::{FlushError, IoError};
 use crate::helper_thread::on_helper_thread;
 use crate::log::Log;
 use crate::segment::{
-    absent_is_fine, seal_appender, shrink_and_remove, write_index_files, Segment,
+    absent_is_fine, seal_appender, shrink_and_remove, with_suffix, write_index_files, Segment,
+    DELETED_SUFFIX,
 };
 use crate::types::Offset;
 
@@ -270,8 +271,13 @@ impl Log {
                 .collect()
         };
         for (cached, path) in segments {
+            // Renamed first, as `Segment::delete_files` does: a crash never leaves a shrunk
+            // file that a log's open would take for a segment.
+            let deleted = with_suffix(&path, DELETED_SUFFIX);
+            let renamed = on_helper_thread(glommio::io::rename(path.as_path(), &deleted));
+            absent_is_fine(renamed.await, "renaming", &path)?;
             cached.close_handles();
-            shrink_and_remove(&path).await?;
+            shrink_and_remove(&deleted).await?;
         }
         let dir = self.inner.dir.clone();
         let removing = dir.clone();

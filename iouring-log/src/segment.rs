@@ -268,14 +268,16 @@ impl Segment {
         let log = segment_file(&dir, self.base_offset, LOG_SUFFIX);
         let cached = self.cached.clone();
         drop(self);
-        if cached.wait_unread(DELETE_READERS_WAIT).await {
-            cached.close_handles();
-            return shrink_and_remove(&log).await;
-        }
+        // Renamed first: a file shrunk part way is never taken for a segment after a crash
+        // (a log's open removes `.deleted` files), as an unlink's all-or-nothing was.
         let deleted = with_suffix(&log, DELETED_SUFFIX);
         let renamed = crate::helper_thread::on_helper_thread(glommio::io::rename(&log, &deleted));
         absent_is_fine(renamed.await, "renaming", &log)?;
         cached.relocate(Rc::new(deleted.clone()));
+        if cached.wait_unread(DELETE_READERS_WAIT).await {
+            cached.close_handles();
+            return shrink_and_remove(&deleted).await;
+        }
         tracing::debug!(segment = %deleted.display(), "deleting a segment once its readers are done");
         glommio::spawn_local(async move {
             if !cached.wait_unread(DELETE_READERS_WAIT_MAX).await {
