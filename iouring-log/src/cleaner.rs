@@ -58,7 +58,7 @@ use crate::read_cache::CachedSegment;
 use crate::reader::SegmentView;
 use crate::recovery::{scan_segment, Gaps};
 use crate::segment::{
-    absent_is_fine, delete_segment_files, list_segments, remove_if_present, segment_file,
+    delete_segment_files, list_segments, remove_if_present, rename_if_present, segment_file,
     shrink_and_remove, with_suffix, Segment, SegmentIndexes, SegmentState, DELETED_SUFFIX,
     INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
 };
@@ -1000,11 +1000,6 @@ async fn rename(from: &Path, to: &Path) -> Result<(), IoError> {
     on_helper_thread(glommio::io::rename(from, to))
         .await
         .map_err(|e| IoError::new("renaming", from, std::io::Error::from(e)))
-}
-
-async fn rename_if_present(from: &Path, to: &Path) -> Result<(), IoError> {
-    let renamed = on_helper_thread(glommio::io::rename(from, to)).await;
-    absent_is_fine(renamed, "renaming", from)
 }
 
 /// Removes the `.deleted` files of the segment at `base` (the log's blocks freed in steps).

@@ -20,8 +20,8 @@ use crate::error::{FlushError, IoError};
 use crate::helper_thread::on_helper_thread;
 use crate::log::Log;
 use crate::segment::{
-    absent_is_fine, seal_appender, shrink_and_remove, with_suffix, write_index_files, Segment,
-    DELETED_SUFFIX,
+    absent_is_fine, rename_if_present, seal_appender, shrink_and_remove, with_suffix,
+    write_index_files, Segment, DELETED_SUFFIX,
 };
 use crate::types::Offset;
 
@@ -274,8 +274,7 @@ impl Log {
             // Renamed first, as `Segment::delete_files` does: a crash never leaves a shrunk
             // file that a log's open would take for a segment.
             let deleted = with_suffix(&path, DELETED_SUFFIX);
-            let renamed = on_helper_thread(glommio::io::rename(path.as_path(), &deleted));
-            absent_is_fine(renamed.await, "renaming", &path)?;
+            rename_if_present(&path, &deleted).await?;
             cached.close_handles();
             shrink_and_remove(&deleted).await?;
         }

@@ -250,12 +250,13 @@ impl Segment {
     /// (even an io_uring close releases the file on the submitting thread). Found as publish
     /// falling from ~900 000 to a few thousand msg/s for half a second at every retention
     /// check, the shard threads in `__fput` → `ext4_free_blocks` → `blkdev_issue_discard`.
-    /// So the shard's descriptors are closed first, once no fetch or read holds the segment
-    /// (waiting up to [`DELETE_READERS_WAIT`]), and the helper thread then shrinks the file in
-    /// steps of [`DELETE_SHRINK_STEP_BYTES`] (its other work runs between them) and unlinks it.
-    /// A segment still read after that wait is renamed `.deleted` at once (so a restart does
-    /// not bring it back; a log's open removes such files) and removed the same way by a
-    /// background task when its readers are done, or after [`DELETE_READERS_WAIT_MAX`].
+    /// So the file is renamed `.deleted` first (a crash part way leaves nothing a log's open
+    /// takes for a segment; the open removes such files), the shard's descriptors are closed
+    /// once no fetch or read holds the segment (waiting up to [`DELETE_READERS_WAIT`]), and the
+    /// helper thread then shrinks the file in steps of [`DELETE_SHRINK_STEP_BYTES`] (its other
+    /// work runs between them) and unlinks it. A segment still read after that wait is removed
+    /// the same way by a background task when its readers are done, or after
+    /// [`DELETE_READERS_WAIT_MAX`].
     pub async fn delete_files(self) -> Result<(), IoError> {
         let dir = self
             .log_path
@@ -271,8 +272,7 @@ impl Segment {
         // Renamed first: a file shrunk part way is never taken for a segment after a crash
         // (a log's open removes `.deleted` files), as an unlink's all-or-nothing was.
         let deleted = with_suffix(&log, DELETED_SUFFIX);
-        let renamed = crate::helper_thread::on_helper_thread(glommio::io::rename(&log, &deleted));
-        absent_is_fine(renamed.await, "renaming", &log)?;
+        rename_if_present(&log, &deleted).await?;
         cached.relocate(Rc::new(deleted.clone()));
         if cached.wait_unread(DELETE_READERS_WAIT).await {
             cached.close_handles();
@@ -291,6 +291,12 @@ impl Segment {
         .detach();
         Ok(())
     }
+}
+
+/// Renames `from` to `to` on the helper thread; a file already gone is fine.
+pub(crate) async fn rename_if_present(from: &Path, to: &Path) -> Result<(), IoError> {
+    let renamed = crate::helper_thread::on_helper_thread(glommio::io::rename(from, to)).await;
+    absent_is_fine(renamed, "renaming", from)
 }
 
 /// `path` followed by `suffix` (`x.log` → `x.log.deleted`).
