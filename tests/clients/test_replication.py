@@ -6,6 +6,7 @@ two followers die. After the faults heal a fresh consumer reads every partition 
 watermark, and the checker asks: is every acknowledged value at exactly the offset it was
 acknowledged at, no offset holding two values, no value twice? The replicas' stored batches must
 be identical (offsets and CRCs) below the high watermark on every node."""
+import collections
 import concurrent.futures
 import os
 import signal
@@ -177,8 +178,10 @@ def read_all(c, topic, partitions, acked=()):
     replica taking leadership back) learns the high watermark only as its followers fetch, so
     a read at once could end below acknowledged records. Records really lost never get there:
     the read then ends where the log does and the checker reports them."""
+    client_log = collections.deque(maxlen=300)
     consumer = Consumer({"bootstrap.servers": c.bootstrap(), "group.id": f"check-{time.time()}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "debug": "metadata,topic,fetch"}, logger=ClientLog(client_log))
     last_acked = {}
     for p, o in acked:
         last_acked[p] = max(last_acked.get(p, -1), o)
@@ -202,14 +205,38 @@ def read_all(c, topic, partitions, acked=()):
             time.sleep(0.2)
         consumer.assign([TopicPartition(topic, p, 0)])
         got = []
+        errors = []
         deadline = time.time() + 60
         while (not got or got[-1][0] < high - 1) and time.time() < deadline:
             m = consumer.poll(0.5)
-            if m is not None and not m.error():
+            if m is not None and m.error():
+                errors.append(str(m.error()))
+            elif m is not None:
                 got.append((m.offset(), m.value()))
+        if not got or got[-1][0] < high - 1:
+            # The checker will call the rest lost: say what the consumer and the nodes saw.
+            print(f"partition {p}: read {len(got)} records, last offset "
+                  f"{got[-1][0] if got else None}, high watermark {high}; consumer errors "
+                  f"{errors[-20:]}; metadata {describe_metadata(consumer, topic)}")
+            print("librdkafka's last log lines:\n" + "\n".join(client_log))
+            for n, d in c.dirs.items():
+                folder = os.path.join(d, f"{topic}-{p}")
+                files = sorted((f, os.path.getsize(os.path.join(folder, f)))
+                               for f in os.listdir(folder)) if os.path.isdir(folder) else None
+                print(f"node {n}: {folder}: {files}\nlog tail:\n{c.nodes[n].read_log()[-3000:]}")
         out[p] = got
     consumer.close()
     return out
+
+
+class ClientLog:
+    """A logging.Logger stand-in for librdkafka's log lines: keeps the last ones in a deque."""
+
+    def __init__(self, lines):
+        self.lines = lines
+
+    def log(self, level, fmt, *args):
+        self.lines.append(f"{time.time():.3f} " + (fmt % args if args else fmt))
 
 
 def describe_metadata(client, topic):
