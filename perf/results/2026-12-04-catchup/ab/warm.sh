@@ -43,4 +43,4 @@ PY
 wait $BP
 grep -E "catch-up|drain" "$OUT.log" | tail -3
 kill $P; wait $P
-rm -rf "$D"
+cp "$D/broker.log" "$OUT.broker" 2>/dev/null; rm -rf "$D"

@@ -295,7 +295,14 @@ fn fill_sqe<F>(
                         }
                         SourceType::Read(PollableStatus::NonPollable(DirectIo::Disabled), slot) => {
                             let mut buf = buffer_allocation(len).expect("Buffer allocation failed");
-                            sqe.prep_read(op.fd, buf.as_bytes_mut(), pos);
+                            // ringlog patch: a buffer from the registered arena is read into
+                            // with READ_FIXED (the kernel need not pin its pages for this
+                            // read), as `ReadFixed` below already does; before, always a
+                            // plain READ.
+                            match buf.uring_buffer_id() {
+                                Some(idx) => sqe.prep_read_fixed(op.fd, buf.as_bytes_mut(), pos, idx),
+                                None => sqe.prep_read(op.fd, buf.as_bytes_mut(), pos),
+                            }
                             // If you have a buffer here, that very likely means you are reusing the
                             // source. The kernel knows about that buffer already, and will write to
                             // it. So this can only be called if there is no buffer attached to it.
