@@ -68,9 +68,6 @@ use crate::types::Offset;
 const CLEANED: &str = ".cleaned";
 /// Suffix of a new segment committed but not yet in place.
 const SWAP: &str = ".swap";
-/// How long replaced files stay for readers that still hold them (Kafka's
-/// `file.delete.delay.ms` default).
-pub const FILE_DELETE_DELAY: Duration = Duration::from_secs(60);
 /// Bytes read at once while walking a segment's batches: small enough that an append's write
 /// queued behind one read waits well under a millisecond.
 const READ_WINDOW: usize = 256 << 10;
@@ -464,15 +461,21 @@ impl Log {
         drop(permit);
         // The final names durable (a crash before this finishes the swap at open).
         sync_dir(&dir).await?;
-        // Readers that took a view of the old segments keep reading the renamed files; the
-        // files go once such a read must be over.
-        let replaced: Vec<(Offset, Rc<CachedSegment>)> = group
-            .iter()
-            .map(|g| (g.base, g.view.cached.clone()))
-            .collect();
-        glommio::spawn_local(async move {
-            glommio::timer::sleep(FILE_DELETE_DELAY).await;
-            for (b, cached) in replaced {
+        // Readers that took a view of the old segments keep reading the renamed files; each
+        // goes `file.delete.delay.ms` later once no fetch holds it (one still read does not
+        // hold back the others).
+        let delete_delay = Duration::from_millis(
+            self.inner
+                .config
+                .get()
+                .compaction
+                .file_delete_delay_ms
+                .max(0) as u64,
+        );
+        for g in group {
+            let (dir, b, cached) = (dir.clone(), g.base, g.view.cached.clone());
+            glommio::spawn_local(async move {
+                glommio::timer::sleep(delete_delay).await;
                 // The shard's read handles closed while the file still has a name, so that the
                 // helper thread frees its blocks, not the shard (see `Segment::delete_files`).
                 if !cached.wait_unread(DELETE_READERS_WAIT_MAX).await {
@@ -483,9 +486,9 @@ impl Log {
                 if let Err(e) = delete_deleted(&dir, b).await {
                     tracing::warn!(dir = %dir.display(), error = %e, "removing replaced segment files");
                 }
-            }
-        })
-        .detach();
+            })
+            .detach();
+        }
         self.inner.progress.notify_all();
         Ok(true)
     }

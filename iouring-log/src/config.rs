@@ -42,6 +42,11 @@ pub struct Compaction {
     pub max_compaction_lag_ms: Option<i64>,
     /// `delete.retention.ms`: how long a tombstone stays once it is in the cleaned part.
     pub delete_retention_ms: i64,
+    /// `file.delete.delay.ms`: how long the files of segments the cleaner replaced stay (renamed
+    /// `.deleted`) for reads that took them before the swap; then they go once no fetch holds
+    /// them. Retention and truncation need no delay: they wait for the fetches holding a
+    /// segment (`Segment::delete_files`).
+    pub file_delete_delay_ms: i64,
 }
 
 impl Compaction {
@@ -78,6 +83,7 @@ impl Default for Compaction {
             min_compaction_lag_ms: 0,
             max_compaction_lag_ms: None,
             delete_retention_ms: 24 * 3600 * 1000,
+            file_delete_delay_ms: 60_000,
         }
     }
 }
@@ -169,6 +175,7 @@ impl LogConfig {
                 c.max_compaction_lag_ms.unwrap_or(0),
             ),
             ("delete.retention.ms", c.delete_retention_ms),
+            ("file.delete.delay.ms", c.file_delete_delay_ms),
         ] {
             if value < 0 {
                 return Err(ConfigError::CompactionMs { key, value });

@@ -452,3 +452,65 @@ fn compact_and_delete_also_applies_retention() {
         );
     });
 }
+
+#[test]
+fn replaced_segments_stay_for_file_delete_delay_and_while_a_fetch_reads_them() {
+    run(|| async {
+        let dir = tmpdir();
+        let mut cfg = compacted();
+        cfg.compaction.file_delete_delay_ms = 300;
+        let log = Log::open(dir.path(), cfg, 0).await.unwrap();
+        fill(&log, 20, false).await;
+        log.flush().await.unwrap();
+        let opts = ReadOptions {
+            max_bytes: 1 << 20,
+            min_one_batch: true,
+            max_offset: None,
+        };
+        // A fetch that took the first segment before the cleaning.
+        let held = log.read(Offset(0), opts).await.unwrap();
+        assert!(held.slices.iter().any(|s| s.is_file()), "{:?}", held.slices);
+        let deleted = || -> Vec<String> {
+            let mut names: Vec<String> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .filter(|n| n.ends_with(".deleted"))
+                .collect();
+            names.sort();
+            names
+        };
+        clean(&log, &UNLIMITED).await.expect("cleaned");
+        let renamed = deleted();
+        assert!(renamed.len() > 1, "replaced segments renamed: {renamed:?}");
+        glommio::timer::sleep(std::time::Duration::from_millis(100)).await;
+        assert_eq!(deleted(), renamed, "kept for file.delete.delay.ms");
+        // Past the delay the unread ones go; the one the fetch holds stays.
+        let first: Vec<String> = ["index", "log", "timeindex"]
+            .iter()
+            .map(|s| format!("{:020}.{s}.deleted", 0))
+            .collect();
+        let start = std::time::Instant::now();
+        while deleted() != first {
+            assert!(
+                start.elapsed().as_secs() < 10,
+                "still there: {:?}",
+                deleted()
+            );
+            glommio::timer::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        // The fetch reads the records as they were before the cleaning, whole.
+        let recs = decode(&iouring_log::read_slices_to_vec(&held.slices).await.unwrap());
+        assert_eq!(recs.first().map(|r| r.offset), Some(0));
+        assert!(recs.windows(2).all(|w| w[1].offset == w[0].offset + 1));
+        drop(held);
+        while !deleted().is_empty() {
+            assert!(
+                start.elapsed().as_secs() < 20,
+                "still there: {:?}",
+                deleted()
+            );
+            glommio::timer::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(by_key(&read_compacted(&log).await).len(), KEYS as usize);
+    });
+}

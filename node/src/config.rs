@@ -354,6 +354,12 @@ pub const PROPERTIES: &[Property] = &[
         "Default delete.retention.ms of topics.",
     ),
     prop(
+        "log.segment.delete.delay.ms",
+        "60000",
+        ConfigType::Long,
+        "Default file.delete.delay.ms of topics.",
+    ),
+    prop(
         "log.index.interval.bytes",
         "4096",
         ConfigType::Int,
@@ -1024,6 +1030,7 @@ impl Properties {
             min_compaction_lag_ms: at_least("log.cleaner.min.compaction.lag.ms", 0)?,
             max_compaction_lag_ms: (max_lag != i64::MAX).then_some(max_lag),
             delete_retention_ms: at_least("log.cleaner.delete.retention.ms", 0)?,
+            file_delete_delay_ms: at_least("log.segment.delete.delay.ms", 0)?,
         })
     }
 

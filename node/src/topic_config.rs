@@ -33,6 +33,7 @@ pub const TOPIC_CONFIGS: &[&str] = &[
     "min.compaction.lag.ms",
     "max.compaction.lag.ms",
     "delete.retention.ms",
+    "file.delete.delay.ms",
     "min.insync.replicas",
     "unclean.leader.election.enable",
     "message.timestamp.type",
@@ -145,6 +146,13 @@ pub const TOPIC_CONFIG_DEFS: &[TopicConfigDef] = &[
         doc: "How long a tombstone stays in a compacted log once cleaned.",
     },
     TopicConfigDef {
+        name: "file.delete.delay.ms",
+        broker: "log.segment.delete.delay.ms",
+        fixed_default: "",
+        kind: ConfigType::Long,
+        doc: "How long the files of segments the log cleaner replaced stay for reads that hold them.",
+    },
+    TopicConfigDef {
         name: "min.insync.replicas",
         broker: "min.insync.replicas",
         fixed_default: "",
@@ -217,6 +225,7 @@ pub struct TopicOverrides {
     /// `Some(None)`: no bound (Long.MAX).
     max_compaction_lag_ms: Option<Option<i64>>,
     delete_retention_ms: Option<i64>,
+    file_delete_delay_ms: Option<i64>,
     timestamp_type: Option<TimestampType>,
     /// `Some(None)`: no bound (Long.MAX, as Kafka writes it).
     timestamp_before_max_ms: Option<Option<i64>>,
@@ -296,6 +305,7 @@ impl TopicOverrides {
                     o.max_compaction_lag_ms = Some(Some(int(1)?).filter(|v| *v != i64::MAX))
                 }
                 "delete.retention.ms" => o.delete_retention_ms = Some(int(0)?),
+                "file.delete.delay.ms" => o.file_delete_delay_ms = Some(int(0)?),
                 _ => return Err(TopicConfigError::Unknown { key: key.clone() }),
             }
         }
@@ -329,6 +339,9 @@ impl TopicOverrides {
                         .max_compaction_lag_ms
                         .unwrap_or(c.max_compaction_lag_ms),
                     delete_retention_ms: self.delete_retention_ms.unwrap_or(c.delete_retention_ms),
+                    file_delete_delay_ms: self
+                        .file_delete_delay_ms
+                        .unwrap_or(c.file_delete_delay_ms),
                 }
             },
         };
@@ -441,6 +454,7 @@ mod tests {
             ("min.cleanable.dirty.ratio", "0.25"),
             ("max.compaction.lag.ms", "9223372036854775807"),
             ("delete.retention.ms", "0"),
+            ("file.delete.delay.ms", "250"),
         ]))
         .unwrap()
         .resolve(&TopicDefaults {
@@ -454,6 +468,7 @@ mod tests {
         assert!(k.compact && !k.delete);
         assert_eq!(k.min_cleanable_dirty_ratio, 0.25);
         assert_eq!((k.max_compaction_lag_ms, k.delete_retention_ms), (None, 0));
+        assert_eq!(k.file_delete_delay_ms, 250);
         // Retention applies only with delete in the policy.
         assert_eq!(c.log.retention(), (None, None));
     }
@@ -478,6 +493,7 @@ mod tests {
             ("min.compaction.lag.ms", "-1"),
             ("max.compaction.lag.ms", "0"),
             ("delete.retention.ms", "-1"),
+            ("file.delete.delay.ms", "-1"),
             ("no.such.config", "1"),
         ] {
             let e = validate(&configs(&[(k, v)])).expect_err(&format!("{k}={v} accepted"));

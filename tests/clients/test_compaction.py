@@ -232,7 +232,9 @@ def test_kill9_while_cleaning_keeps_every_keys_latest_acknowledged_value():
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
         admin.create_topics([NewTopic(TOPIC, num_partitions=1, replication_factor=1, config={
             "cleanup.policy": "compact", "segment.bytes": "16384",
-            "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "0"})])[TOPIC].result(30)
+            "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "0",
+            # Replaced segments removed at once: kills land in their removal too.
+            "file.delete.delay.ms": "0"})])[TOPIC].result(30)
         acked = {}  # offset -> (key, value)
         produced = {}  # value -> key
         stop = threading.Event()
@@ -277,6 +279,12 @@ def test_kill9_while_cleaning_keeps_every_keys_latest_acknowledged_value():
 
         got = read_all(b.bootstrap, 10**12)
         assert "log cleaned" in b.read_log(), "the cleaner never ran"
+        # Nothing reads the replaced segments any more: their files go.
+        folder = os.path.join(b.data_dir, f"{TOPIC}-0")
+        deadline = time.time() + 15
+        while any(f.endswith(".deleted") for f in os.listdir(folder)):
+            assert time.time() < deadline, f"replaced segments left: {sorted(os.listdir(folder))}"
+            time.sleep(0.1)
         assert len(got) < len(acked), f"nothing was compacted: {len(got)} records, {len(acked)} acknowledged"
         values = [v for _, _, v in got]
         assert len(values) == len(set(values)), "a value appears twice"
