@@ -178,10 +178,10 @@ def read_all(c, topic, partitions, acked=()):
     replica taking leadership back) learns the high watermark only as its followers fetch, so
     a read at once could end below acknowledged records. Records really lost never get there:
     the read then ends where the log does and the checker reports them."""
-    client_log = collections.deque(maxlen=300)
+    client_log = ClientLog()
     consumer = Consumer({"bootstrap.servers": c.bootstrap(), "group.id": f"check-{time.time()}",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         "debug": "metadata,topic,fetch"}, logger=ClientLog(client_log))
+                         "debug": "metadata,topic,fetch"}, logger=client_log)
     last_acked = {}
     for p, o in acked:
         last_acked[p] = max(last_acked.get(p, -1), o)
@@ -218,7 +218,7 @@ def read_all(c, topic, partitions, acked=()):
             print(f"partition {p}: read {len(got)} records, last offset "
                   f"{got[-1][0] if got else None}, high watermark {high}; consumer errors "
                   f"{errors[-20:]}; metadata {describe_metadata(consumer, topic)}")
-            print("librdkafka's last log lines:\n" + "\n".join(client_log))
+            print(f"librdkafka's log:\n{client_log}")
             for n, d in c.dirs.items():
                 folder = os.path.join(d, f"{topic}-{p}")
                 files = sorted((f, os.path.getsize(os.path.join(folder, f)))
@@ -230,13 +230,25 @@ def read_all(c, topic, partitions, acked=()):
 
 
 class ClientLog:
-    """A logging.Logger stand-in for librdkafka's log lines: keeps the last ones in a deque."""
+    """A logging.Logger stand-in for librdkafka's log lines: keeps the first 300 (metadata and
+    leader updates come first) and the last 200 (a stuck fetch repeats itself)."""
 
-    def __init__(self, lines):
-        self.lines = lines
+    def __init__(self):
+        self.first = []
+        self.last = collections.deque(maxlen=200)
+        self.dropped = 0
 
     def log(self, level, fmt, *args):
-        self.lines.append(f"{time.time():.3f} " + (fmt % args if args else fmt))
+        line = f"{time.time():.3f} " + (fmt % args if args else fmt)
+        if len(self.first) < 300:
+            self.first.append(line)
+        else:
+            if len(self.last) == self.last.maxlen:
+                self.dropped += 1
+            self.last.append(line)
+
+    def __str__(self):
+        return "\n".join(self.first + [f"... {self.dropped} lines left out ..."] + list(self.last))
 
 
 def describe_metadata(client, topic):
