@@ -36,6 +36,7 @@ pub mod recovery;
 pub mod retention;
 pub mod segment;
 pub mod segment_io;
+pub mod slow;
 pub mod tail;
 pub mod time_index;
 pub mod types;

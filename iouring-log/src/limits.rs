@@ -154,6 +154,10 @@ pub const READ_BYTES_IN_FLIGHT_MAX: usize = 4 << 20;
 /// (half the read cache's budget).
 pub const READ_AHEAD_UNREAD_TTL: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// A chunk read (or the wait for one another reader started) still not done after this is
+/// logged as a warning: a device read takes milliseconds; this much means something is stuck.
+pub const SLOW_READ_WARN: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Size of one offset index entry: relative offset u32 + position u32.
 pub const OFFSET_INDEX_ENTRY_BYTES: usize = 8;
 

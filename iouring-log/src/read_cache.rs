@@ -40,7 +40,7 @@ use crate::error::IoError;
 use crate::helper_thread::on_helper_thread;
 use crate::limits::{
     DIRECT_IO_ALIGNMENT, READ_AHEAD_CHUNKS, READ_AHEAD_IN_FLIGHT_MAX, READ_AHEAD_UNREAD_TTL,
-    READ_FILES_MAX, TAIL_CHUNK_BYTES,
+    READ_FILES_MAX, SLOW_READ_WARN, TAIL_CHUNK_BYTES,
 };
 use crate::notify::Notify;
 use crate::read_gate::{self, Class, Urgency};
@@ -579,7 +579,12 @@ pub async fn chunk(
                 let seen = loading.done.generation();
                 loading.urgency.raise();
                 if loading.result.borrow().is_none() {
-                    loading.done.changed(seen).await;
+                    let (start, valid) = (loading.start, loading.valid);
+                    crate::slow::warn_if_slow(loading.done.changed(seen), SLOW_READ_WARN, || {
+                        tracing::warn!(path = %segment.path().display(), chunk = index, start, valid,
+                            "a read of the chunk another reader started is not done after {SLOW_READ_WARN:?}")
+                    })
+                    .await;
                 }
                 match loading.result.borrow().as_ref() {
                     Some(Ok(chunk)) => {
@@ -617,18 +622,26 @@ async fn load(
         c.loading.insert(key, loading.clone());
         c.invalidations
     });
+    // A load whose future is dropped (its fetch's connection closed while the read ran) must
+    // not stay "loading": every later reader of the chunk would wait for it forever.
+    let mut unfinished = Unfinished(Some((key, loading.clone())));
     let class = if read_ahead {
         Class::ReadAhead
     } else {
         Class::Fetch
     };
-    let result = read_chunk(
+    let read = read_chunk(
         segment,
         index,
         (start, final_len),
         (class, &loading.urgency),
-    )
+    );
+    let result = crate::slow::warn_if_slow(read, SLOW_READ_WARN, || {
+        tracing::warn!(path = %segment.path().display(), chunk = index, start, final_len,
+            gate = ?read_gate::stats(), "a chunk read is not done after {SLOW_READ_WARN:?}")
+    })
     .await;
+    unfinished.0 = None;
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if c.loading.get(&key).is_some_and(|l| Rc::ptr_eq(l, &loading)) {
@@ -643,6 +656,27 @@ async fn load(
     *loading.result.borrow_mut() = Some(result.as_ref().map(Rc::clone).map_err(|e| e.to_string()));
     loading.done.notify_all();
     result
+}
+
+/// A running [`load`]: if dropped before the read finished, takes the load out of the cache's
+/// `loading` and tells its waiters, who then read the chunk themselves.
+struct Unfinished(Option<(Key, Rc<Loading>)>);
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        let Some((key, loading)) = self.0.take() else {
+            return;
+        };
+        // `try_with`: the thread's cache may already be gone when the thread exits.
+        let _ = CACHE.try_with(|c| {
+            let mut c = c.borrow_mut();
+            if c.loading.get(&key).is_some_and(|l| Rc::ptr_eq(l, &loading)) {
+                c.loading.remove(&key);
+            }
+        });
+        *loading.result.borrow_mut() = Some(Err("the read was cancelled".to_owned()));
+        loading.done.notify_all();
+    }
 }
 
 async fn read_chunk(

@@ -181,3 +181,32 @@ fn no_budget_reads_everything_from_the_file() {
         log.close().await.unwrap();
     });
 }
+
+/// A chunk read whose reader goes away mid-read (its fetch's connection closed) leaves nothing
+/// behind that a later reader of the chunk would wait for.
+#[test]
+fn a_read_cancelled_midway_does_not_hold_up_the_next_reader() {
+    run(|| async {
+        let dir = tmpdir();
+        let path = dir.path().join("00000000000000000000.log");
+        let bytes: Vec<u8> = (0..CHUNK).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let segment = read_cache::CachedSegment::new(std::rc::Rc::new(path));
+        let mut first = Box::pin(read_cache::chunk(&segment, 0, (0, 4096), CHUNK));
+        assert!(
+            futures_lite::future::poll_once(&mut first).await.is_none(),
+            "the first read is under way"
+        );
+        drop(first);
+        let again = async { Some(read_cache::chunk(&segment, 0, (0, 4096), CHUNK).await) };
+        let timeout = async {
+            glommio::timer::sleep(std::time::Duration::from_secs(10)).await;
+            None
+        };
+        let chunk = futures_lite::future::or(again, timeout)
+            .await
+            .expect("the second read finishes")
+            .expect("and reads the chunk");
+        assert_eq!(chunk.bytes(0, 4096), &bytes[..4096]);
+    });
+}

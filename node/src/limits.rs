@@ -101,6 +101,11 @@ pub const DRAIN_POLL_INTERVAL: Duration = Duration::from_millis(10);
 /// How long a stopping shard waits for its connections' requests before closing its logs.
 pub const DRAIN_MAX: Duration = Duration::from_secs(15);
 
+/// A request still unanswered after this is logged as a warning (once): more than any produce
+/// timeout or fetch wait the clients we test ask for, and less than librdkafka's 60 s
+/// `socket.timeout.ms`, after which the client gives up on the connection.
+pub const SLOW_ANSWER_WARN: Duration = Duration::from_secs(45);
+
 /// Pause after a failed `accept` before the next.
 pub const ACCEPT_RETRY_DELAY: Duration = Duration::from_millis(10);
 

@@ -35,8 +35,8 @@ use kafka_protocol::protocol::Encodable;
 use crate::handlers;
 use crate::handlers::groups::Client;
 use crate::limits::{
-    FETCH_READS_AHEAD_SLICES, PIPELINE_REQUESTS_MAX, SEND_PIECES_MAX, TLS_COPY_BYTES,
-    TLS_HANDSHAKE_MAX,
+    FETCH_READS_AHEAD_SLICES, PIPELINE_REQUESTS_MAX, SEND_PIECES_MAX, SLOW_ANSWER_WARN,
+    TLS_COPY_BYTES, TLS_HANDSHAKE_MAX,
 };
 use crate::security::ANONYMOUS;
 use crate::server::authenticate::{self, Sasl};
@@ -358,7 +358,13 @@ async fn write_answers<S: AsyncRead + AsyncWrite + Unpin>(
             pipeline.changed.changed(seen).await;
             continue;
         };
-        let written = match answer.await {
+        let answered = iouring_log::slow::warn_if_slow(answer, SLOW_ANSWER_WARN, || {
+            tracing::warn!(
+                api_key = timing.api_key,
+                "a request is still unanswered after {SLOW_ANSWER_WARN:?}"
+            )
+        });
+        let written = match answered.await {
             Ok(Some(out)) => {
                 let bytes = out.len() + 4;
                 let written = write_outgoing(&mut stream, fd, out).await;
