@@ -9,6 +9,7 @@ be identical (offsets and CRCs) below the high watermark on every node."""
 import collections
 import concurrent.futures
 import os
+import shutil
 import signal
 import struct
 import subprocess
@@ -224,9 +225,46 @@ def read_all(c, topic, partitions, acked=()):
                 files = sorted((f, os.path.getsize(os.path.join(folder, f)))
                                for f in os.listdir(folder)) if os.path.isdir(folder) else None
                 print(f"node {n}: {folder}: {files}\nlog tail:\n{c.nodes[n].read_log()[-3000:]}")
+                print(f"node {n}: threads:\n{thread_stacks(c.nodes[n].proc)}")
         out[p] = got
     consumer.close()
     return out
+
+
+def thread_stacks(proc):
+    """Each thread's name, state and kernel wait, and (with gdb) its stack: whether a node that
+    does not answer is blocked, spinning or waiting (failure diagnostics)."""
+    if proc.poll() is not None:
+        return "exited"
+    out = []
+    for tid in sorted(os.listdir(f"/proc/{proc.pid}/task")):
+        try:
+            with open(f"/proc/{proc.pid}/task/{tid}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{proc.pid}/task/{tid}/wchan") as f:
+                wchan = f.read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        out.append(f"{tid} {name} state {fields[0]} utime {fields[11]} stime {fields[12]} wchan {wchan}")
+    if shutil.which("ss"):
+        sockets = subprocess.run(["ss", "-tnpmi"], capture_output=True, text=True).stdout
+        mine = sockets.split("\n")
+        keep = [l + "\n" + (mine[i + 1] if i + 1 < len(mine) else "")
+                for i, l in enumerate(mine) if f"pid={proc.pid}," in l]
+        out.append("sockets:\n" + "\n".join(keep))
+        # Whose the peers are: every TCP socket on the machine with its process.
+        out.append("all sockets:\n" + subprocess.run(["ss", "-tnp"], capture_output=True, text=True).stdout)
+    if shutil.which("gdb"):
+        try:
+            bt = subprocess.run(["gdb", "-p", str(proc.pid), "-batch", "-ex", "set print frame-arguments none",
+                                 "-ex", "thread apply all bt 25"],
+                                capture_output=True, text=True, timeout=120).stdout
+            out.append(bt[-60000:])
+        except subprocess.TimeoutExpired:
+            out.append("gdb timed out")
+    return "\n".join(out)
 
 
 class ClientLog:
