@@ -624,7 +624,11 @@ async fn load(
     });
     // A load whose future is dropped (its fetch's connection closed while the read ran) must
     // not stay "loading": every later reader of the chunk would wait for it forever.
-    let mut unfinished = Unfinished(Some((key, loading.clone())));
+    let mut in_flight = LoadInFlight {
+        key,
+        loading: loading.clone(),
+        ended: false,
+    };
     let class = if read_ahead {
         Class::ReadAhead
     } else {
@@ -641,41 +645,55 @@ async fn load(
             gate = ?read_gate::stats(), "a chunk read is not done after {SLOW_READ_WARN:?}")
     })
     .await;
-    unfinished.0 = None;
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
-        if c.loading.get(&key).is_some_and(|l| Rc::ptr_eq(l, &loading)) {
-            c.loading.remove(&key);
-        }
+        in_flight.leave(&mut c);
         if let Ok(chunk) = &result {
             if c.invalidations == invalidations {
                 c.insert(key, chunk.clone(), read_ahead);
             }
         }
     });
-    *loading.result.borrow_mut() = Some(result.as_ref().map(Rc::clone).map_err(|e| e.to_string()));
-    loading.done.notify_all();
+    in_flight.end(result.as_ref().map(Rc::clone).map_err(|e| e.to_string()));
     result
 }
 
-/// A running [`load`]: if dropped before the read finished, takes the load out of the cache's
-/// `loading` and tells its waiters, who then read the chunk themselves.
-struct Unfinished(Option<(Key, Rc<Loading>)>);
+/// A running [`load`]'s entry in the cache's `loading`: ended with the read's result, or, if
+/// the load's future is dropped before that, taken out with a cancellation its waiters answer
+/// by reading the chunk themselves.
+struct LoadInFlight {
+    key: Key,
+    loading: Rc<Loading>,
+    ended: bool,
+}
 
-impl Drop for Unfinished {
+impl LoadInFlight {
+    /// Takes the load out of `loading`, unless a newer load of the chunk replaced it there.
+    fn leave(&self, c: &mut Cache) {
+        if c.loading
+            .get(&self.key)
+            .is_some_and(|l| Rc::ptr_eq(l, &self.loading))
+        {
+            c.loading.remove(&self.key);
+        }
+    }
+
+    /// Tells the load's waiters its result.
+    fn end(&mut self, result: Result<Rc<CachedChunk>, String>) {
+        self.ended = true;
+        *self.loading.result.borrow_mut() = Some(result);
+        self.loading.done.notify_all();
+    }
+}
+
+impl Drop for LoadInFlight {
     fn drop(&mut self) {
-        let Some((key, loading)) = self.0.take() else {
+        if self.ended {
             return;
-        };
+        }
         // `try_with`: the thread's cache may already be gone when the thread exits.
-        let _ = CACHE.try_with(|c| {
-            let mut c = c.borrow_mut();
-            if c.loading.get(&key).is_some_and(|l| Rc::ptr_eq(l, &loading)) {
-                c.loading.remove(&key);
-            }
-        });
-        *loading.result.borrow_mut() = Some(Err("the read was cancelled".to_owned()));
-        loading.done.notify_all();
+        let _ = CACHE.try_with(|c| self.leave(&mut c.borrow_mut()));
+        self.end(Err("the read was cancelled".to_owned()));
     }
 }
 
