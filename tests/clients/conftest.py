@@ -104,6 +104,15 @@ class Broker:
         with open(self.log_path, "rb") as f:
             return f.read().decode(errors="replace")[-5000:]
 
+    def wait_for_log(self, text, timeout=10):
+        """Waits until `text` is in the log's last 5000 characters; the broker may log what
+        it did (a connection it closed) a moment after the client saw it."""
+        deadline = time.monotonic() + timeout
+        while text not in self.read_log():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} not logged within {timeout} s:\n{self.read_log()}")
+            time.sleep(0.05)
+
     def stop(self, sig=signal.SIGTERM, timeout=30):
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(sig)

@@ -79,7 +79,7 @@ def test_request_larger_than_socket_request_max_bytes(make_broker):
     s = w.connect(b.bootstrap)
     s.sendall(w.produce_v3("health", 0, w.record_batch([b"x" * 200_000])))
     assert w.closed_by_broker(s)
-    assert "socket.request.max.bytes" in b.read_log()
+    b.wait_for_log("socket.request.max.bytes")
     after(b)
 
 
