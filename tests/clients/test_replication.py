@@ -14,14 +14,16 @@ import signal
 import struct
 import subprocess
 import threading
+import re
 import time
+import urllib.request
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import kafka_wire
-from conftest import Broker, java_client_check
+from conftest import Broker, free_port_block, java_client_check
 from test_cluster import Etcd, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -37,14 +39,20 @@ class Cluster:
         self.nodes = {}
         self.dirs = {}
         self.all = []
+        # Each node's Prometheus endpoint (loopback clusters only), kept across restarts.
+        self.metrics_ports = {}
 
     def start(self, node_id):
         make = (lambda **kw: NetBroker(self.net, node_id, **kw)) if self.net else Broker
-        b = make(shards=1, data_dir=self.dirs.get(node_id), settings={
+        settings = {
             "node.id": node_id, "metadata.store": "etcd", "metadata.etcd.endpoints": self.etcd.endpoint,
             "cluster.id": "repl", "broker.session.timeout.ms": SESSION_MS,
             "replica.lag.time.max.ms": 5000, "group.initial.rebalance.delay.ms": 0,
-            "log.cleaner.backoff.ms": 200})
+            "log.cleaner.backoff.ms": 200}
+        if not self.net:
+            port = self.metrics_ports.setdefault(node_id, free_port_block(1))
+            settings["metrics.listen"] = f"127.0.0.1:{port}"
+        b = make(shards=1, data_dir=self.dirs.get(node_id), settings=settings)
         if node_id not in self.dirs:
             self.dirs[node_id] = b.data_dir
             self.all.append(b)  # the first owns (and removes) the data dir
@@ -81,6 +89,24 @@ class Cluster:
             time.sleep(0.1)
         return {p.id: (p.leader // 1000 if p.leader >= 0 else -1, sorted(r // 1000 for r in p.isrs))
                 for p in t.partitions.values()}
+
+    def fetch_requests(self, node_id):
+        """Fetch requests node `node_id` answered so far (its Prometheus endpoint)."""
+        url = f"http://127.0.0.1:{self.metrics_ports[node_id]}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            text = r.read().decode()
+        return sum(int(float(n)) for n in re.findall(
+            r'^ringlog_requests_total\{shard="\d+",request="Fetch"\} (\S+)$', text, re.M))
+
+    def assert_no_request_loop(self, seconds=3, most_per_second=200):
+        """With no client producing or consuming, each node answers only its followers' long
+        polls (replica.fetch.wait.max.ms, 500 ms: a few a second). The wedged-node fault of
+        2026-12-05 was a follower and a leader trading ~33 000 empty fetches a second."""
+        live = [n for n, b in self.nodes.items() if b.proc.poll() is None]
+        before = {n: self.fetch_requests(n) for n in live}
+        time.sleep(seconds)
+        rates = {n: (self.fetch_requests(n) - before[n]) / seconds for n in live}
+        assert max(rates.values()) < most_per_second, f"Fetch requests a second on each node, idle: {rates}"
 
     def stop(self):
         for b in self.nodes.values():
@@ -389,6 +415,8 @@ def stored(data_dir, topic, partition):
 def judge(c, w, topic, partitions):
     """After the faults healed: a fresh consumer reads everything back for the checker, then
     every node stops and the replicas are compared."""
+    if not c.net:
+        c.assert_no_request_loop()
     read = read_all(c, topic, partitions, w.acked.values())
     check(w, read)
     check_replicas_identical(c, topic, read)
@@ -447,6 +475,7 @@ def test_killing_the_leader_again_and_again_loses_no_acknowledged_write(cluster)
     finally:
         w.finish()
         clients.finish()
+    c.assert_no_request_loop()
     others = clients.acks()
     times.sort()
     print(f"{FAILOVERS} failovers; kill to first acks=all ack on the new leader: "

@@ -6,11 +6,14 @@
 //! rebuilds idempotent producer state from them, and fetches on only once they are written —
 //! its next fetch offset is what the leader counts as in sync, so `acks=all` never counts a
 //! follower's unwritten bytes. A diverging log (`DivergingEpoch`) is truncated before fetching
-//! on. A task ends when this shard follows nothing on its leader shard any more.
+//! on. A task ends when this shard follows nothing on its leader shard any more. It never
+//! asks again at once after an answer that came before its long poll's end with progress on
+//! no partition (a partition in error is answered at once: it is left out for a while, see
+//! [`super::follower_session`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use iouring_log::{Durability, LeaderEpoch, Offset};
@@ -24,6 +27,7 @@ use kafka_protocol::ResponseError;
 use replication::follower::FollowerAction;
 use replication::leader::FetchAnswer;
 
+use super::follower_session::{Candidate, FollowerSession};
 use super::{now_ms, ShardCtx};
 use crate::metadata::placement::Slot;
 use crate::partition::Partition;
@@ -95,25 +99,10 @@ fn followed_on(ctx: &ShardCtx, leader: Slot) -> BTreeMap<(String, i32), Followed
         .collect()
 }
 
-/// What the leader's fetch session holds for each partition (what was last sent).
-#[derive(Default)]
-struct Session {
-    id: i32,
-    /// The next request's epoch: 0 asks for a new session (a full fetch).
-    epoch: i32,
-    sent: BTreeMap<(String, i32), FetchPartition>,
-}
-
-impl Session {
-    fn reset(&mut self) {
-        *self = Session::default();
-    }
-}
-
 async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
     let mut conn: Option<Connection> = None;
     let mut refused: Option<String> = None;
-    let mut session = Session::default();
+    let mut session = FollowerSession::default();
     loop {
         if ctx.stop.is_stopping() {
             break;
@@ -146,6 +135,7 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
             }
         }
         let request = build_request(&ctx, &followed, &mut session);
+        let asked_at = Instant::now();
         let c = conn.as_mut().expect("connected above");
         let wait = Duration::from_millis(ctx.config.replica.fetch_wait_max_ms as u64);
         let call = async {
@@ -197,24 +187,33 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
             .iter()
             .map(|(k, f)| ((f.topic_id, k.1), k))
             .collect();
-        // Progress on no partition and a refusal (waiting for metadata): pause before asking
-        // again, with or without a session (the leader answers a refusal at once).
-        let (mut progressed, mut refused) = (false, false);
+        // A partition in error is left out for RETRY_DELAY (the leader answers an error at
+        // once). No progress on any partition in an answer that came before the long poll's
+        // end: pause before asking again, whatever the reason.
+        let (mut progressed, mut unknown) = (false, false);
         for topic in response.responses {
             for pd in topic.partitions {
                 let Some(&key) = by_id.get(&(topic.topic_id, pd.partition_index)) else {
+                    unknown = true;
                     continue;
                 };
-                if !apply_answer(&ctx, &followed[key], pd).await {
-                    // Forget what was sent: the partition is sent again with its new state.
-                    session.sent.remove(key);
-                    refused = true;
-                } else {
-                    progressed = true;
+                let f = &followed[key];
+                match apply_answer(&ctx, f, pd).await {
+                    Applied::Progressed => progressed = true,
+                    Applied::Again => {}
+                    Applied::Refused => {
+                        session.delay(key, f.leader_epoch, Instant::now() + RETRY_DELAY);
+                    }
                 }
             }
         }
-        if refused && !progressed {
+        if unknown {
+            // The leader's session holds partitions this fetcher does not follow: start a
+            // new one, holding exactly what it follows.
+            tracing::debug!(shard = ctx.shard, leader = ?leader, "follower fetch answered partitions not followed; new fetch session");
+            session.reset();
+        }
+        if !progressed && asked_at.elapsed() < wait {
             glommio::timer::sleep(RETRY_DELAY).await;
         }
     }
@@ -253,59 +252,54 @@ async fn connect(ctx: &ShardCtx, leader: Slot) -> Result<Connection, ConnectErro
     })
 }
 
-/// The next fetch: every followed partition on a full fetch; on an incremental one only those
-/// whose fetch state changed since last sent, and those no longer followed as forgotten.
+/// The next fetch: every followed partition not delayed on a full fetch; on an incremental
+/// one only those whose fetch state changed since last sent, and those no longer fetched as
+/// forgotten.
 fn build_request(
     ctx: &ShardCtx,
     followed: &BTreeMap<(String, i32), Followed>,
-    session: &mut Session,
+    session: &mut FollowerSession,
 ) -> FetchRequest {
-    let full = session.epoch == 0;
-    if full {
-        session.sent.clear();
-    }
+    let candidates = followed
+        .iter()
+        .map(|(key, f)| {
+            let log = &f.part.log;
+            let mut fp = FetchPartition::default();
+            fp.partition = key.1;
+            fp.current_leader_epoch = f.leader_epoch.0;
+            fp.fetch_offset = log.log_end_offset().0;
+            fp.last_fetched_epoch = log.latest_epoch().map_or(-1, |e| e.0);
+            fp.log_start_offset = log.log_start_offset().0;
+            fp.partition_max_bytes = ctx.config.replica.fetch_max_bytes;
+            Candidate {
+                key: key.clone(),
+                topic_id: f.topic_id,
+                leader_epoch: f.leader_epoch,
+                fetch: fp,
+            }
+        })
+        .collect();
+    let plan = session.plan(candidates, Instant::now());
     let mut topics: Vec<FetchTopic> = Vec::new();
-    for (key, f) in followed {
-        let log = &f.part.log;
-        let mut fp = FetchPartition::default();
-        fp.partition = key.1;
-        fp.current_leader_epoch = f.leader_epoch.0;
-        fp.fetch_offset = log.log_end_offset().0;
-        fp.last_fetched_epoch = log.latest_epoch().map_or(-1, |e| e.0);
-        fp.log_start_offset = log.log_start_offset().0;
-        fp.partition_max_bytes = ctx.config.replica.fetch_max_bytes;
-        if !full && session.sent.get(key) == Some(&fp) {
-            continue;
-        }
-        session.sent.insert(key.clone(), fp.clone());
+    for (topic_id, fp) in plan.send {
         match topics.last_mut() {
-            Some(t) if t.topic_id == f.topic_id => t.partitions.push(fp),
+            Some(t) if t.topic_id == topic_id => t.partitions.push(fp),
             _ => {
                 let mut t = FetchTopic::default();
-                t.topic_id = f.topic_id;
+                t.topic_id = topic_id;
                 t.partitions.push(fp);
                 topics.push(t);
             }
         }
     }
     let mut forgotten: Vec<ForgottenTopic> = Vec::new();
-    let gone: Vec<(String, i32)> = session
-        .sent
-        .keys()
-        .filter(|k| !followed.contains_key(*k))
-        .cloned()
-        .collect();
-    for key in gone {
-        session.sent.remove(&key);
-        let Some(id) = ctx.snapshot.borrow().topics.get(&key.0).map(|t| t.id) else {
-            continue;
-        };
+    for (topic_id, partition) in plan.forget {
         match forgotten.last_mut() {
-            Some(t) if t.topic_id == id => t.partitions.push(key.1),
+            Some(t) if t.topic_id == topic_id => t.partitions.push(partition),
             _ => {
                 let mut t = ForgottenTopic::default();
-                t.topic_id = id;
-                t.partitions.push(key.1);
+                t.topic_id = topic_id;
+                t.partitions.push(partition);
                 forgotten.push(t);
             }
         }
@@ -324,15 +318,25 @@ fn build_request(
     req
 }
 
-/// Applies the leader's answer for one partition; whether it made progress (records
-/// appended or nothing to do), `false` when the partition must wait or be sent again.
-async fn apply_answer(ctx: &ShardCtx, f: &Followed, pd: PartitionData) -> bool {
+/// What an answer did for a partition.
+enum Applied {
+    /// Records appended, or nothing to do (caught up).
+    Progressed,
+    /// Nothing appended: the partition is no longer followed at that epoch, or its log was
+    /// truncated to where it diverged (its next fetch state differs).
+    Again,
+    /// The leader answered an error: wait (for metadata, mostly) before fetching it again.
+    Refused,
+}
+
+/// Applies the leader's answer for one partition.
+async fn apply_answer(ctx: &ShardCtx, f: &Followed, pd: PartitionData) -> Applied {
     let part = &f.part;
     let Some((_, epoch)) = part.following() else {
-        return false;
+        return Applied::Again;
     };
     if epoch != f.leader_epoch {
-        return false;
+        return Applied::Again;
     }
     let log_end = part.log.log_end_offset();
     let answer = match ResponseError::try_from_code(pd.error_code) {
@@ -352,7 +356,7 @@ async fn apply_answer(ctx: &ShardCtx, f: &Followed, pd: PartitionData) -> bool {
         }),
         Some(e) => {
             tracing::debug!(shard = ctx.shard, topic = %part.topic, partition = part.index, error = ?e, "follower fetch refused; waiting for metadata");
-            return false;
+            return Applied::Refused;
         }
     };
     if let Some(answer) = answer {
@@ -361,14 +365,16 @@ async fn apply_answer(ctx: &ShardCtx, f: &Followed, pd: PartitionData) -> bool {
             if to < log_end {
                 if let Err(e) = truncate(part, to).await {
                     tracing::error!(topic = %part.topic, partition = part.index, error = %e, "follower truncation failed");
+                    return Applied::Refused;
                 }
             } else if pd.error_code != 0 {
                 // Behind the leader's log start: not built (would need the log emptied and
                 // restarted at the leader's start offset).
                 tracing::error!(topic = %part.topic, partition = part.index, fetch_offset = log_end.0, "follower is out of the leader's range; fetching from the leader's log start is not built");
+                return Applied::Refused;
             }
         }
-        return false;
+        return Applied::Again;
     }
     let records = pd.records.unwrap_or_default();
     let whole = whole_batches(&records);
@@ -380,12 +386,12 @@ async fn apply_answer(ctx: &ShardCtx, f: &Followed, pd: PartitionData) -> bool {
                 let end = info.last_offset.next();
                 if let Err(e) = part.log.wait_for(Durability::Written, end).await {
                     tracing::error!(topic = %part.topic, partition = part.index, error = %e, "follower write failed");
-                    return false;
+                    return Applied::Refused;
                 }
             }
             Err(e) => {
                 tracing::error!(topic = %part.topic, partition = part.index, error = %e, "follower append failed");
-                return false;
+                return Applied::Refused;
             }
         }
     }
@@ -399,7 +405,7 @@ async fn apply_answer(ctx: &ShardCtx, f: &Followed, pd: PartitionData) -> bool {
             tracing::error!(topic = %part.topic, partition = part.index, error = %e, "moving the follower's log start offset failed");
         }
     }
-    true
+    Applied::Progressed
 }
 
 /// The length of the complete batches at the start of `records` (a fetch may end inside one).

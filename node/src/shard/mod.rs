@@ -4,6 +4,7 @@
 
 mod cleaner;
 mod fetcher;
+mod follower_session;
 mod maintenance;
 pub mod run;
 mod topology;
