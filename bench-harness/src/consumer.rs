@@ -23,6 +23,9 @@ use crate::producer::now_us;
 use crate::stats::{histogram, record, Counters, Histograms};
 
 const FETCH_VERSION: i16 = 11;
+/// How long a consumer waits after a fetch round that read nothing but errors (Kafka's
+/// consumer default `retry.backoff.ms`).
+const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
 /// A consumer that gets its partitions from a consumer group.
 #[derive(Clone)]
@@ -156,6 +159,7 @@ impl ConsumerTask {
                 &session.request(parts, offsets),
             )?;
         }
+        let mut round = Taken::default();
         for leader in by_leader.keys() {
             let (_, rx) = conns.get_mut(leader).expect("connection");
             let session = sessions.get_mut(leader).expect("session");
@@ -164,29 +168,56 @@ impl ConsumerTask {
                 // The leader lost the session (evicted, restarted): the next fetch is full.
                 self.counters
                     .error(Counters::code_name("fetch session", code));
+                round.errors = true;
                 continue;
             }
-            self.take(resp, offsets, e2e);
+            let taken = self.take(resp, offsets, e2e);
+            round.errors |= taken.errors;
+            round.records |= taken.records;
+        }
+        if round.must_back_off() {
+            // A partition in error is answered at once: wait as Kafka's consumer does
+            // (`retry.backoff.ms`) instead of asking again at once.
+            std::thread::sleep(RETRY_BACKOFF);
         }
         Ok(())
     }
 
-    fn take(&self, resp: FetchResponse, offsets: &mut Offsets, e2e: &mut Histogram<u64>) {
+    fn take(&self, resp: FetchResponse, offsets: &mut Offsets, e2e: &mut Histogram<u64>) -> Taken {
+        let mut taken = Taken::default();
         for t in resp.responses {
             let topic = t.topic.0.to_string();
             for p in t.partitions {
                 if p.error_code != 0 {
                     self.counters
                         .error(Counters::code_name("fetch", p.error_code));
+                    taken.errors = true;
                     continue;
                 }
                 let Some(records) = p.records else { continue };
+                taken.records |= !records.is_empty();
                 let next = offsets
                     .get_mut(&(topic.clone(), p.partition_index as u32))
                     .expect("assigned");
                 consume_batches(records, next, &self.counters, e2e, self.measure_from);
             }
         }
+        taken
+    }
+}
+
+/// What a fetch round's answers held.
+#[derive(Default)]
+struct Taken {
+    /// A partition answered an error, or a leader lost the session.
+    errors: bool,
+    records: bool,
+}
+
+impl Taken {
+    /// Errors and nothing read: the next round would get the same errors at once.
+    fn must_back_off(&self) -> bool {
+        self.errors && !self.records
     }
 }
 
@@ -398,6 +429,41 @@ mod tests {
         let quiet = s.request(&parts, &offsets);
         assert_eq!(quiet.session_epoch, 2);
         assert!(asked(&quiet).is_empty());
+    }
+
+    #[test]
+    fn a_round_of_errors_only_backs_off_and_one_with_records_does_not() {
+        use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+        let task = ConsumerTask {
+            assigned: Vec::new(),
+            group: None,
+            measure_from: Instant::now(),
+            end: Instant::now(),
+            counters: Arc::default(),
+            histograms: Arc::default(),
+        };
+        let response = |error_code: i16| {
+            let mut p = PartitionData::default();
+            p.error_code = error_code;
+            p.records = Some(Bytes::new());
+            let mut t = FetchableTopicResponse::default();
+            t.topic = TopicName(StrBytes::from_static_str("t"));
+            t.partitions.push(p);
+            let mut resp = answer(1, 0);
+            resp.responses.push(t);
+            resp
+        };
+        let mut offsets: Offsets = [(("t".to_owned(), 0), 0)].into();
+        let mut e2e = histogram();
+        // NOT_LEADER_OR_FOLLOWER
+        let taken = task.take(response(6), &mut offsets, &mut e2e);
+        assert!(taken.must_back_off());
+        assert_eq!(Counters::get(&task.counters.errors), 1);
+        let taken = task.take(response(0), &mut offsets, &mut e2e);
+        assert!(
+            !taken.must_back_off(),
+            "nothing to read is no error: the long poll waited"
+        );
     }
 
     #[test]
