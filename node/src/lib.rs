@@ -1,9 +1,10 @@
 //! `node` is the broker `ringlog`: shards (one glommio executor per core, each a Kafka broker
 //! endpoint), the Kafka protocol server on the `kafka-protocol` crate, topic/partition
 //! management, the group coordinator and committed offsets (`group`), the cluster metadata
-//! (embedded, or on etcd), replication (follower fetchers in `shard/fetcher.rs`, each replica's
-//! role in `partition/replica.rs` driving the `replication` crate's state machines, elections
-//! in `metadata/controller.rs`; a leader takes writes only under its etcd lease,
+//! (embedded, or on etcd), replication (follower fetchers in `shard/fetcher.rs`, their side of
+//! the fetch session in `shard/follower_session.rs`, each replica's role in
+//! `partition/replica.rs` driving the `replication` crate's state machines, elections in
+//! `metadata/controller.rs`; a leader takes writes only under its etcd lease,
 //! `metadata/lease.rs`; a dead node's lease revoked early, `metadata/etcd/liveness.rs`),
 //! configuration and the CLI, and who may do what (`security/`: listeners with Kafka's security
 //! protocols, TLS, SASL PLAIN/SCRAM, Kafka's ACL rules; enforced per request in
