@@ -106,6 +106,11 @@ pub const DRAIN_MAX: Duration = Duration::from_secs(15);
 /// `socket.timeout.ms`, after which the client gives up on the connection.
 pub const SLOW_ANSWER_WARN: Duration = Duration::from_secs(45);
 
+/// A shard that has not applied a new metadata snapshot after this is logged as a warning (once
+/// per snapshot): the control plane waits for every shard before it takes its next command.
+/// Applying one opens or closes logs (a few seconds for thousands of partitions on a slow disk).
+pub const SLOW_SNAPSHOT_APPLY_WARN: Duration = Duration::from_secs(10);
+
 /// Pause after a failed `accept` before the next.
 pub const ACCEPT_RETRY_DELAY: Duration = Duration::from_millis(10);
 

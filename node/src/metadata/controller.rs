@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_channel::{mpsc as fmpsc, oneshot};
 use kafka_protocol::ResponseError;
@@ -29,7 +29,7 @@ use super::placement::{
 use super::snapshot::{PartitionMeta, Snapshot, TopicMeta};
 use super::store::{MetadataStore, Saved};
 use crate::error::Refused;
-use crate::limits::PARTITIONS_MAX;
+use crate::limits::{PARTITIONS_MAX, SLOW_SNAPSHOT_APPLY_WARN};
 use crate::security::acl::{Entry as AclEntry, Pattern};
 use crate::security::scram::ScramCredential;
 
@@ -513,7 +513,7 @@ impl Controller {
     fn broadcast(&mut self) {
         let snapshot = Arc::new(self.snapshot.clone());
         let mut waits = Vec::new();
-        for tx in &self.to_shards {
+        for (shard, tx) in self.to_shards.iter().enumerate() {
             let (applied, done) = oneshot::channel();
             if tx
                 .unbounded_send(SnapshotUpdate {
@@ -522,17 +522,29 @@ impl Controller {
                 })
                 .is_ok()
             {
-                waits.push(done);
+                waits.push((shard, done));
             }
         }
-        for mut w in waits {
+        let started = Instant::now();
+        for (shard, mut w) in waits {
             // A shard that stopped drops its sender: treat as applied. A stopping shard may
             // never get to it (its connections may wait for this thread): stop waiting then.
+            let mut warned = false;
             loop {
                 match w.try_recv() {
                     Ok(Some(())) | Err(_) => break,
                     Ok(None) if self.stopping() => break,
-                    Ok(None) => std::thread::sleep(Duration::from_millis(1)),
+                    Ok(None) => {
+                        if !warned && started.elapsed() >= SLOW_SNAPSHOT_APPLY_WARN {
+                            tracing::warn!(
+                                shard,
+                                waited = ?started.elapsed(),
+                                "a shard has not applied the new metadata snapshot yet; metadata changes wait for it"
+                            );
+                            warned = true;
+                        }
+                        std::thread::sleep(Duration::from_millis(1))
+                    }
                 }
             }
         }
