@@ -137,7 +137,7 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
         let request = build_request(&ctx, &followed, &mut session);
         let asked_at = Instant::now();
         let c = conn.as_mut().expect("connected above");
-        let wait = Duration::from_millis(ctx.config.replica.fetch_wait_max_ms as u64);
+        let wait = Duration::from_millis(request.max_wait_ms as u64);
         let call = async {
             Some(
                 c.call::<_, FetchResponse>(ApiKey::Fetch, FETCH_VERSION, &request)
@@ -308,7 +308,17 @@ fn build_request(
     req.replica_state = ReplicaState::default()
         .with_replica_id(ctx.broker_id())
         .with_replica_epoch(ctx.lease.broker_epoch());
-    req.max_wait_ms = ctx.config.replica.fetch_wait_max_ms;
+    // A partition left out comes back when its delay ends, not after a whole long poll.
+    let now = Instant::now();
+    req.max_wait_ms = session
+        .delays_end()
+        .map_or(ctx.config.replica.fetch_wait_max_ms, |end| {
+            let left = end.saturating_duration_since(now).as_millis().max(1);
+            ctx.config
+                .replica
+                .fetch_wait_max_ms
+                .min(i32::try_from(left).unwrap_or(i32::MAX))
+        });
     req.min_bytes = 1;
     req.max_bytes = ctx.config.replica.fetch_max_bytes.saturating_mul(8);
     req.session_id = session.id;

@@ -62,6 +62,12 @@ impl FollowerSession {
         self.delayed.insert(key.clone(), (until, epoch));
     }
 
+    /// When the first delay left out of the last plan ends: the request's long poll should not
+    /// outlast it, or the partition waits for the poll too.
+    pub fn delays_end(&self) -> Option<Instant> {
+        self.delayed.values().map(|&(until, _)| until).min()
+    }
+
     /// The next request from the followed partitions' states (`followed`: every partition
     /// this fetcher follows on its leader, each once). Records what the leader's session
     /// will hold once it is answered.
@@ -182,6 +188,7 @@ mod tests {
             [(TOPIC, 1)],
             "out of the leader's session while delayed"
         );
+        assert_eq!(s.delays_end(), Some(now + Duration::from_millis(100)));
         answered(&mut s);
         let plan = s.plan(followed(&[(0, 5), (1, 5)], 3), now);
         assert_eq!(plan, Plan::default());
@@ -189,6 +196,7 @@ mod tests {
         let later = now + Duration::from_millis(100);
         let plan = s.plan(followed(&[(0, 5), (1, 5)], 3), later);
         assert_eq!(sent(&plan), [1], "back once the delay passed");
+        assert_eq!(s.delays_end(), None);
     }
 
     #[test]
