@@ -279,37 +279,27 @@ fn build_request(
             }
         })
         .collect();
-    let plan = session.plan(candidates, Instant::now());
-    let mut topics: Vec<FetchTopic> = Vec::new();
-    for (topic_id, fp) in plan.send {
-        match topics.last_mut() {
-            Some(t) if t.topic_id == topic_id => t.partitions.push(fp),
-            _ => {
-                let mut t = FetchTopic::default();
-                t.topic_id = topic_id;
-                t.partitions.push(fp);
-                topics.push(t);
-            }
-        }
-    }
-    let mut forgotten: Vec<ForgottenTopic> = Vec::new();
-    for (topic_id, partition) in plan.forget {
-        match forgotten.last_mut() {
-            Some(t) if t.topic_id == topic_id => t.partitions.push(partition),
-            _ => {
-                let mut t = ForgottenTopic::default();
-                t.topic_id = topic_id;
-                t.partitions.push(partition);
-                forgotten.push(t);
-            }
-        }
-    }
+    let now = Instant::now();
+    let plan = session.plan(candidates, now);
+    let topics = by_topic(plan.send)
+        .map(|(topic_id, partitions)| {
+            FetchTopic::default()
+                .with_topic_id(topic_id)
+                .with_partitions(partitions)
+        })
+        .collect();
+    let forgotten = by_topic(plan.forget)
+        .map(|(topic_id, partitions)| {
+            ForgottenTopic::default()
+                .with_topic_id(topic_id)
+                .with_partitions(partitions)
+        })
+        .collect();
     let mut req = FetchRequest::default();
     req.replica_state = ReplicaState::default()
         .with_replica_id(ctx.broker_id())
         .with_replica_epoch(ctx.lease.broker_epoch());
     // A partition left out comes back when its delay ends, not after a whole long poll.
-    let now = Instant::now();
     req.max_wait_ms = session
         .delays_end()
         .map_or(ctx.config.replica.fetch_wait_max_ms, |end| {
@@ -326,6 +316,19 @@ fn build_request(
     req.topics = topics;
     req.forgotten_topics_data = forgotten;
     req
+}
+
+/// Runs of the same topic id, in order, each with its items (a request names each topic once
+/// with its partitions; the plan lists them by topic).
+fn by_topic<T>(items: Vec<(uuid::Uuid, T)>) -> impl Iterator<Item = (uuid::Uuid, Vec<T>)> {
+    let mut runs: Vec<(uuid::Uuid, Vec<T>)> = Vec::new();
+    for (topic_id, item) in items {
+        match runs.last_mut() {
+            Some((id, run)) if *id == topic_id => run.push(item),
+            _ => runs.push((topic_id, vec![item])),
+        }
+    }
+    runs.into_iter()
 }
 
 /// What an answer did for a partition.

@@ -94,11 +94,11 @@ impl FollowerSession {
             if !full && same {
                 continue;
             }
-            let key = c.key.1;
+            let partition = c.key.1;
             if let Some((old, _)) = self.sent.insert(c.key, (c.topic_id, c.fetch.clone())) {
                 // The topic was deleted and created again under the same name.
                 if old != c.topic_id {
-                    plan.forget.push((old, key));
+                    plan.forget.push((old, partition));
                 }
             }
             plan.send.push((c.topic_id, c.fetch));
