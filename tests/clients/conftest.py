@@ -50,6 +50,21 @@ def free_port_block(n):
     raise RuntimeError("no free port block")
 
 
+def metric(port, name, default=None, **labels):
+    """The value of one sample of the broker's metrics endpoint (`default`, when given, if the
+    broker has no such sample yet)."""
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    for line in text.splitlines():
+        if line.startswith(f"{name}{{{want}}} ") or (not labels and line.startswith(f"{name} ")):
+            return float(line.rsplit(" ", 1)[1])
+    if default is not None:
+        return default
+    raise AssertionError(f"no sample {name}{{{want}}}")
+
+
 class Broker:
     """A running ringlog node."""
 

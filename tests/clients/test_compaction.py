@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import REPO, ApacheKafka, Broker, free_port_block, kafka_tool
+from conftest import REPO, ApacheKafka, Broker, free_port_block, kafka_tool, metric
 
 TOPIC = "compared"
 KEYS = 100
@@ -157,18 +157,6 @@ def test_unkeyed_records_are_refused_by_a_compacted_topic(broker):
     assert errors[1] is None, errors
     got = read_all(broker.bootstrap, 10)
     assert [(k, v) for _, k, v in got] == [(b"k", b"keyed")]
-
-
-def metric(port, name, **labels):
-    """The value of one sample of the broker's metrics endpoint."""
-    import urllib.request
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    for line in text.splitlines():
-        if line.startswith(f"{name}{{{want}}} ") or (not labels and line.startswith(f"{name} ")):
-            return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"no sample {name}{{{want}}}")
 
 
 def test_consumer_offsets_are_compacted_and_a_restart_loads_the_latest_commits():

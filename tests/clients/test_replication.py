@@ -14,16 +14,14 @@ import signal
 import struct
 import subprocess
 import threading
-import re
 import time
-import urllib.request
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import kafka_wire
-from conftest import Broker, free_port_block, java_client_check
+from conftest import Broker, free_port_block, java_client_check, metric
 from test_cluster import Etcd, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -91,12 +89,9 @@ class Cluster:
                 for p in t.partitions.values()}
 
     def fetch_requests(self, node_id):
-        """Fetch requests node `node_id` answered so far (its Prometheus endpoint)."""
-        url = f"http://127.0.0.1:{self.metrics_ports[node_id]}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as r:
-            text = r.read().decode()
-        return sum(int(float(n)) for n in re.findall(
-            r'^ringlog_requests_total\{shard="\d+",request="Fetch"\} (\S+)$', text, re.M))
+        """Fetch requests node `node_id` (one shard) answered so far (its Prometheus endpoint)."""
+        return metric(self.metrics_ports[node_id], "ringlog_requests_total", default=0,
+                      shard="0", request="Fetch")
 
     def assert_no_request_loop(self, seconds=3, most_per_second=200):
         """With no client producing or consuming, each node answers only its followers' long
