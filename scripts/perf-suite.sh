@@ -7,7 +7,12 @@
 #
 # Env: SUITE_DURATION_MINUTES / SUITE_WARMUP_MINUTES override the workloads' durations;
 # SUITE_TARGETS (default "ringlog kafka"; "ringlog-baseline" runs the ringlog binary named by
-# SUITE_RINGLOG_BASELINE_BIN, e.g. an older commit's build, for before/after figures); SUITE_BROKER_CPUS / SUITE_HARNESS_CPUS (taskset CPU
+# SUITE_RINGLOG_BASELINE_BIN, e.g. an older commit's build, for before/after figures; "null"
+# runs `ringlog-bench null-broker`, the floor: records in memory and nothing else, so the report
+# can state each broker's own share of a percentile as its figure minus the floor's);
+# SUITE_DEVICE_FLOOR=1 first measures the data device with fio (16 KiB O_DIRECT sequential
+# writes at 10 MB/s, and the same with an fdatasync after each) into OUT_DIR/device-floor.json,
+# which the report shows beside the brokers; SUITE_BROKER_CPUS / SUITE_HARNESS_CPUS (taskset CPU
 # lists, e.g. 1 and 0) pin each broker and ringlog-bench to separate cores — ringlog then runs one
 # shard per allowed CPU, Kafka's JVM sizes its thread pools to the same CPUs.
 # SUITE_DURABILITY=fsync makes both brokers fsync every message before acknowledging it
@@ -76,6 +81,9 @@ if [[ "${SUITE_COLD:-0}" == 1 ]]; then
     --ioengine=io_uring --direct=1 --output-format=json >"$RAW/fio.json" 2>/dev/null
   python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["jobs"][0]["read"]; print("raw_read bs=1048576 qd=4 MBps=%.0f" % (j["bw_bytes"] / 1e6))' "$RAW/fio.json" | tee "$OUT_DIR/raw-device-read.txt" >&2
   rm -rf "$RAW"
+fi
+if [[ "${SUITE_DEVICE_FLOOR:-0}" == 1 ]]; then
+  "$SCRIPT_DIR/device-floor.sh" "$OUT_DIR/device-floor.json" "$REPO_ROOT/target"
 fi
 [[ -n "${SUITE_DURATION_MINUTES:-}" ]] && OVERRIDES+=(--duration-minutes "$SUITE_DURATION_MINUTES")
 [[ -n "${SUITE_WARMUP_MINUTES:-}" ]] && OVERRIDES+=(--warmup-minutes "$SUITE_WARMUP_MINUTES")
@@ -153,7 +161,23 @@ for target in ${SUITE_TARGETS:-ringlog kafka}; do
       "$SCRIPT_DIR/kafka-stop.sh" >/dev/null
       rm -rf "$KAFKA_DATA_DIR"; KAFKA_DATA_DIR=""
       ;;
-    *) echo "unknown target '$target' (ringlog, ringlog-baseline, kafka)" >&2; exit 2 ;;
+    null)
+      # The floor: ringlog-bench's null broker (records in memory, nothing else), pinned as
+      # the brokers are, so its figures are the client + network + machine share of each
+      # percentile (perf/README.md, "The floor").
+      NULL_LOG="$(mktemp -p "$REPO_ROOT/target" suite-null.XXXXXX)"
+      "${BROKER_PIN[@]}" target/release/ringlog-bench null-broker --listen 127.0.0.1:39292 >"$NULL_LOG" 2>&1 &
+      PID=$!; CURRENT_PID=$PID
+      for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/39292) 2>/dev/null && break; sleep 0.1; done
+      kill -0 $PID || { cat "$NULL_LOG" >&2; echo "the null broker did not start" >&2; exit 1; }
+      run_workloads null 127.0.0.1:39292 "$PID"
+      kill -TERM $PID; wait $PID || true
+      CURRENT_PID=""
+      rm -f "$NULL_LOG"
+      ;;
+    *) echo "unknown target '$target' (ringlog, ringlog-baseline, kafka, null)" >&2; exit 2 ;;
   esac
 done
-target/release/ringlog-perf report "${RESULTS[@]}" --html "$OUT_DIR/report.html" --markdown "$OUT_DIR/summary.md" --title "ringlog vs Apache Kafka"
+DEVICE=()
+[[ -f "$OUT_DIR/device-floor.json" ]] && DEVICE=(--device-floor "$OUT_DIR/device-floor.json")
+target/release/ringlog-perf report "${RESULTS[@]}" --html "$OUT_DIR/report.html" --markdown "$OUT_DIR/summary.md" --title "ringlog vs Apache Kafka" "${DEVICE[@]}"

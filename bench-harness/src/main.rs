@@ -60,10 +60,43 @@ enum Commands {
         #[arg(long = "command-config", value_name = "FILE")]
         command_config: Option<PathBuf>,
     },
+    /// Serve a null broker: a Kafka endpoint that answers ApiVersions, Metadata,
+    /// CreateTopics, DeleteTopics, Produce and Fetch from memory and does nothing else — the
+    /// client + network + machine floor a broker's latency is measured against.
+    NullBroker {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:39292")]
+        listen: std::net::SocketAddr,
+        /// Host given for the broker in Metadata (the listen address's IP by default).
+        #[arg(long)]
+        advertised_host: Option<String>,
+        /// Bytes of records kept over all partitions (the oldest go first; a fetch below
+        /// what is kept gets OFFSET_OUT_OF_RANGE).
+        #[arg(long, default_value_t = bench_harness::null_broker::RETAINED_BYTES_DEFAULT)]
+        retained_bytes: usize,
+    },
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
+        Commands::NullBroker {
+            listen,
+            advertised_host,
+            retained_bytes,
+        } => {
+            let opts = bench_harness::null_broker::NullBrokerOptions {
+                listen,
+                advertised_host,
+                retained_bytes_max: retained_bytes,
+            };
+            match bench_harness::null_broker::serve(&opts) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("ringlog-bench null-broker: listening on {listen}: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Commands::Check { workload } => match bench_harness::workload::Workload::load(&workload) {
             Ok(w) => {
                 println!("{}: valid", w.name);

@@ -7,16 +7,17 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: ringlog-perf report RESULT.json... --html OUT.html [--markdown OUT.md] [--title TITLE]";
+    let usage = "usage: ringlog-perf report RESULT.json... --html OUT.html [--markdown OUT.md] [--title TITLE] [--device-floor DEVICE-FLOOR.json]";
     if args.first().map(String::as_str) != Some("report") {
         eprintln!("{usage}");
         return ExitCode::from(2);
     }
-    let (mut files, mut html, mut md, mut title) = (
+    let (mut files, mut html, mut md, mut title, mut device) = (
         Vec::new(),
         None,
         None,
         "ringlog benchmark report".to_owned(),
+        None,
     );
     let mut it = args.into_iter().skip(1);
     while let Some(a) = it.next() {
@@ -24,6 +25,7 @@ fn main() -> ExitCode {
             "--html" => html = it.next(),
             "--markdown" => md = it.next(),
             "--title" => title = it.next().unwrap_or(title),
+            "--device-floor" => device = it.next(),
             _ => files.push(a),
         }
     }
@@ -41,11 +43,18 @@ fn main() -> ExitCode {
             }
         }
     }
+    let device_floor = match device.as_deref().map(load_device_floor).transpose() {
+        Ok(d) => d.unwrap_or_default(),
+        Err(e) => {
+            eprintln!("ringlog-perf: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     if let Err(e) = std::fs::write(&html, perf::report::html(&results, &title)) {
         eprintln!("ringlog-perf: writing {html}: {e}");
         return ExitCode::FAILURE;
     }
-    let summary = perf::report::markdown(&results);
+    let summary = perf::report::markdown(&results) + &device_floor;
     if let Some(md) = md {
         if let Err(e) = std::fs::write(&md, &summary) {
             eprintln!("ringlog-perf: writing {md}: {e}");
@@ -55,4 +64,11 @@ fn main() -> ExitCode {
     print!("{summary}");
     println!("HTML report: {html}");
     ExitCode::SUCCESS
+}
+
+/// The device floor paragraph from `scripts/device-floor.sh`'s JSON.
+fn load_device_floor(path: &str) -> Result<String, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{path}: {e}"))?;
+    perf::report::device_floor_markdown(path, &v).map_err(|e| e.to_string())
 }

@@ -133,6 +133,11 @@ pub const TABLE: &[(&str, &str, bool)] = &[
         true,
     ),
     (
+        "end-to-end p99 (ms)",
+        "aggregatedEndToEndLatency99pct",
+        true,
+    ),
+    (
         "end-to-end p99.9 (ms)",
         "aggregatedEndToEndLatency999pct",
         true,
@@ -222,7 +227,89 @@ pub fn markdown(results: &[RunResult]) -> String {
             writeln!(out, "\n{w}: {}.", settings.join("; ")).ok();
         }
     }
+    out.push_str(&floor_markdown(&order));
     out
+}
+
+/// The driver name of `ringlog-bench null-broker` results: the floor.
+pub const FLOOR_DRIVER: &str = "null";
+
+/// Latencies a broker's own share is stated for: (label, result key).
+const OWN_SHARE: &[(&str, &str)] = &[
+    ("publish p99", "aggregatedPublishLatency99pct"),
+    ("publish p99.9", "aggregatedPublishLatency999pct"),
+    ("end-to-end p99", "aggregatedEndToEndLatency99pct"),
+    ("end-to-end p99.9", "aggregatedEndToEndLatency999pct"),
+];
+
+/// Each broker's own share of the tail percentiles: its figure minus the null broker's in the
+/// same workload (empty when no workload has a null-broker result).
+fn floor_markdown(order: &[&RunResult]) -> String {
+    let mut out = String::new();
+    for floor in order.iter().filter(|r| r.driver == FLOOR_DRIVER) {
+        let brokers: Vec<&&RunResult> = order
+            .iter()
+            .filter(|r| r.workload == floor.workload && r.driver != FLOOR_DRIVER)
+            .collect();
+        if brokers.is_empty() {
+            continue;
+        }
+        if out.is_empty() {
+            out.push_str(
+                "\nThe broker's own share (ms): its figure minus the null broker's (the client, \
+                 network and machine floor) in the same workload.\n\n",
+            );
+            let labels: Vec<&str> = OWN_SHARE.iter().map(|(l, _)| *l).collect();
+            writeln!(out, "| workload | broker | {} |", labels.join(" | ")).ok();
+            writeln!(out, "|---|---|{}", "---|".repeat(OWN_SHARE.len())).ok();
+        }
+        for b in brokers {
+            let cells: Vec<String> = OWN_SHARE
+                .iter()
+                .map(|(_, key)| match (b.metric(key), floor.metric(key)) {
+                    (Some(v), Some(f)) => {
+                        format!("{:.3} ({} − {})", v - f, fmt(Some(v)), fmt(Some(f)))
+                    }
+                    _ => "—".into(),
+                })
+                .collect();
+            writeln!(
+                out,
+                "| {} | {} | {} |",
+                b.workload,
+                b.driver,
+                cells.join(" | ")
+            )
+            .ok();
+        }
+    }
+    out
+}
+
+/// The device floor measured by `scripts/device-floor.sh` (its JSON), as a Markdown paragraph.
+pub fn device_floor_markdown(path: &str, v: &Value) -> Result<String, ReportError> {
+    let err = |reason: String| ReportError::Input {
+        path: path.to_owned(),
+        reason,
+    };
+    let pct = |key: &str| -> Result<[f64; 3], ReportError> {
+        let m = v.get(key).ok_or_else(|| err(format!("no {key}")))?;
+        let mut out = [0.0; 3];
+        for (i, p) in ["50", "99", "99.9"].iter().enumerate() {
+            out[i] = num(m, p).ok_or_else(|| err(format!("no {key}.{p}")))?;
+        }
+        Ok(out)
+    };
+    let (w, s) = (pct("writeLatencyMs")?, pct("writeSyncLatencyMs")?);
+    Ok(format!(
+        "\nThe device floor (fio, {} B O_DIRECT sequential writes at {:.0} MB/s, one in flight, over \
+         written blocks, {} s each): a write p50 / p99 / p99.9 {:.3} / {:.3} / {:.3} ms; a write \
+         with its cache flush (O_DSYNC, what flush.messages=1 waits for) {:.3} / {:.3} / {:.3} ms.\n",
+        num(v, "blockSize").unwrap_or(0.0),
+        num(v, "rateBytesPerSecond").unwrap_or(0.0) / 1e6,
+        num(v, "seconds").unwrap_or(0.0),
+        w[0], w[1], w[2], s[0], s[1], s[2],
+    ))
 }
 
 /// Series colours, one per result, in the order the results are given.

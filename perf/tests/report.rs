@@ -88,3 +88,38 @@ fn bad_result_files_are_refused_with_the_path() {
         .to_string()
         .contains("y.json"));
 }
+
+#[test]
+fn a_brokers_own_share_is_its_figure_minus_the_null_brokers() {
+    let r = fixture();
+    let mut floor = r.clone();
+    floor.driver = "null".into();
+    let p99 = r.metric("aggregatedPublishLatency99pct").unwrap();
+    floor.raw["aggregatedPublishLatency99pct"] = serde_json::json!(p99 - 0.25);
+    let md = markdown(&[r.clone(), floor]);
+    assert!(md.contains("The broker's own share"), "{md}");
+    assert!(
+        md.contains(&format!("| quickstart-1kb | ringlog | 0.250 ({p99:.3} − {:.3})", p99 - 0.25)),
+        "{md}"
+    );
+    // Without a null-broker result, no such table.
+    assert!(!markdown(&[r]).contains("own share"));
+}
+
+#[test]
+fn the_device_floor_is_stated_from_its_json_and_a_missing_figure_is_named() {
+    let v = serde_json::json!({
+        "writeLatencyMs": {"50": 0.05, "99": 0.2, "99.9": 0.5},
+        "writeSyncLatencyMs": {"50": 0.4, "99": 1.1, "99.9": 2.0},
+        "blockSize": 16384, "rateBytesPerSecond": 10000000, "seconds": 15
+    });
+    let text = perf::report::device_floor_markdown("d.json", &v).unwrap();
+    assert!(text.contains("0.050 / 0.200 / 0.500 ms"), "{text}");
+    assert!(text.contains("1.100 / 2.000 ms"), "{text}");
+    let mut bad = v;
+    bad["writeSyncLatencyMs"].as_object_mut().unwrap().remove("99");
+    let e = perf::report::device_floor_markdown("d.json", &bad)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("d.json") && e.contains("writeSyncLatencyMs.99"), "{e}");
+}
