@@ -272,7 +272,11 @@ impl Appender {
             // chunks (the planner bounds writes by 1 MiB chunks).
             (WriteKind::Data, None) => WriteBuffer::Owned(self.copy_for_write(job)),
         };
+        let submitted = std::time::Instant::now();
         let result = self.file.write_at(buf, job.start, mode).await;
+        if job.kind == WriteKind::Data {
+            crate::segment_io::record_data_write(submitted.elapsed());
+        }
         self.complete_write(job, result);
     }
 

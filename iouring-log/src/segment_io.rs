@@ -27,6 +27,8 @@ use std::rc::Rc;
 
 use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 
+use crate::limits::SLOW_WRITE_THRESHOLDS;
+
 /// A boxed future of an I/O result; segment I/O runs on one shard, so it need not be `Send`.
 pub type IoFuture<'a, T> = Pin<Box<dyn Future<Output = std::io::Result<T>> + 'a>>;
 
@@ -51,6 +53,51 @@ impl WriteBuffer {
 thread_local! {
     /// `(writes, bytes)` this thread made through the page cache ([`WriteMode::PageCache`]).
     static PAGE_CACHE_WRITES: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+    /// How long this thread's data writes took, submission to completion.
+    static DATA_WRITE_TIMES: std::cell::Cell<WriteTimes> = const { std::cell::Cell::new(WriteTimes::ZERO) };
+}
+
+/// How long a shard's data writes to segment files took, from the call to its completion (an
+/// acks=1 produce waits for the write covering its bytes): counts, not a histogram, so the
+/// record costs two clock reads per write.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct WriteTimes {
+    pub writes: u64,
+    pub total: std::time::Duration,
+    /// Writes that took at least each of [`SLOW_WRITE_THRESHOLDS`].
+    pub slow: [u64; SLOW_WRITE_THRESHOLDS.len()],
+    pub longest: std::time::Duration,
+}
+
+impl WriteTimes {
+    const ZERO: WriteTimes = WriteTimes {
+        writes: 0,
+        total: std::time::Duration::ZERO,
+        slow: [0; SLOW_WRITE_THRESHOLDS.len()],
+        longest: std::time::Duration::ZERO,
+    };
+
+    fn add(mut self, took: std::time::Duration) -> WriteTimes {
+        self.writes += 1;
+        self.total += took;
+        for (threshold, n) in SLOW_WRITE_THRESHOLDS.iter().zip(self.slow.iter_mut()) {
+            if took >= *threshold {
+                *n += 1;
+            }
+        }
+        self.longest = self.longest.max(took);
+        self
+    }
+}
+
+/// Records one data write that took `took`.
+pub fn record_data_write(took: std::time::Duration) {
+    DATA_WRITE_TIMES.with(|t| t.set(t.get().add(took)));
+}
+
+/// This thread's data writes since it started.
+pub fn data_write_times() -> WriteTimes {
+    DATA_WRITE_TIMES.with(|t| t.get())
 }
 
 /// `(writes, bytes)` of segment files this thread (shard) made through the page cache since it
@@ -326,4 +373,21 @@ pub fn disk_space(path: &Path) -> std::io::Result<(u64, u64)> {
     }
     let block = st.f_frsize as u64;
     Ok((st.f_blocks as u64 * block, st.f_bavail as u64 * block))
+}
+
+#[cfg(test)]
+mod write_times_tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_write_counts_under_every_threshold_it_reaches() {
+        let t = [0u64, 2, 7, 25]
+            .iter()
+            .fold(WriteTimes::ZERO, |t, ms| t.add(Duration::from_millis(*ms)));
+        assert_eq!(t.writes, 4);
+        assert_eq!(t.total, Duration::from_millis(34));
+        assert_eq!(t.slow, [3, 2, 1]);
+        assert_eq!(t.longest, Duration::from_millis(25));
+    }
 }

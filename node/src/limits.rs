@@ -93,6 +93,25 @@ pub const MAINTENANCE_PARTITIONS_PER_TICK: usize = 500;
 /// How often a shard runs retention, `flush.ms`, checkpoints and producer snapshots.
 pub const MAINTENANCE_INTERVAL: Duration = Duration::from_millis(100);
 
+/// The maintenance task queue's share of the shard against the request queue's 1000
+/// (glommio's default queue): retention, flushes, checkpoints and the group ticker.
+pub const MAINTENANCE_SHARES: usize = 100;
+
+/// The stall probe's share: it runs microseconds, a high share keeps it first when due.
+pub const STALL_PROBE_SHARES: usize = 1000;
+
+/// How often the shard's stall probe asks to run (`shard/stall_probe.rs`): 100 wake-ups a
+/// second, each a few microseconds of CPU.
+pub const STALL_PROBE_INTERVAL: Duration = Duration::from_millis(10);
+
+/// A stall probe run this late counts as a stall of each length it passes
+/// (`ringlog_shard_stalls_total{longer_than=...}`).
+pub const STALL_THRESHOLDS: [Duration; 3] = [
+    Duration::from_millis(1),
+    Duration::from_millis(5),
+    Duration::from_millis(20),
+];
+
 /// How often a shard looks at the process-wide stop flag.
 pub const STOP_POLL_INTERVAL: Duration = Duration::from_millis(50);
 

@@ -99,7 +99,10 @@ fn a_brokers_own_share_is_its_figure_minus_the_null_brokers() {
     let md = markdown(&[r.clone(), floor]);
     assert!(md.contains("The broker's own share"), "{md}");
     assert!(
-        md.contains(&format!("| quickstart-1kb | ringlog | 0.250 ({p99:.3} − {:.3})", p99 - 0.25)),
+        md.contains(&format!(
+            "| quickstart-1kb | ringlog | 0.250 ({p99:.3} − {:.3})",
+            p99 - 0.25
+        )),
         "{md}"
     );
     // Without a null-broker result, no such table.
@@ -117,9 +120,15 @@ fn the_device_floor_is_stated_from_its_json_and_a_missing_figure_is_named() {
     assert!(text.contains("0.050 / 0.200 / 0.500 ms"), "{text}");
     assert!(text.contains("1.100 / 2.000 ms"), "{text}");
     let mut bad = v;
-    bad["writeSyncLatencyMs"].as_object_mut().unwrap().remove("99");
+    bad["writeSyncLatencyMs"]
+        .as_object_mut()
+        .unwrap()
+        .remove("99");
     let e = perf::report::device_floor_markdown("d.json", &bad)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("d.json") && e.contains("writeSyncLatencyMs.99"), "{e}");
+    assert!(
+        e.contains("d.json") && e.contains("writeSyncLatencyMs.99"),
+        "{e}"
+    );
 }

@@ -5,6 +5,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -193,6 +194,17 @@ def test_prometheus_scrapes_what_the_clients_did():
         assert sum(v for _, v in values(s, "ringlog_page_cache_file_written_bytes_total")) > 100 * 100
         assert len(values(s, "ringlog_read_cache_page_cache_reads_total")) == 2, "one per shard"
         assert len(values(s, "ringlog_read_cache_read_ahead_evicted_unread_total")) == 2
+        # Where each shard's time went, how late a due task ran, how long the writes took.
+        queues = values(s, "ringlog_shard_task_queue_busy_seconds_total")
+        assert {l["queue"] for l, _ in queues} == {"requests", "maintenance", "stall-probe", "log-cleaner"}, queues
+        assert sum(v for l, v in queues if l["queue"] == "requests") > 0, queues
+        for shard in ("0", "1"):
+            assert one(s, "ringlog_shard_stall_probe_lateness_seconds", shard=shard, quantile="0.5") >= 0
+            stalls = values(s, "ringlog_shard_stalls_total", shard=shard)
+            assert sorted(l["longer_than"] for l, _ in stalls) == ["0.001", "0.005", "0.02"], stalls
+        assert sum(v for _, v in values(s, "ringlog_log_data_writes_total")) >= 3
+        assert sum(v for _, v in values(s, "ringlog_log_data_write_seconds_total")) > 0
+        assert len(values(s, "ringlog_log_slow_data_writes_total")) == 6, "three lengths, two shards"
         assert one(s, "ringlog_request_budget_bytes") == 512 << 20
         assert one(s, "process_resident_memory_bytes") > 0
         assert sum(v for _, v in values(s, "ringlog_leader_partitions")) == 3 + 50  # and __consumer_offsets
@@ -248,5 +260,29 @@ def test_a_bad_metrics_address_is_refused_with_its_value():
             raise AssertionError("the broker started with metrics.listen=127.0.0.1:http")
         except RuntimeError as e:
             assert "metrics.listen" in str(e) and "127.0.0.1:http" in str(e), str(e)
+    finally:
+        b.cleanup()
+
+
+def test_a_paused_broker_shows_as_a_stall_of_its_shard():
+    """The stall probe sees time a shard could not run: the process stopped for 300 ms (SIGSTOP,
+    as a vCPU not scheduled or a long blocking call would hold it) is one probe run at least
+    20 ms late, and the longest stall covers the pause."""
+    metrics_port = free_port_block(1)
+    b = Broker(shards=1, settings={"metrics.listen": f"127.0.0.1:{metrics_port}"}).start()
+    try:
+        before = parse(scrape(metrics_port))
+        stalled = one(before, "ringlog_shard_stalls_total", shard="0", longer_than="0.02")
+        os.kill(b.proc.pid, signal.SIGSTOP)
+        time.sleep(0.3)
+        os.kill(b.proc.pid, signal.SIGCONT)
+        deadline = time.time() + 10
+        while True:
+            after = parse(scrape(metrics_port))
+            if one(after, "ringlog_shard_stalls_total", shard="0", longer_than="0.02") > stalled or time.time() > deadline:
+                break
+            time.sleep(0.05)
+        assert one(after, "ringlog_shard_stalls_total", shard="0", longer_than="0.02") >= stalled + 1
+        assert one(after, "ringlog_shard_stall_longest_seconds", shard="0") >= 0.25
     finally:
         b.cleanup()

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
+use crate::limits::STALL_THRESHOLDS;
+
 /// Quantiles reported for each API's latency (a Prometheus summary).
 pub const QUANTILES: [f64; 5] = [0.5, 0.9, 0.99, 0.999, 1.0];
 
@@ -17,7 +19,8 @@ pub const LATENCY_WINDOW: Duration = Duration::from_secs(60);
 /// Latencies above this (in microseconds: 10 minutes) are recorded as this.
 const LATENCY_MAX_US: u64 = 600_000_000;
 
-/// One API's requests on one shard.
+/// Latencies recorded on one shard (one API's requests, or the stall probe's lateness): a
+/// count, a sum and the histograms of the last two windows.
 struct ApiStats {
     count: u64,
     sum_us: u64,
@@ -57,6 +60,43 @@ impl ApiStats {
         self.current.reset();
         self.window_start = now;
     }
+
+    fn record(&mut self, latency: Duration, now: Instant) {
+        self.rotate(now);
+        let us = (latency.as_micros() as u64).clamp(1, LATENCY_MAX_US);
+        self.count += 1;
+        self.sum_us += us;
+        self.current
+            .record(us)
+            .expect("clamped into the histogram's range");
+    }
+
+    /// `(quantile, seconds)` over the last one to two windows; `None` when nothing came in.
+    fn quantiles(&mut self, now: Instant) -> Vec<(f64, Option<f64>)> {
+        self.rotate(now);
+        let mut window = self.previous.clone();
+        window
+            .add(&self.current)
+            .expect("histograms of one shape add");
+        QUANTILES
+            .iter()
+            .map(|&q| {
+                let v = (!window.is_empty()).then(|| window.value_at_quantile(q) as f64 / 1e6);
+                (q, v)
+            })
+            .collect()
+    }
+}
+
+/// The stall probe's figures as reported.
+#[derive(Debug, Clone, Default)]
+pub struct StallReport {
+    /// `(quantile, seconds)` of the probe's lateness over the last one to two windows.
+    pub lateness: Vec<(f64, Option<f64>)>,
+    /// Probe runs at least each of [`STALL_THRESHOLDS`] late, since the broker started.
+    pub stalls: [u64; STALL_THRESHOLDS.len()],
+    /// The latest the probe ever ran.
+    pub longest: Duration,
 }
 
 /// One API's figures as reported.
@@ -86,6 +126,13 @@ pub struct ShardMetrics {
     /// Totals of glommio's executor and I/O statistics (which glommio resets each time they
     /// are read).
     executor: Cell<ExecutorTotals>,
+    /// The stall probe's lateness (`shard/stall_probe.rs`); `None` until its first run.
+    stall_probe: RefCell<Option<ApiStats>>,
+    stalls: [Cell<u64>; STALL_THRESHOLDS.len()],
+    stall_longest: Cell<Duration>,
+    /// The shard's task queues by name, with the time each ran tasks since the broker started
+    /// (glommio's per-queue runtime, which it resets each time it is read).
+    task_queues: RefCell<Vec<(&'static str, glommio::TaskQueueHandle, Duration)>>,
 }
 
 /// The shard's executor since it started: io_uring file operations, time spent running
@@ -106,14 +153,58 @@ impl ShardMetrics {
     pub fn record_request(&self, api_key: i16, latency: Duration, now: Instant) {
         let mut apis = self.apis.borrow_mut();
         let stats = apis.entry(api_key).or_insert_with(|| ApiStats::new(now));
-        stats.rotate(now);
-        let us = (latency.as_micros() as u64).clamp(1, LATENCY_MAX_US);
-        stats.count += 1;
-        stats.sum_us += us;
-        stats
-            .current
-            .record(us)
-            .expect("clamped into the histogram's range");
+        stats.record(latency, now);
+    }
+
+    /// Reports the runtime of task queue `handle` as `name`.
+    pub fn watch_task_queue(&self, name: &'static str, handle: glommio::TaskQueueHandle) {
+        self.task_queues
+            .borrow_mut()
+            .push((name, handle, Duration::ZERO));
+    }
+
+    /// Adds each watched queue's runtime since the last call (`delta(handle)`) and returns
+    /// the totals by name.
+    pub fn add_task_queue_runtimes(
+        &self,
+        delta: impl Fn(glommio::TaskQueueHandle) -> Duration,
+    ) -> Vec<(&'static str, Duration)> {
+        let mut queues = self.task_queues.borrow_mut();
+        queues
+            .iter_mut()
+            .map(|(name, handle, total)| {
+                *total += delta(*handle);
+                (*name, *total)
+            })
+            .collect()
+    }
+
+    /// The stall probe ran `lateness` after it was due.
+    pub fn record_stall_probe(&self, lateness: Duration, now: Instant) {
+        self.stall_probe
+            .borrow_mut()
+            .get_or_insert_with(|| ApiStats::new(now))
+            .record(lateness, now);
+        for (threshold, count) in STALL_THRESHOLDS.iter().zip(&self.stalls) {
+            if lateness >= *threshold {
+                count.set(count.get() + 1);
+            }
+        }
+        self.stall_longest
+            .set(self.stall_longest.get().max(lateness));
+    }
+
+    pub fn stall_report(&self, now: Instant) -> StallReport {
+        StallReport {
+            lateness: self
+                .stall_probe
+                .borrow_mut()
+                .as_mut()
+                .map(|s| s.quantiles(now))
+                .unwrap_or_default(),
+            stalls: std::array::from_fn(|i| self.stalls[i].get()),
+            longest: self.stall_longest.get(),
+        }
     }
 
     pub fn received(&self, bytes: usize) {
@@ -163,26 +254,11 @@ impl ShardMetrics {
     pub fn api_reports(&self, now: Instant) -> Vec<ApiReport> {
         let mut apis = self.apis.borrow_mut();
         apis.iter_mut()
-            .map(|(&api_key, stats)| {
-                stats.rotate(now);
-                let mut window = stats.previous.clone();
-                window
-                    .add(&stats.current)
-                    .expect("histograms of one shape add");
-                let quantiles = QUANTILES
-                    .iter()
-                    .map(|&q| {
-                        let v =
-                            (!window.is_empty()).then(|| window.value_at_quantile(q) as f64 / 1e6);
-                        (q, v)
-                    })
-                    .collect();
-                ApiReport {
-                    api_key,
-                    count: stats.count,
-                    sum_seconds: stats.sum_us as f64 / 1e6,
-                    quantiles,
-                }
+            .map(|(&api_key, stats)| ApiReport {
+                api_key,
+                count: stats.count,
+                sum_seconds: stats.sum_us as f64 / 1e6,
+                quantiles: stats.quantiles(now),
             })
             .collect()
     }
@@ -241,6 +317,28 @@ mod tests {
         let r = &m.api_reports(now)[0];
         assert_eq!(r.count, 2);
         assert!(r.quantiles[4].1.unwrap() >= 599.0);
+    }
+
+    #[test]
+    fn the_stall_probe_counts_each_threshold_passed_and_keeps_the_longest() {
+        let m = ShardMetrics::default();
+        let now = Instant::now();
+        assert!(m.stall_report(now).lateness.is_empty(), "no run yet");
+        for ms in [0, 2, 7, 30, 3] {
+            m.record_stall_probe(Duration::from_millis(ms), now);
+        }
+        let r = m.stall_report(now);
+        // >= 1 ms: 2, 7, 30, 3; >= 5 ms: 7, 30; >= 20 ms: 30.
+        assert_eq!(r.stalls, [4, 2, 1]);
+        assert_eq!(r.longest, Duration::from_millis(30));
+        let max = r
+            .lateness
+            .iter()
+            .find(|(q, _)| *q == 1.0)
+            .unwrap()
+            .1
+            .unwrap();
+        assert!((max - 0.030).abs() < 0.001, "{max}");
     }
 
     #[test]

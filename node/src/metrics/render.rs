@@ -9,6 +9,8 @@ use kafka_protocol::messages::ApiKey;
 use super::exposition::{Exposition, Kind, Sample};
 use super::process::ProcessFacts;
 use super::report::{PartitionReport, ShardReport};
+use crate::limits::STALL_THRESHOLDS;
+use iouring_log::limits::SLOW_WRITE_THRESHOLDS;
 
 /// What the endpoint knows of the node itself.
 pub struct NodeFacts {
@@ -255,6 +257,7 @@ pub fn render(reports: &[Option<ShardReport>], node: &NodeFacts) -> String {
     );
     process_families(&mut e, &node.process);
     request_families(&mut e, &up);
+    stall_families(&mut e, &up);
     memory_families(&mut e, node);
     for &(name, kind, help, figure) in SHARD_FAMILIES {
         e.family(
@@ -336,6 +339,97 @@ fn request_families(e: &mut Exposition, up: &[&ShardReport]) {
         Kind::Summary,
         "Time from a request read to its response written, per API (Kafka's TotalTimeMs); quantiles over the last 60 to 120 seconds, NaN when no request came in that time.",
         latency,
+    );
+}
+
+/// The stall probe and the task queues' runtime: where a shard's time went, and how long a
+/// task that was due waited.
+fn stall_families(e: &mut Exposition, up: &[&ShardReport]) {
+    let mut lateness = Vec::new();
+    let mut stalls = Vec::new();
+    let mut longest = Vec::new();
+    let mut queues = Vec::new();
+    for r in up {
+        for (q, v) in &r.stalls.lateness {
+            let mut l = shard_label(r.shard);
+            l.push(("quantile", q.to_string()));
+            lateness.push(Sample::new(l, v.unwrap_or(f64::NAN)));
+        }
+        for (threshold, count) in STALL_THRESHOLDS.iter().zip(r.stalls.stalls) {
+            let mut l = shard_label(r.shard);
+            l.push(("longer_than", format!("{}", threshold.as_secs_f64())));
+            stalls.push(Sample::new(l, count as f64));
+        }
+        longest.push(Sample::new(
+            shard_label(r.shard),
+            r.stalls.longest.as_secs_f64(),
+        ));
+        for (name, busy) in &r.task_queues {
+            let mut l = shard_label(r.shard);
+            l.push(("queue", (*name).to_owned()));
+            queues.push(Sample::new(l, busy.as_secs_f64()));
+        }
+    }
+    e.family(
+        "ringlog_shard_stall_probe_lateness_seconds",
+        Kind::Summary,
+        "How late the shard's stall probe ran after it was due (every 10 ms): time a due task could not run (another task running, a blocking call, the thread preempted, the reactor waking late); quantiles over the last 60 to 120 seconds.",
+        lateness,
+    );
+    e.family(
+        "ringlog_shard_stalls_total",
+        Kind::Counter,
+        "Stall probe runs at least longer_than seconds late.",
+        stalls,
+    );
+    e.family(
+        "ringlog_shard_stall_longest_seconds",
+        Kind::Gauge,
+        "The latest the stall probe ran since the broker started.",
+        longest,
+    );
+    let writes = |f: fn(&iouring_log::segment_io::WriteTimes) -> f64| -> Vec<Sample> {
+        up.iter()
+            .map(|r| Sample::new(shard_label(r.shard), f(&r.data_writes)))
+            .collect()
+    };
+    e.family(
+        "ringlog_log_data_writes_total",
+        Kind::Counter,
+        "Data writes to segment files (an acks=1 produce waits for the one covering its bytes).",
+        writes(|w| w.writes as f64),
+    );
+    e.family(
+        "ringlog_log_data_write_seconds_total",
+        Kind::Counter,
+        "Time the data writes took, each from its call to its completion, summed.",
+        writes(|w| w.total.as_secs_f64()),
+    );
+    e.family(
+        "ringlog_log_data_write_longest_seconds",
+        Kind::Gauge,
+        "The longest data write since the broker started.",
+        writes(|w| w.longest.as_secs_f64()),
+    );
+    let mut slow = Vec::new();
+    for r in up {
+        for (threshold, n) in SLOW_WRITE_THRESHOLDS.iter().zip(r.data_writes.slow) {
+            let mut l = shard_label(r.shard);
+            l.push(("longer_than", format!("{}", threshold.as_secs_f64())));
+            slow.push(Sample::new(l, n as f64));
+        }
+    }
+    e.family(
+        "ringlog_log_slow_data_writes_total",
+        Kind::Counter,
+        "Data writes that took at least longer_than seconds (the device floor of a 16 KiB write is ~0.2 ms at p99).",
+        slow,
+    );
+    e.family(
+        "ringlog_shard_task_queue_busy_seconds_total",
+        Kind::Counter,
+        "Time the shard's executor ran tasks of each task queue (requests, maintenance, log-cleaner, stall-probe).",
+        queues,
     );
 }
 

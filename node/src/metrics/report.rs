@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use super::recorder::{ApiReport, ExecutorTotals};
+use super::recorder::{ApiReport, ExecutorTotals, StallReport};
 use crate::shard::ShardCtx;
 
 /// Everything one shard contributes to a scrape. Plain data: it crosses threads.
@@ -24,6 +24,12 @@ pub struct ShardReport {
     /// Memory the tails of the shard's active segments hold.
     pub tail_bytes: u64,
     pub executor: ExecutorTotals,
+    /// Time each named task queue of the shard ran tasks, since the broker started.
+    pub task_queues: Vec<(&'static str, std::time::Duration)>,
+    /// The stall probe (`shard/stall_probe.rs`).
+    pub stalls: StallReport,
+    /// How long the shard's data writes to segment files took.
+    pub data_writes: iouring_log::segment_io::WriteTimes,
     /// `(writes, bytes)` of segment files through the page cache (quiet partitions' appends).
     pub page_cache_writes: (u64, u64),
     /// The log cleaner: `(cleanings, bytes before, bytes after)`.
@@ -74,6 +80,10 @@ impl ShardCtx {
             busy: stats.total_runtime(),
             tasks_executed: stats.tasks_executed(),
         });
+        let task_queues = m.add_task_queue_runtimes(|handle| {
+            ex.task_queue_stats(handle)
+                .map_or(std::time::Duration::ZERO, |s| s.runtime())
+        });
         let snapshot = self.snapshot.borrow().clone();
         let mut tail_bytes = 0u64;
         let partitions = self
@@ -113,6 +123,9 @@ impl ShardCtx {
             read_gate: iouring_log::read_gate::stats(),
             tail_bytes,
             executor,
+            task_queues,
+            stalls: m.stall_report(now),
+            data_writes: iouring_log::segment_io::data_write_times(),
             page_cache_writes: iouring_log::segment_io::page_cache_writes(),
             cleaner: m.cleaner(),
         }

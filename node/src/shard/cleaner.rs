@@ -28,6 +28,7 @@ pub(super) fn spawn_cleaner(ctx: Rc<ShardCtx>) -> Option<glommio::task::JoinHand
         Latency::NotImportant,
         "log-cleaner",
     );
+    ctx.metrics.watch_task_queue("log-cleaner", queue);
     let shard = ctx.shard;
     let task = glommio::spawn_local_into(
         async move {

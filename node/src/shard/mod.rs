@@ -7,6 +7,7 @@ mod fetcher;
 mod follower_session;
 mod maintenance;
 pub mod run;
+mod stall_probe;
 mod topology;
 
 use std::cell::{Cell, RefCell};

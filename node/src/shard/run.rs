@@ -9,12 +9,14 @@ use std::rc::Rc;
 use futures_channel::mpsc as fmpsc;
 use futures_lite::StreamExt;
 use glommio::net::TcpListener;
+use glommio::{Latency, Shares};
 
 use super::fetcher::start_fetchers;
+use super::stall_probe::run_stall_probe;
 use super::{now_ms, ShardCtx};
 use crate::limits::{
     ACCEPT_RETRY_DELAY, DRAIN_MAX, DRAIN_POLL_INTERVAL, GROUP_TICK_INTERVAL, LISTEN_BACKLOG,
-    MAINTENANCE_INTERVAL, STOP_POLL_INTERVAL,
+    MAINTENANCE_INTERVAL, MAINTENANCE_SHARES, STALL_PROBE_SHARES, STOP_POLL_INTERVAL,
 };
 use crate::metadata::SnapshotUpdate;
 use crate::metrics::endpoint::Ask;
@@ -59,7 +61,24 @@ pub async fn run_shard(
         }
     })
     .detach();
-    let maintenance = glommio::spawn_local({
+    // Periodic work in a task queue of its own with a small share: a due request's task
+    // comes first when both are ready, and each queue's runtime is reported.
+    ctx.metrics
+        .watch_task_queue("requests", glommio::executor().current_task_queue());
+    let background = glommio::executor().create_task_queue(
+        Shares::Static(MAINTENANCE_SHARES),
+        Latency::NotImportant,
+        "maintenance",
+    );
+    ctx.metrics.watch_task_queue("maintenance", background);
+    let probe = glommio::executor().create_task_queue(
+        Shares::Static(STALL_PROBE_SHARES),
+        Latency::NotImportant,
+        "stall-probe",
+    );
+    ctx.metrics.watch_task_queue("stall-probe", probe);
+    let stall_probe = spawn_into(probe, run_stall_probe(ctx.clone()));
+    let maintenance = spawn_into(background, {
         let ctx = ctx.clone();
         async move {
             let mut last_retention = now_ms();
@@ -78,9 +97,8 @@ pub async fn run_shard(
                 ctx.maintain(tick, stride, check_retention).await;
             }
         }
-    })
-    .detach();
-    let group_ticker = spawn_group_ticker(ctx.clone());
+    });
+    let group_ticker = spawn_group_ticker(ctx.clone(), background);
     let reporter = glommio::spawn_local({
         let ctx = ctx.clone();
         async move {
@@ -106,6 +124,7 @@ pub async fn run_shard(
     reporter.cancel();
     group_ticker.cancel();
     maintenance.cancel();
+    stall_probe.cancel();
     // In-flight requests finish: connections close after their current request, within
     // DRAIN_MAX (fetches wait at most their max wait, acks=all produces give up at once; a
     // connection still busy after that, say writing to a client that does not read, is not
@@ -150,8 +169,11 @@ async fn watch_for_stop(ctx: Rc<ShardCtx>) {
 }
 
 /// Session timeouts, join deadlines and offsets retention of the shard's groups.
-fn spawn_group_ticker(ctx: Rc<ShardCtx>) -> glommio::task::JoinHandle<()> {
-    glommio::spawn_local(async move {
+fn spawn_group_ticker(
+    ctx: Rc<ShardCtx>,
+    queue: glommio::TaskQueueHandle,
+) -> glommio::task::JoinHandle<()> {
+    spawn_into(queue, async move {
         loop {
             glommio::timer::sleep(GROUP_TICK_INTERVAL).await;
             if ctx.stop.is_stopping() {
@@ -160,7 +182,16 @@ fn spawn_group_ticker(ctx: Rc<ShardCtx>) -> glommio::task::JoinHandle<()> {
             ctx.groups.tick(&*ctx, now_ms()).await;
         }
     })
-    .detach()
+}
+
+/// Spawns `task` into `queue`, a queue this shard made (glommio refuses only an unknown one).
+fn spawn_into(
+    queue: glommio::TaskQueueHandle,
+    task: impl std::future::Future<Output = ()> + 'static,
+) -> glommio::task::JoinHandle<()> {
+    glommio::spawn_local_into(task, queue)
+        .expect("a task queue this shard created")
+        .detach()
 }
 
 /// Listens on `addr` alone. glommio's own `bind` sets `SO_REUSEPORT`, so a second broker
