@@ -47,6 +47,25 @@ fn keep_large_allocations_on_heap() {
     }
 }
 
+/// Turns transparent huge pages off for the process (`prctl(PR_SET_THP_DISABLE)`): mimalloc
+/// asks for them on its arenas (`MADV_HUGEPAGE`), so a buffer that grew the heap (a new tail
+/// chunk while the read cache fills to its budget) faulted in a whole 2 MiB page and zeroed it
+/// inside one page fault: 3–7 ms with the shard's thread in `folio_zero_user` (`perf sched
+/// timehist -g`) on this virtual machine, whose host backs guest memory on first touch. At
+/// 10 000 msg/s, where the cache fills for the whole run, that was ~4 stalls of 5 ms or more a
+/// second and publish p99 3.6–8.3 ms against the null broker's 1.25
+/// (`perf/results/2026-12-06-floor`). With 4 KiB pages the same zeroing is spread over the
+/// appends that touch them. Kafka's JVM does not ask for huge pages by default either.
+fn disable_transparent_huge_pages() {
+    // SAFETY: PR_SET_THP_DISABLE only sets a flag of this process's memory map.
+    if unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) } != 0 {
+        tracing::warn!(
+            error = %std::io::Error::last_os_error(),
+            "could not turn transparent huge pages off; a fresh heap page may stall a shard"
+        );
+    }
+}
+
 /// Raises the open-files limit towards [`OPEN_FILES_WANTED`]: an active segment keeps its file
 /// open for writes and the read cache up to `iouring_log::limits::READ_FILES_MAX` per
 /// shard for reads, so 10 000 partitions need well over 10 000 descriptors, beyond common
@@ -92,6 +111,7 @@ fn raise_open_files_limit() {
 
 pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
     keep_large_allocations_on_heap();
+    disable_transparent_huge_pages();
     raise_open_files_limit();
     std::fs::create_dir_all(&config.log_dir).map_err(|source| StartError::DataDir {
         path: config.log_dir.clone(),
