@@ -16,7 +16,9 @@
 //! protocol codecs (the one exception: the `__consumer_offsets` record layouts in
 //! `group/records.rs`, which are Kafka-internal and not in `kafka-protocol`). Not built yet:
 //! transactions (see the issues). The log cleaner (compaction) lives in `iouring-log`; the
-//! shard schedules it (`shard/cleaner.rs`).
+//! shard schedules it (`shard/cleaner.rs`). A shard's task queues: requests (the default),
+//! maintenance, the log cleaner and the stall probe (`shard/stall_probe.rs`, which counts the
+//! time a due task could not run).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]

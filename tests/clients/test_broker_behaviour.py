@@ -175,3 +175,10 @@ def test_a_listener_port_in_use_by_another_broker_stops_the_start(make_broker):
     for i in range(20):
         got = consume_all(first.bootstrap, "kept", 1, 1, timeout=15)
         assert [m.value() for m in got] == [b"before"], f"consumer {i}: {got}"
+
+
+def test_transparent_huge_pages_are_off_for_the_broker(broker):
+    """A fresh heap page must not be a 2 MiB page zeroed inside one fault on a shard's thread
+    (3-7 ms on this VM: perf/results/2026-12-06-floor): the broker turns THP off for itself."""
+    status = open(f"/proc/{broker.proc.pid}/status").read()
+    assert "THP_enabled:\t0" in status, [l for l in status.splitlines() if l.startswith("THP")]
