@@ -104,6 +104,13 @@ run_workloads() { # TARGET BOOTSTRAP PID
   done
 }
 
+# Waits up to 10 s for 127.0.0.1:PORT to take connections; a process PID that died instead
+# fails the suite with its LOG.
+wait_listening() { # PORT PID LOG NAME
+  for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && break; sleep 0.1; done
+  kill -0 "$2" || { cat "$3" >&2; echo "$4 did not start" >&2; exit 1; }
+}
+
 # A failed workload or a target that does not start must not leave a broker running.
 CURRENT_PID=""
 cleanup() {
@@ -146,8 +153,7 @@ for target in ${SUITE_TARGETS:-ringlog kafka}; do
       DATA="$(mktemp -d -p "$REPO_ROOT/target" suite-ringlog.XXXXXX)"
       "${BROKER_PIN[@]}" "$BIN" serve --data-dir "$DATA" --listen 127.0.0.1:39092 "${RINGLOG_SET[@]}" >"$DATA/broker.log" 2>&1 &
       PID=$!; CURRENT_PID=$PID
-      for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/39092) 2>/dev/null && break; sleep 0.1; done
-      kill -0 $PID || { cat "$DATA/broker.log" >&2; echo "ringlog did not start" >&2; exit 1; }
+      wait_listening 39092 "$PID" "$DATA/broker.log" ringlog
       run_workloads "$target" 127.0.0.1:39092 "$PID"
       kill -TERM $PID; wait $PID || true
       CURRENT_PID=""
@@ -168,8 +174,7 @@ for target in ${SUITE_TARGETS:-ringlog kafka}; do
       NULL_LOG="$(mktemp -p "$REPO_ROOT/target" suite-null.XXXXXX)"
       "${BROKER_PIN[@]}" target/release/ringlog-bench null-broker --listen 127.0.0.1:39292 >"$NULL_LOG" 2>&1 &
       PID=$!; CURRENT_PID=$PID
-      for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/39292) 2>/dev/null && break; sleep 0.1; done
-      kill -0 $PID || { cat "$NULL_LOG" >&2; echo "the null broker did not start" >&2; exit 1; }
+      wait_listening 39292 "$PID" "$NULL_LOG" "the null broker"
       run_workloads null 127.0.0.1:39292 "$PID"
       kill -TERM $PID; wait $PID || true
       CURRENT_PID=""

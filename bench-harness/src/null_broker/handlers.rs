@@ -17,6 +17,7 @@ use kafka_protocol::messages::{
     MetadataResponse, ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 
 use super::memory_log::MemoryLog;
 use super::{decode, encode, ConnectionError};
@@ -40,13 +41,13 @@ const SERVED: [(ApiKey, i16, i16); 6] = [
     (ApiKey::DeleteTopics, 1, 5),
 ];
 
-// Kafka's error codes used here.
-const UNSUPPORTED_VERSION: i16 = 35;
-const TOPIC_ALREADY_EXISTS: i16 = 36;
-const INVALID_PARTITIONS: i16 = 37;
-const INVALID_REPLICATION_FACTOR: i16 = 38;
-const INVALID_TOPIC: i16 = 17;
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+// Kafka's error codes used here, from the protocol crate's table.
+const UNSUPPORTED_VERSION: i16 = ResponseError::UnsupportedVersion.code();
+const TOPIC_ALREADY_EXISTS: i16 = ResponseError::TopicAlreadyExists.code();
+const INVALID_PARTITIONS: i16 = ResponseError::InvalidPartitions.code();
+const INVALID_REPLICATION_FACTOR: i16 = ResponseError::InvalidReplicationFactor.code();
+const INVALID_TOPIC: i16 = ResponseError::InvalidTopicException.code();
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = ResponseError::UnknownTopicOrPartition.code();
 
 /// The broker's address and records.
 pub struct Endpoint {

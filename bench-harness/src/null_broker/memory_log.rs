@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
@@ -33,10 +33,11 @@ pub enum PartitionError {
 
 impl PartitionError {
     pub fn code(self) -> i16 {
+        use kafka_protocol::ResponseError;
         match self {
-            Self::OffsetOutOfRange => 1,
-            Self::CorruptMessage => 2,
-            Self::UnknownTopicOrPartition => 3,
+            Self::OffsetOutOfRange => ResponseError::OffsetOutOfRange.code(),
+            Self::CorruptMessage => ResponseError::CorruptMessage.code(),
+            Self::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition.code(),
         }
     }
 }
@@ -291,10 +292,7 @@ impl MemoryLog {
             }
             s = self
                 .appended
-                .wait_timeout(
-                    s,
-                    deadline.saturating_duration_since(now).max(Duration::ZERO),
-                )
+                .wait_timeout(s, deadline.saturating_duration_since(now))
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
@@ -304,6 +302,7 @@ impl MemoryLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     /// A v2 batch of `records` records (only the framing fields the null broker reads are set).
     fn batch(records: i32, filler: usize) -> Vec<u8> {
