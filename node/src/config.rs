@@ -22,7 +22,7 @@ use kafka_client::security::ClientSecurity;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("unknown config property '{0}' (see README: Configuration)")]
+    #[error("unknown config property '{0}' (see docs/operating/configuration.md)")]
     Unknown(String),
     #[error("config property '{key}' was removed: {why}")]
     Removed { key: String, why: &'static str },

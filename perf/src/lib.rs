@@ -1,7 +1,7 @@
 //! `perf` is the performance lab: it turns `ringlog-bench` result files (JSON with
 //! OpenMessaging Benchmark's field names) into one HTML report — throughput over time, latency
 //! percentile curves on a log axis as HdrHistogram plots them, side-by-side tables with ratios
-//! — and a Markdown summary for the README.
+//! — and a Markdown summary for the results folder's README.
 //!
 //! It reads result files; it must not measure anything itself. The suite that starts ringlog
 //! and Apache Kafka and runs workloads against both is `scripts/perf-suite.sh`; its committed
