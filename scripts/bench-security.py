@@ -39,8 +39,9 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(REPO, "tests", "clients"))
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
-from conftest import ApacheKafka, Broker, free_port_block, kafka_tool  # noqa: E402
-from tls_certs import make_certs  # noqa: E402
+from support.broker import Broker, free_port_block  # noqa: E402
+from support.certs import make_certs  # noqa: E402
+from support.kafka import ApacheKafka, kafka_tool  # noqa: E402
 
 PASSWORD = "bench-secret"
 TICKS = os.sysconf("SC_CLK_TCK")

@@ -32,12 +32,12 @@ RINGLOG_APT_DEPS=(
   "mkfs.ext4:e2fsprogs"  # iouring-log io_failure test: a small loop-mounted ext4
   "losetup:mount"        # mount -o loop for the same test
   "flock:util-linux"     # scripts/fetch-kafka.sh
-  "kcat:kcat"            # tests/clients/test_kcat.py, scripts/bench-broker.sh
+  "kcat:kcat"            # tests/clients/interop/test_kcat.py, scripts/bench-broker.sh
   "pip3:python3-pip"     # the pip step below (Debian's python3 comes without pip)
   "protoc:protobuf-compiler" # etcd-client's build script compiles etcd's .proto files
   "etcd:etcd-server"     # cluster metadata store (node/tests/etcd_*.rs, scripts/cluster.sh)
   "etcdctl:etcd-client"  # inspecting a cluster's metadata by hand
-  "promtool:prometheus"  # tests/clients/test_metrics.py: a real Prometheus scrapes the endpoint
+  "promtool:prometheus"  # tests/clients/single_node/test_metrics.py: a real Prometheus scrapes the endpoint
 )
 
 # Packages without a command of their own, checked with dpkg.

@@ -13,7 +13,7 @@ cd "$REPO_ROOT"
 cargo build --release -p node --bin ringlog
 log="$REPO_ROOT/target/replication-repeat-run.log"
 for i in $(seq "$n"); do
-  if python3 -m pytest -q -x tests/clients/test_replication.py -k again_and_again > "$log" 2>&1; then
+  if python3 -m pytest -q -x tests/clients/cluster/test_replication.py -k again_and_again > "$log" 2>&1; then
     echo "run $i of $n: passed ($(tail -1 "$log"))"
   else
     mv "$log" "$REPO_ROOT/target/replication-repeat-failed.log"

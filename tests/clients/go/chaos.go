@@ -17,7 +17,7 @@ import (
 // producer (franz-go's default, acks=all) sending values NAME-SEQ to TOPIC, a trickle alternating
 // with bursts, while brokers are killed under it; it prints "ACK partition offset value" for
 // every record acknowledged, and stops after SECONDS or when its stdin closes, flushing first.
-// Used by tests/clients/test_replication.py.
+// Used by tests/clients/cluster/test_replication.py.
 func chaosProduce(args []string) {
 	if len(args) != 4 {
 		fmt.Fprintln(os.Stderr, "usage: clientcheck chaos-produce BOOTSTRAP TOPIC NAME SECONDS")

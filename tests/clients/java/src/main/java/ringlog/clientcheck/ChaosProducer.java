@@ -11,7 +11,7 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
- * The Java client's producer for the kill -9 chaos test (tests/clients/test_chaos_kill9.py):
+ * The Java client's producer for the kill -9 chaos test (tests/clients/chaos/test_chaos_kill9.py):
  * sends values NAME-SEQ to TOPIC, alternating a trickle (one record every few milliseconds)
  * with bursts, while the broker is killed and restarted under it, and prints one line
  * "ACK partition offset value" for every record the broker acknowledged. Idempotent producers
