@@ -28,14 +28,14 @@ use replication::follower::FollowerAction;
 use replication::leader::FetchAnswer;
 
 use super::follower_session::{Candidate, FollowerSession};
-use crate::shard::{now_ms, ShardCtx};
-use crate::metadata::placement::Slot;
+use crate::limits::FOLLOWER_FETCH_RETRY_DELAY;
+use crate::limits::FOLLOWER_FETCH_TIMEOUT_MARGIN;
+use crate::metadata::Slot;
 use crate::partition::Partition;
+use crate::shard::{now_ms, ShardCtx};
 
 /// The Fetch version followers send (the first with `ReplicaState`).
 const FETCH_VERSION: i16 = 15;
-/// How long a fetcher waits before trying its leader again after a failure.
-const RETRY_DELAY: Duration = Duration::from_millis(100);
 
 /// Starts a fetcher for every leader shard this shard follows a partition on and has none yet.
 pub fn start_fetchers(ctx: &Rc<ShardCtx>) {
@@ -119,17 +119,17 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
                 }
                 Err(ConnectError::Refused(e)) => {
                     // TLS or SASL refused this broker: a configuration fault an operator must
-                    // see, once for each new reason (retries repeat it every RETRY_DELAY).
+                    // see, once for each new reason (retries repeat it every FOLLOWER_FETCH_RETRY_DELAY).
                     if refused.as_deref() != Some(e.as_str()) {
                         tracing::warn!(shard = ctx.shard, leader = ?leader, error = %e, "the leader refused this follower's authentication (inter-broker TLS or SASL)");
                         refused = Some(e);
                     }
-                    glommio::timer::sleep(RETRY_DELAY).await;
+                    glommio::timer::sleep(FOLLOWER_FETCH_RETRY_DELAY).await;
                     continue;
                 }
                 Err(ConnectError::Other(e)) => {
                     tracing::debug!(shard = ctx.shard, leader = ?leader, error = %e, "follower fetcher cannot connect");
-                    glommio::timer::sleep(RETRY_DELAY).await;
+                    glommio::timer::sleep(FOLLOWER_FETCH_RETRY_DELAY).await;
                     continue;
                 }
             }
@@ -145,7 +145,7 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
             )
         };
         let timeout = async {
-            glommio::timer::sleep(wait + Duration::from_secs(10)).await;
+            glommio::timer::sleep(wait + FOLLOWER_FETCH_TIMEOUT_MARGIN).await;
             None
         };
         let response = match futures_lite::future::or(call, timeout).await {
@@ -154,7 +154,7 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
                 tracing::debug!(shard = ctx.shard, leader = ?leader, error = %e, "follower fetch failed");
                 conn = None;
                 session.reset();
-                glommio::timer::sleep(RETRY_DELAY).await;
+                glommio::timer::sleep(FOLLOWER_FETCH_RETRY_DELAY).await;
                 continue;
             }
             None => {
@@ -172,7 +172,7 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
                 "follower fetch session reset"
             );
             session.reset();
-            glommio::timer::sleep(RETRY_DELAY).await;
+            glommio::timer::sleep(FOLLOWER_FETCH_RETRY_DELAY).await;
             continue;
         }
         if session.epoch == 0 {
@@ -187,7 +187,7 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
             .iter()
             .map(|(k, f)| ((f.topic_id, k.1), k))
             .collect();
-        // A partition in error is left out for RETRY_DELAY (the leader answers an error at
+        // A partition in error is left out for FOLLOWER_FETCH_RETRY_DELAY (the leader answers an error at
         // once). No progress on any partition in an answer that came before the long poll's
         // end: pause before asking again, whatever the reason.
         let (mut progressed, mut unknown) = (false, false);
@@ -202,7 +202,11 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
                     Applied::Progressed => progressed = true,
                     Applied::Again => {}
                     Applied::Refused => {
-                        session.delay(key, f.leader_epoch, Instant::now() + RETRY_DELAY);
+                        session.delay(
+                            key,
+                            f.leader_epoch,
+                            Instant::now() + FOLLOWER_FETCH_RETRY_DELAY,
+                        );
                     }
                 }
             }
@@ -214,7 +218,7 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
             session.reset();
         }
         if !progressed && asked_at.elapsed() < wait {
-            glommio::timer::sleep(RETRY_DELAY).await;
+            glommio::timer::sleep(FOLLOWER_FETCH_RETRY_DELAY).await;
         }
     }
     ctx.fetchers.borrow_mut().remove(&leader);
@@ -403,4 +407,3 @@ async fn apply_answer(ctx: &ShardCtx, f: &Followed, pd: PartitionData) -> Applie
     }
     Applied::Progressed
 }
-

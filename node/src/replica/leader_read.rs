@@ -50,11 +50,17 @@ pub enum LeaderAnswer {
 }
 
 /// Answers `follower`'s fetch `fp` of `part`, which this shard leads.
-pub fn answer(part: &Partition, fp: &FetchPartition, follower: Follower, now_ms: i64) -> LeaderAnswer {
+pub fn answer(
+    part: &Partition,
+    fp: &FetchPartition,
+    follower: Follower,
+    now_ms: i64,
+) -> LeaderAnswer {
     let fetch = FollowerFetch {
         replica: ReplicaId(crate::ids::node_of(follower.broker)),
         fetch_offset: Offset(fp.fetch_offset),
-        last_fetched_epoch: (fp.last_fetched_epoch >= 0).then_some(LeaderEpoch(fp.last_fetched_epoch)),
+        last_fetched_epoch: (fp.last_fetched_epoch >= 0)
+            .then_some(LeaderEpoch(fp.last_fetched_epoch)),
         current_leader_epoch: LeaderEpoch(fp.current_leader_epoch),
         broker_epoch: follower.broker_epoch,
     };
