@@ -13,23 +13,17 @@
 # each of that many nodes; followers pull from the leader, and the elected controller moves
 # leadership when a node's lease expires.
 set -euo pipefail
-
-REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 DIR="${RINGLOG_CLUSTER_DIR:-$REPO_ROOT/target/cluster}"
 BIN="${RINGLOG_BIN:-$REPO_ROOT/target/release/ringlog}"
 ETCD_CLIENT=23790
 ETCD_PEER=23800
 CLUSTER_ID=local
 
-die() { echo "cluster.sh: $*" >&2; exit 1; }
-
-wait_port() {
-  local port=$1 what=$2
-  for _ in $(seq 1 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  die "$what did not listen on $port within 20 s (see $DIR/*.log)"
+# Waits up to 20 s for 127.0.0.1:PORT, else fails naming WHAT and the logs.
+listening_or_die() { # PORT WHAT
+  wait_port "$1" 20 || die "$2 did not listen on $1 within 20 s (see $DIR/*.log)"
 }
 
 running() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
@@ -49,7 +43,7 @@ up() {
       --listen-peer-urls "http://127.0.0.1:$ETCD_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER" \
       --initial-cluster "ringlog-local=http://127.0.0.1:$ETCD_PEER" >"$DIR/etcd.log" 2>&1 &
     echo $! >"$DIR/etcd.pid"
-    wait_port "$ETCD_CLIENT" etcd
+    listening_or_die "$ETCD_CLIENT" etcd
   fi
   local bootstrap=() extra=()
   for kv in ${RINGLOG_CLUSTER_SET:-}; do extra+=(--set "$kv"); done
@@ -63,7 +57,7 @@ up() {
       "${extra[@]}" >"$DIR/node-$i.log" 2>&1 &
     echo $! >"$DIR/node-$i.pid"
   done
-  for i in $(seq 1 "$n"); do wait_port $((19000 + 100 * i)) "node $i"; done
+  for i in $(seq 1 "$n"); do listening_or_die $((19000 + 100 * i)) "node $i"; done
   local IFS=,
   echo "cluster up: $n node(s) x $shards shard(s); bootstrap.servers=${bootstrap[*]}"
 }

@@ -23,16 +23,16 @@
 
 # Apt packages always required, as "command:package" (command checked with `command -v`).
 RINGLOG_APT_DEPS=(
-  "fio:fio"              # raw device benchmark (scripts/bench-raw-device.sh)
+  "fio:fio"              # raw device benchmark (scripts/bench/bench-raw-device.sh)
   "cc:gcc"               # linker for rustc, C parts of crates
   "git:git"
   "java:default-jdk-headless" # Kafka 4.x jars (interop tests), Java 17 on Debian 12
-  "mvn:maven"            # scripts/fetch-kafka.sh
+  "mvn:maven"            # scripts/kafka/fetch-kafka.sh
   "python3:python3"      # bench-raw-device.sh parses fio JSON
   "mkfs.ext4:e2fsprogs"  # iouring-log io_failure test: a small loop-mounted ext4
   "losetup:mount"        # mount -o loop for the same test
-  "flock:util-linux"     # scripts/fetch-kafka.sh
-  "kcat:kcat"            # tests/clients/interop/test_kcat.py, scripts/bench-broker.sh
+  "flock:util-linux"     # scripts/kafka/fetch-kafka.sh
+  "kcat:kcat"            # tests/clients/interop/test_kcat.py, scripts/bench/bench-broker.sh
   "pip3:python3-pip"     # the pip step below (Debian's python3 comes without pip)
   "protoc:protobuf-compiler" # etcd-client's build script compiles etcd's .proto files
   "etcd:etcd-server"     # cluster metadata store (node/tests/etcd_*.rs, scripts/cluster.sh)

@@ -5,13 +5,10 @@
 #
 #   scripts/quickstart.sh [WORKLOAD.yaml]     (default perf/workloads/quickstart.yaml)
 set -euo pipefail
-SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
-# shellcheck source=install-deps.sh
-source "$SCRIPT_DIR/install-deps.sh"
-ringlog_install_deps
-ringlog_raise_memlock
+setup_deps
 WORKLOAD="${1:-perf/workloads/quickstart.yaml}"
 echo "== building ringlog and ringlog-bench (release)" >&2
 cargo build --release -q -p node -p bench-harness -p perf
@@ -31,7 +28,7 @@ PID=$!
 # The node's data (hundreds of MB after the run) goes with it; its log is printed on failure.
 trap 'kill $PID 2>/dev/null || true; wait $PID 2>/dev/null || true; rm -rf "$DATA"' EXIT
 for _ in $(seq 100); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
+  port_open "$PORT" && break
   kill -0 $PID 2>/dev/null || { cat "$DATA/broker.log" >&2; exit 1; }
   sleep 0.1
 done

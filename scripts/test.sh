@@ -5,7 +5,7 @@
 #
 # 1. installs/checks tools (scripts/install-deps.sh; apt-get only if something is missing)
 # 2. raises RLIMIT_MEMLOCK for this shell and its children (glommio needs >= 512 KiB)
-# 3. fetches the Apache Kafka jars for the interop tests (scripts/fetch-kafka.sh, cached
+# 3. fetches the Apache Kafka jars for the interop tests (scripts/kafka/fetch-kafka.sh, cached
 #    in .cache/kafka/); their directory is exported as RINGLOG_KAFKA_LIBS
 # 4. cargo fmt --check, cargo clippy -D warnings, cargo test (all --release)
 #
@@ -15,8 +15,8 @@
 # compiled library crates, but build scripts and proc-macros (syn, serde_derive, ...) are
 # full host builds in both and are shared when the profile is the same.
 set -euo pipefail
-
-REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
 
 if [[ "${CI:-}" == true ]]; then
@@ -47,8 +47,8 @@ rustc --version
 step "memlock limit"
 ringlog_raise_memlock 512
 
-step "Kafka jars (scripts/fetch-kafka.sh)"
-RINGLOG_KAFKA_LIBS="$(scripts/fetch-kafka.sh | tail -n1)"
+step "Kafka jars (scripts/kafka/fetch-kafka.sh)"
+RINGLOG_KAFKA_LIBS="$(scripts/kafka/fetch-kafka.sh | tail -n1)"
 export RINGLOG_KAFKA_LIBS
 echo "RINGLOG_KAFKA_LIBS=$RINGLOG_KAFKA_LIBS"
 

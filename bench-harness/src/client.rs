@@ -18,11 +18,14 @@ const OPTIONS: ConnectOptions = ConnectOptions {
 
 static SECURITY: OnceLock<ClientSecurity> = OnceLock::new();
 
+/// The client security was set already (it is set once, before the run).
+#[derive(Debug, thiserror::Error)]
+#[error("the client security is set once")]
+pub struct SecurityAlreadySet;
+
 /// Sets how every connection authenticates (once, before the run; PLAINTEXT without it).
-pub fn set_security(security: ClientSecurity) -> Result<(), String> {
-    SECURITY
-        .set(security)
-        .map_err(|_| "the client security is set once".to_owned())
+pub fn set_security(security: ClientSecurity) -> Result<(), SecurityAlreadySet> {
+    SECURITY.set(security).map_err(|_| SecurityAlreadySet)
 }
 
 fn security() -> &'static ClientSecurity {

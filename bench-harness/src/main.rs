@@ -65,7 +65,7 @@ enum Commands {
     /// client + network + machine floor a broker's latency is measured against.
     NullBroker {
         /// Address to listen on.
-        #[arg(long, default_value = "127.0.0.1:39292")]
+        #[arg(long, default_value = "127.0.0.1:29292")]
         listen: std::net::SocketAddr,
         /// Host given for the broker in Metadata (the listen address's IP by default).
         #[arg(long)]
@@ -134,7 +134,9 @@ fn main() -> ExitCode {
                 let security = kafka_client::security::load_properties(&path)
                     .and_then(|p| kafka_client::security::ClientSecurity::from_properties(&p))
                     .map_err(|e| format!("--command-config {}: {e}", path.display()))
-                    .and_then(bench_harness::client::set_security);
+                    .and_then(|s| {
+                        bench_harness::client::set_security(s).map_err(|e| e.to_string())
+                    });
                 if let Err(e) = security {
                     eprintln!("ringlog-bench: {e}");
                     return ExitCode::FAILURE;
@@ -164,7 +166,7 @@ fn main() -> ExitCode {
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect();
                 eprintln!(
-                    "ringlog-bench: '{}' expects brokers started with {} (scripts/perf-suite.sh starts them so; the result records it)",
+                    "ringlog-bench: '{}' expects brokers started with {} (scripts/bench/perf-suite.sh starts them so; the result records it)",
                     w.name,
                     props.join(" ")
                 );
@@ -200,21 +202,36 @@ fn main() -> ExitCode {
     }
 }
 
+/// Why the workloads of one suite call cannot share their brokers' start properties.
+#[derive(Debug, thiserror::Error)]
+enum BrokerConfigError {
+    #[error(transparent)]
+    Workload(#[from] bench_harness::workload::WorkloadError),
+    #[error("{first} and {other} start their brokers with different brokerConfig ({first_config:?} vs {other_config:?}); run them in separate suite calls")]
+    Differ {
+        first: String,
+        other: String,
+        first_config: std::collections::BTreeMap<String, String>,
+        other_config: std::collections::BTreeMap<String, String>,
+    },
+}
+
 /// The `brokerConfig` all the given workloads share, or which two differ.
-fn broker_config(paths: &[PathBuf]) -> Result<std::collections::BTreeMap<String, String>, String> {
+fn broker_config(
+    paths: &[PathBuf],
+) -> Result<std::collections::BTreeMap<String, String>, BrokerConfigError> {
     let mut first: Option<(&PathBuf, bench_harness::workload::Workload)> = None;
     for p in paths {
-        let w = bench_harness::workload::Workload::load(p).map_err(|e| e.to_string())?;
+        let w = bench_harness::workload::Workload::load(p)?;
         match &first {
             None => first = Some((p, w)),
             Some((fp, fw)) if fw.broker_config != w.broker_config => {
-                return Err(format!(
-                    "{} and {} start their brokers with different brokerConfig ({:?} vs {:?}); run them in separate suite calls",
-                    fp.display(),
-                    p.display(),
-                    fw.broker_config,
-                    w.broker_config
-                ))
+                return Err(BrokerConfigError::Differ {
+                    first: fp.display().to_string(),
+                    other: p.display().to_string(),
+                    first_config: fw.broker_config.clone(),
+                    other_config: w.broker_config,
+                })
             }
             Some(_) => {}
         }

@@ -18,8 +18,9 @@ pub struct Workload {
     #[serde(default)]
     pub topic_config: std::collections::BTreeMap<String, String>,
     /// ringlog's addition: broker properties both brokers start with when
-    /// `scripts/perf-suite.sh` runs this workload (ringlog `--set`, Kafka's server.properties),
-    /// for settings Kafka only takes at broker start, e.g. `log.retention.check.interval.ms`.
+    /// `scripts/bench/perf-suite.sh` runs this workload (ringlog `--set`, Kafka's
+    /// server.properties), for settings Kafka only takes at broker start, e.g.
+    /// `log.retention.check.interval.ms`.
     /// `ringlog-bench run` cannot apply them to a running broker; it records them in the result.
     #[serde(default)]
     pub broker_config: std::collections::BTreeMap<String, String>,

@@ -1,5 +1,6 @@
 //! The murmur2 partitioner puts keys where the Java client (kafka-clients 4.x, resolved by
-//! scripts/fetch-kafka.sh) puts them: the expected partitions come from the Java client itself.
+//! scripts/kafka/fetch-kafka.sh) puts them: the expected partitions come from the Java client
+//! itself.
 
 use std::path::Path;
 use std::process::Command;
@@ -10,10 +11,10 @@ fn kafka_libs() -> String {
     if let Ok(dir) = std::env::var("RINGLOG_KAFKA_LIBS") {
         return dir;
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/fetch-kafka.sh");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka/fetch-kafka.sh");
     let out = Command::new(script)
         .output()
-        .expect("run scripts/fetch-kafka.sh");
+        .expect("run scripts/kafka/fetch-kafka.sh");
     assert!(
         out.status.success(),
         "fetch-kafka.sh: {}",

@@ -1,4 +1,4 @@
-//! Append benchmark of `iouring-log` (run by `scripts/bench-log.sh`, which prints it next to
+//! Append benchmark of `iouring-log` (run by `scripts/bench/bench-log.sh`, which prints it next to
 //! fio's raw-device figures).
 //!
 //! `append_bench throughput DIR BATCH_BYTES TOTAL_BYTES` appends batches of 1 KiB records

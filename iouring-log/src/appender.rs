@@ -25,6 +25,7 @@ use std::cell::RefCell;
 use std::path::PathBuf;
 use std::rc::Rc;
 
+use crate::error::{FailureCause, LogFailure};
 use crate::limits::{
     PREALLOCATE_BUDGET_BYTES_PER_SHARD, PREALLOCATE_BYTES, PREALLOCATE_GRANULE_BYTES,
     PREALLOCATE_MIN_BYTES, ZERO_FILL_BYTES,
@@ -88,7 +89,7 @@ pub struct AppenderIo {
     pub watermarks: SegmentWatermarks,
     pub tail: Tail,
     /// Latched I/O failure: once set, the segment accepts nothing until the log is reopened.
-    pub failed: Option<String>,
+    pub failed: Option<LogFailure>,
     /// Bytes of the file preallocated so far.
     pub preallocated: u64,
     /// Set when the segment is being sealed or closed: the writer drains and exits.
@@ -178,7 +179,10 @@ impl Appender {
 
     /// Waits until `ready` holds, re-checking after every append, write completion or failure;
     /// a latched write failure ends the wait with its message.
-    pub async fn wait_until(&self, ready: impl Fn(&WritePlanner) -> bool) -> Result<(), String> {
+    pub async fn wait_until(
+        &self,
+        ready: impl Fn(&WritePlanner) -> bool,
+    ) -> Result<(), LogFailure> {
         loop {
             let seen = self.events.generation();
             {
@@ -314,20 +318,24 @@ impl Appender {
                 }
             }
             Ok(n) => {
-                io.failed = Some(format!(
-                    "short write to {} at position {}: {n} of {} bytes",
-                    self.path.display(),
-                    job.start,
-                    job.len
-                ));
+                io.failed = Some(LogFailure {
+                    cause: FailureCause::ShortWrite,
+                    what: format!(
+                        "short write to {} at position {}: {n} of {} bytes",
+                        self.path.display(),
+                        job.start,
+                        job.len
+                    ),
+                });
             }
             Err(e) => {
-                io.failed = Some(format!(
+                let what = format!(
                     "write to {} at position {} ({} bytes) failed: {e}",
                     self.path.display(),
                     job.start,
                     job.len
-                ));
+                );
+                io.failed = Some(LogFailure::from_io(&e, what));
             }
         }
         drop(io);

@@ -178,7 +178,7 @@ impl Log {
 
     fn cleanable(&self, now_ms: i64, upper_bound: Offset) -> Option<(Vec<Snap>, Dirtiness)> {
         let cfg = self.inner.config.get().compaction;
-        if !cfg.compact || self.failure().is_some() {
+        if !cfg.compact || self.refusal().is_some() {
             return None;
         }
         let st = self.inner.state.borrow();
@@ -352,7 +352,7 @@ impl Log {
                     stats.batches_removed += 1;
                 } else {
                     let rebuilt = rebuild_batch(&bytes, &header, &records.bytes, &keep)
-                        .map_err(|reason| corrupt(&s.view, position, reason))?;
+                        .map_err(|reason| corrupt(&s.view, position, reason.to_string()))?;
                     let h = BatchHeader::parse_validated(&rebuilt)
                         .map_err(|e| corrupt(&s.view, position, e.to_string()))?;
                     stats.batches_rewritten += 1;
@@ -600,6 +600,26 @@ impl RawRecord {
     }
 }
 
+/// Why a batch's records could not be read or rebuilt.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordsError {
+    #[error("batch truncated")]
+    Truncated,
+    #[error("record length {0} out of range")]
+    LengthOutOfRange(i64),
+    #[error("record fields run past the record")]
+    FieldsPastRecord,
+    #[error("varint runs past the records")]
+    VarintPastEnd,
+    #[error("varint longer than 10 bytes")]
+    VarintTooLong,
+    #[error("unknown compression codec {0}")]
+    UnknownCodec(i16),
+    /// The codec's own error (the compression crate reports it as text).
+    #[error("{op}: {message}")]
+    Codec { op: &'static str, message: String },
+}
+
 /// A batch's records, decompressed.
 struct BatchRecords {
     bytes: Bytes,
@@ -610,7 +630,7 @@ const CODEC_MASK: i16 = 0x7;
 
 /// Decompresses a batch's records and finds each record's bounds, offset, key and whether it
 /// is a tombstone.
-fn batch_records(batch: &[u8], header: &BatchHeader) -> Result<BatchRecords, String> {
+fn batch_records(batch: &[u8], header: &BatchHeader) -> Result<BatchRecords, RecordsError> {
     let body = Bytes::copy_from_slice(&batch[BATCH_HEADER_BYTES..header.size_bytes as usize]);
     let bytes = decompress(body, header.attributes & CODEC_MASK)?;
     let mut records = Vec::with_capacity(header.records_count.max(0) as usize);
@@ -619,7 +639,7 @@ fn batch_records(batch: &[u8], header: &BatchHeader) -> Result<BatchRecords, Str
         let start = at;
         let len = varint(&bytes, &mut at)?;
         if len < 0 || at + len as usize > bytes.len() {
-            return Err(format!("record length {len} out of range"));
+            return Err(RecordsError::LengthOutOfRange(len));
         }
         let end = at + len as usize;
         at += 1; // attributes
@@ -635,7 +655,7 @@ fn batch_records(batch: &[u8], header: &BatchHeader) -> Result<BatchRecords, Str
         };
         let value_len = varint(&bytes, &mut at)?;
         if at > end {
-            return Err("record fields run past the record".into());
+            return Err(RecordsError::FieldsPastRecord);
         }
         records.push(RawRecord {
             start,
@@ -651,9 +671,12 @@ fn batch_records(batch: &[u8], header: &BatchHeader) -> Result<BatchRecords, Str
 
 /// The offset delta of the first record without a key in a batch (decompressing it), if any:
 /// a compacted topic refuses such a batch.
-pub fn first_unkeyed_record(batch: &[u8], header: &BatchHeader) -> Result<Option<i64>, String> {
+pub fn first_unkeyed_record(
+    batch: &[u8],
+    header: &BatchHeader,
+) -> Result<Option<i64>, RecordsError> {
     if batch.len() < header.size_bytes as usize {
-        return Err("batch truncated".into());
+        return Err(RecordsError::Truncated);
     }
     let records = batch_records(batch, header)?;
     Ok(records
@@ -664,20 +687,20 @@ pub fn first_unkeyed_record(batch: &[u8], header: &BatchHeader) -> Result<Option
 }
 
 /// A zig-zag varint (Kafka's record fields), up to 64 bits.
-fn varint(b: &[u8], at: &mut usize) -> Result<i64, String> {
+fn varint(b: &[u8], at: &mut usize) -> Result<i64, RecordsError> {
     let mut raw: u64 = 0;
     for shift in (0..64).step_by(7) {
-        let byte = *b.get(*at).ok_or("varint runs past the records")?;
+        let byte = *b.get(*at).ok_or(RecordsError::VarintPastEnd)?;
         *at += 1;
         raw |= u64::from(byte & 0x7f) << shift;
         if byte & 0x80 == 0 {
             return Ok((raw >> 1) as i64 ^ -((raw & 1) as i64));
         }
     }
-    Err("varint longer than 10 bytes".into())
+    Err(RecordsError::VarintTooLong)
 }
 
-fn decompress(body: Bytes, codec: i16) -> Result<Bytes, String> {
+fn decompress(body: Bytes, codec: i16) -> Result<Bytes, RecordsError> {
     let mut body = body;
     let all = |b: &mut Bytes| Ok(b.copy_to_bytes(b.remaining()));
     match codec {
@@ -686,25 +709,35 @@ fn decompress(body: Bytes, codec: i16) -> Result<Bytes, String> {
         2 => Snappy::decompress(&mut body, all),
         3 => Lz4::decompress(&mut body, all),
         4 => Zstd::decompress(&mut body, all),
-        c => return Err(format!("unknown compression codec {c}")),
+        c => return Err(RecordsError::UnknownCodec(c)),
     }
-    .map_err(|e| format!("decompressing: {e}"))
+    .map_err(|e| RecordsError::Codec {
+        op: "decompressing",
+        message: e.to_string(),
+    })
 }
 
-fn compress(raw: &[u8], codec: i16) -> Result<BytesMut, String> {
+fn compress(raw: &[u8], codec: i16) -> Result<BytesMut, RecordsError> {
     let mut out = BytesMut::new();
     let put = |b: &mut BytesMut| {
         b.put_slice(raw);
         Ok(())
     };
     match codec {
-        0 => out.put_slice(raw),
-        1 => Gzip::compress(&mut out, put).map_err(|e| e.to_string())?,
-        2 => Snappy::compress(&mut out, put).map_err(|e| e.to_string())?,
-        3 => Lz4::compress(&mut out, put).map_err(|e| e.to_string())?,
-        4 => Zstd::compress(&mut out, put).map_err(|e| e.to_string())?,
-        c => return Err(format!("unknown compression codec {c}")),
+        0 => {
+            out.put_slice(raw);
+            Ok(())
+        }
+        1 => Gzip::compress(&mut out, put),
+        2 => Snappy::compress(&mut out, put),
+        3 => Lz4::compress(&mut out, put),
+        4 => Zstd::compress(&mut out, put),
+        c => return Err(RecordsError::UnknownCodec(c)),
     }
+    .map_err(|e| RecordsError::Codec {
+        op: "compressing",
+        message: e.to_string(),
+    })?;
     Ok(out)
 }
 
@@ -717,7 +750,7 @@ fn rebuild_batch(
     header: &BatchHeader,
     records: &[u8],
     keep: &[&RawRecord],
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, RecordsError> {
     let mut raw = Vec::with_capacity(keep.iter().map(|r| r.end - r.start).sum());
     for r in keep {
         raw.extend_from_slice(&records[r.start..r.end]);
@@ -828,7 +861,7 @@ impl<'a> SegmentBatches<'a> {
         throttle.spent(bytes.len()).await;
         let header = parse(self.view, position, &bytes)?;
         let records = batch_records(&bytes, &header)
-            .map_err(|reason| corrupt(self.view, position, reason))?;
+            .map_err(|reason| corrupt(self.view, position, reason.to_string()))?;
         Ok(Some(DecodedBatch {
             position,
             bytes,

@@ -31,6 +31,67 @@ impl IoError {
     }
 }
 
+/// The first I/O failure of a log, latched: the log keeps serving what it wrote and takes
+/// nothing more until it is retired and reopened. Its [`FailureCause`] says whether freeing
+/// space can help (a full disk) or not (the device failed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what}")]
+pub struct LogFailure {
+    pub cause: FailureCause,
+    /// What failed, with the file and position.
+    pub what: String,
+}
+
+/// Why a log failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureCause {
+    /// ENOSPC or EDQUOT: the file system (or the quota) is full.
+    NoSpace,
+    /// Any other I/O error (EIO, ...), with its errno when the OS gave one.
+    Io { errno: Option<i32> },
+    /// A write completed short of its length.
+    ShortWrite,
+}
+
+impl LogFailure {
+    /// The failure an I/O error of `what` latches.
+    pub fn from_io(e: &io::Error, what: impl Into<String>) -> LogFailure {
+        let errno = e.raw_os_error();
+        // glommio rebuilds its I/O errors without the errno but with their kind.
+        let full = matches!(errno, Some(libc::ENOSPC) | Some(libc::EDQUOT))
+            || matches!(
+                e.kind(),
+                io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+            );
+        let cause = if full {
+            FailureCause::NoSpace
+        } else {
+            FailureCause::Io { errno }
+        };
+        LogFailure {
+            cause,
+            what: what.into(),
+        }
+    }
+
+    /// Whether the failure is a full file system (ENOSPC, EDQUOT).
+    pub fn is_no_space(&self) -> bool {
+        self.cause == FailureCause::NoSpace
+    }
+
+    /// Whether the log may work again once its file system has room: a full one, or a write
+    /// cut short (what a write meeting the end of the free space returns before ENOSPC).
+    pub fn recoverable_with_space(&self) -> bool {
+        matches!(self.cause, FailureCause::NoSpace | FailureCause::ShortWrite)
+    }
+}
+
+impl From<&IoError> for LogFailure {
+    fn from(e: &IoError) -> LogFailure {
+        LogFailure::from_io(&e.source, e.to_string())
+    }
+}
+
 /// Opening (and recovering) a log.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
@@ -60,8 +121,10 @@ pub enum AppendError {
         epoch: LeaderEpoch,
         latest: LeaderEpoch,
     },
-    #[error("log {0} is failed after an I/O error; reopen it")]
-    Failed(String),
+    #[error("the log failed after an I/O error (reopen it): {0}")]
+    Failed(LogFailure),
+    #[error(transparent)]
+    Flush(Box<FlushError>),
     #[error(transparent)]
     Io(#[from] IoError),
 }
@@ -82,8 +145,8 @@ pub enum ReadError {
         #[source]
         source: BatchError,
     },
-    #[error("log {0} is failed after an I/O error; reopen it")]
-    Failed(String),
+    #[error("the log failed after an I/O error (reopen it): {0}")]
+    Failed(LogFailure),
     #[error(transparent)]
     Io(#[from] IoError),
 }
@@ -91,8 +154,12 @@ pub enum ReadError {
 /// Flushing, rolling, truncating, deleting segments and closing.
 #[derive(Debug, thiserror::Error)]
 pub enum FlushError {
-    #[error("log {0} is failed after an I/O error; reopen it")]
-    Failed(String),
+    #[error("the log failed after an I/O error (reopen it): {0}")]
+    Failed(LogFailure),
+    #[error("{0} has not failed; close it instead of retiring it")]
+    NotFailed(PathBuf),
+    #[error("the log {0} is closed")]
+    Closed(PathBuf),
     #[error("truncation to offset {offset} is below the log start offset {log_start_offset}")]
     TruncateBelowStart {
         offset: Offset,
@@ -108,7 +175,7 @@ impl From<FlushError> for AppendError {
         match e {
             FlushError::Io(io) => AppendError::Io(io),
             FlushError::Failed(f) => AppendError::Failed(f),
-            other => AppendError::Failed(other.to_string()),
+            other => AppendError::Flush(Box::new(other)),
         }
     }
 }

@@ -45,7 +45,7 @@ pub mod write_planner;
 
 pub use batch::{BatchError, BatchHeader};
 pub use config::LogConfig;
-pub use error::{AppendError, FlushError, IoError, OpenError, ReadError};
+pub use error::{AppendError, FailureCause, FlushError, IoError, LogFailure, OpenError, ReadError};
 pub use helper_thread::on_helper_thread;
 pub use log::{AppendInfo, Log};
 pub use log_durability::Durability;

@@ -68,7 +68,7 @@ pub const TAIL_SMALL_CHUNK_POOL_MAX: usize = 256;
 
 /// A data write to a segment file taking at least each of these is counted as slow
 /// (`segment_io::data_write_times`): the device floor of a 16 KiB O_DIRECT write is
-/// ~0.2 ms at p99 on the machines measured (`scripts/device-floor.sh`).
+/// ~0.2 ms at p99 on the machines measured (`scripts/bench/device-floor.sh`).
 pub const SLOW_WRITE_THRESHOLDS: [std::time::Duration; 3] = [
     std::time::Duration::from_millis(1),
     std::time::Duration::from_millis(5),

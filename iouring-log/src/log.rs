@@ -33,7 +33,7 @@ use crate::checkpoint::{
     write_checkpoint, LEADER_EPOCH_FILE, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
 };
 use crate::config::LogConfig;
-use crate::error::{AppendError, FlushError, IoError};
+use crate::error::{AppendError, FlushError, IoError, LogFailure};
 use crate::leader_epoch_cache::LeaderEpochCache;
 use crate::limits::UNWRITTEN_BYTES_MAX;
 use crate::notify::Progress;
@@ -95,7 +95,7 @@ pub(crate) struct LogInner {
     /// Done flag of the newest background seal: each seal waits for the one before it, so
     /// segments become sealed in roll order.
     pub last_seal: RefCell<Option<Rc<Cell<bool>>>>,
-    pub failed: RefCell<Option<String>>,
+    pub failed: RefCell<Option<LogFailure>>,
 }
 
 impl Drop for LogInner {
@@ -341,19 +341,30 @@ impl Log {
         )
     }
 
-    pub fn failure(&self) -> Option<String> {
+    /// The log's latched I/O failure, if it failed: it then serves what it wrote and takes
+    /// nothing more until retired and reopened.
+    pub fn failure(&self) -> Option<LogFailure> {
         if let Some(f) = self.inner.failed.borrow().clone() {
             return Some(f);
         }
         let st = self.inner.state.borrow();
-        if st.closed {
-            return Some(format!("{} is closed", self.inner.dir.display()));
-        }
         st.segments
             .iter()
             .rev()
             .take_while(|s| !s.is_sealed())
             .find_map(|s| s.appender().and_then(|a| a.io.borrow().failed.clone()))
+    }
+
+    /// Why the log takes no more changes: failed, or closed.
+    pub(crate) fn refusal(&self) -> Option<FlushError> {
+        if let Some(f) = self.failure() {
+            return Some(FlushError::Failed(f));
+        }
+        self.inner
+            .state
+            .borrow()
+            .closed
+            .then(|| FlushError::Closed(self.inner.dir.clone()))
     }
 
     /// Gives back the active segment's tail memory if the log took no append for
@@ -377,12 +388,12 @@ impl Log {
             .sum()
     }
 
-    pub(crate) fn poison(&self, what: &str) {
-        tracing::error!(log = %self.inner.dir.display(), error = what, "log failed; it must be reopened");
+    pub(crate) fn poison(&self, e: &IoError) {
+        tracing::error!(log = %self.inner.dir.display(), error = %e, "log failed; it must be reopened");
         self.inner
             .failed
             .borrow_mut()
-            .get_or_insert_with(|| what.to_owned());
+            .get_or_insert_with(|| LogFailure::from(e));
         self.inner.progress.notify_all();
     }
 
@@ -541,8 +552,8 @@ impl Log {
             .acquire_permit(1)
             .await
             .expect("log semaphore never closes");
-        match self.failure() {
-            Some(f) => Err(FlushError::Failed(f)),
+        match self.refusal() {
+            Some(refused) => Err(refused),
             None => Ok(permit),
         }
     }
@@ -607,7 +618,7 @@ impl Log {
     /// A failed write of any file of the log poisons it (the file may be half-written).
     pub(crate) fn poison_on_error<T>(&self, result: Result<T, IoError>) -> Result<T, IoError> {
         if let Err(e) = &result {
-            self.poison(&e.to_string());
+            self.poison(e);
         }
         result
     }

@@ -38,8 +38,8 @@ impl Log {
         loop {
             let seen = self.inner.progress.log.generation();
             // A failed log answers nothing, not even what it had written before it failed.
-            if let Some(f) = self.failure() {
-                return Err(FlushError::Failed(f));
+            if let Some(refused) = self.refusal() {
+                return Err(refused);
             }
             if self.inner.state.borrow().watermark(which) >= end {
                 return Ok(());
@@ -91,7 +91,7 @@ impl Log {
         }
         if let Err(e) = appender.file.fdatasync().await {
             let e = IoError::new("syncing", appender.path.as_path(), e);
-            self.poison(&e.to_string());
+            self.poison(&e);
             return Err(e.into());
         }
         appender.io.borrow_mut().on_durable(bytes, offset);

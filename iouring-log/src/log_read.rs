@@ -75,7 +75,7 @@ impl Log {
     /// before the failure, and nothing after it: reads stop at the written end.
     pub async fn read(&self, offset: Offset, opts: ReadOptions) -> Result<ReadResult, ReadError> {
         let mut opts = opts;
-        if self.failure().is_some() {
+        if self.refusal().is_some() {
             let written = self.written_end_offset();
             opts.max_offset = Some(opts.max_offset.map_or(written, |m| m.min(written)));
         }

@@ -113,11 +113,11 @@ impl Log {
                 self.inner.progress.log.changed(seen).await;
             }
         }
-        if self.failure().is_some() {
+        if self.refusal().is_some() {
             return;
         }
         if let Err(e) = self.seal_segment(base, &appender).await {
-            self.poison(&e.to_string());
+            self.poison(&e);
             return;
         }
         self.inner.state.borrow_mut().advance_recovery_point();
@@ -171,8 +171,8 @@ impl Log {
             if !sealing {
                 return Ok(());
             }
-            if let Some(f) = self.failure() {
-                return Err(FlushError::Failed(f));
+            if let Some(refused) = self.refusal() {
+                return Err(refused);
             }
             self.inner.progress.log.changed(seen).await;
         }
@@ -184,11 +184,8 @@ impl Log {
     /// failure left half-done is for the next open's recovery to validate. Refuses a log that
     /// has not failed (close that one).
     pub async fn retire_failed(&self) -> Result<(), FlushError> {
-        if self.failure().is_none() {
-            return Err(FlushError::Failed(format!(
-                "{} has not failed; close it instead",
-                self.inner.dir.display()
-            )));
+        if self.refusal().is_none() {
+            return Err(FlushError::NotFailed(self.inner.dir.clone()));
         }
         loop {
             let seen = self.inner.progress.log.generation();

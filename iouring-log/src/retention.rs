@@ -205,7 +205,7 @@ impl Log {
         if let Some(appender) = active_appender {
             let size = self.inner.state.borrow().active().size;
             if let Err(e) = seal_appender(&appender, size).await {
-                self.poison(&e.to_string());
+                self.poison(&e);
                 return Err(e.into());
             }
             self.inner.state.borrow_mut().active_mut().state = SegmentState::Sealed;
@@ -272,7 +272,7 @@ impl Log {
                 p,
                 std::io::Error::other("segment changed under truncation"),
             );
-            self.poison(&e.to_string());
+            self.poison(&e);
             return Err(e.into());
         }
         let partial = read_partial_block(&read_file, p, position).await?;

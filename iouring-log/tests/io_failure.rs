@@ -115,6 +115,9 @@ async fn fill_until_failure(dir: &Path) -> i64 {
     );
     assert!(matches!(log.flush().await, Err(FlushError::Failed(_))));
     assert!(matches!(log.roll(0).await, Err(FlushError::Failed(_))));
+    // The latched failure says the disk is full: what the node's reopening keys on.
+    let latched = log.failure().expect("the log failed");
+    assert!(latched.is_no_space(), "{latched:?}");
     let opts = ReadOptions {
         max_bytes: 1 << 20,
         max_offset: None,

@@ -1,7 +1,7 @@
 //! Apache Kafka reads our files and we read Kafka's. Uses Kafka 4.x jars resolved from Maven
-//! Central by `scripts/fetch-kafka.sh` (called by `scripts/test.sh`): DumpLogSegments (the
+//! Central by `scripts/kafka/fetch-kafka.sh` (called by `scripts/test.sh`): DumpLogSegments (the
 //! class behind `kafka-dump-log.sh`) on segments written by `iouring-log`, and a partition
-//! written by a real Kafka broker (`scripts/kafka-make-segment.sh`) opened by `iouring-log`.
+//! written by a real Kafka broker (`scripts/kafka/kafka-make-segment.sh`) opened by `iouring-log`.
 //! DumpLogSegments exits 0 even when it reports mismatches, so its output is checked.
 
 mod common;
@@ -22,10 +22,10 @@ fn repo_root() -> PathBuf {
 
 /// Runs DumpLogSegments; returns stdout, failing the test on a non-zero exit or any stderr.
 fn dump_log(args: &[&str]) -> String {
-    let out = Command::new(repo_root().join("scripts/kafka-dump-log.sh"))
+    let out = Command::new(repo_root().join("scripts/kafka/kafka-dump-log.sh"))
         .args(args)
         .output()
-        .expect("run scripts/kafka-dump-log.sh (needs java)");
+        .expect("run scripts/kafka/kafka-dump-log.sh (needs java)");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
@@ -138,10 +138,10 @@ fn kafka_dump_log_reads_our_segments_and_finds_no_index_mismatch() {
 #[test]
 fn segments_written_by_apache_kafka_are_readable() {
     let out_dir = tmpdir();
-    let status = Command::new(repo_root().join("scripts/kafka-make-segment.sh"))
+    let status = Command::new(repo_root().join("scripts/kafka/kafka-make-segment.sh"))
         .arg(out_dir.path())
         .status()
-        .expect("run scripts/kafka-make-segment.sh");
+        .expect("run scripts/kafka/kafka-make-segment.sh");
     assert!(status.success(), "Kafka broker produced the partition");
     let partition = out_dir.path().join("kafka-written-0");
     assert!(

@@ -169,25 +169,34 @@ pub fn load_properties(
     Ok(parse_properties(&text))
 }
 
+/// Why a `sasl.jaas.config` is refused (never quoting a value: it may be the password).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum JaasError {
+    #[error("login module '{0}' is not supported (PlainLoginModule or ScramLoginModule)")]
+    Module(String),
+    #[error("expected key=value options after the login module and its flag")]
+    NotKeyValue,
+    #[error("unterminated quote in the value of {0}")]
+    Unterminated(String),
+    #[error("needs username=\"…\" and password=\"…\"")]
+    MissingCredentials,
+}
+
 /// The `username` and `password` options of a `sasl.jaas.config` for the PLAIN or SCRAM login
 /// module: `org.apache.kafka.common.security.scram.ScramLoginModule required username="alice"
 /// password="alice-secret";`.
-pub fn jaas_credentials(jaas: &str) -> Result<(String, String), String> {
+pub fn jaas_credentials(jaas: &str) -> Result<(String, String), JaasError> {
     let mut rest = jaas.trim();
     let module = rest.split_whitespace().next().unwrap_or("");
     if !(module.ends_with("PlainLoginModule") || module.ends_with("ScramLoginModule")) {
-        return Err(format!(
-            "login module '{module}' is not supported (PlainLoginModule or ScramLoginModule)"
-        ));
+        return Err(JaasError::Module(module.to_owned()));
     }
     rest = rest[module.len()..].trim_start();
     let flag = rest.split_whitespace().next().unwrap_or("");
     rest = rest[flag.len()..].trim_start();
     let (mut user, mut password) = (None, None);
     while !rest.is_empty() && !rest.starts_with(';') {
-        let (key, after) = rest
-            .split_once('=')
-            .ok_or_else(|| format!("expected key=value at '{rest}'"))?;
+        let (key, after) = rest.split_once('=').ok_or(JaasError::NotKeyValue)?;
         let key = key.trim();
         let after = after.trim_start();
         let (value, next) = if let Some(quoted) = after.strip_prefix('"') {
@@ -204,7 +213,7 @@ pub fn jaas_credentials(jaas: &str) -> Result<(String, String), String> {
                     c => value.push(c),
                 }
             }
-            let end = end.ok_or_else(|| format!("unterminated quote in the value of {key}"))?;
+            let end = end.ok_or_else(|| JaasError::Unterminated(key.to_owned()))?;
             (value, &quoted[end..])
         } else {
             let end = after
@@ -221,7 +230,7 @@ pub fn jaas_credentials(jaas: &str) -> Result<(String, String), String> {
     }
     match (user, password) {
         (Some(u), Some(p)) => Ok((u, p)),
-        _ => Err("needs username=\"…\" and password=\"…\"".into()),
+        _ => Err(JaasError::MissingCredentials),
     }
 }
 
@@ -317,8 +326,8 @@ impl ClientSecurity {
             })?;
             let jaas = get("sasl.jaas.config")
                 .ok_or_else(|| config_error("sasl.jaas.config", "needed for SASL"))?;
-            let (username, password) =
-                jaas_credentials(jaas).map_err(|e| config_error("sasl.jaas.config", e))?;
+            let (username, password) = jaas_credentials(jaas)
+                .map_err(|e| config_error("sasl.jaas.config", e.to_string()))?;
             Some(SaslCredentials {
                 mechanism,
                 username,

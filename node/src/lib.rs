@@ -1,9 +1,9 @@
 //! `node` is the broker `ringlog`: shards (one glommio executor per core, each a Kafka broker
 //! endpoint), the Kafka protocol server on the `kafka-protocol` crate, topic/partition
 //! management, the group coordinator and committed offsets (`group`), the cluster metadata
-//! (embedded, or on etcd), replication (follower fetchers in `shard/fetcher.rs`, their side of
-//! the fetch session in `shard/follower_session.rs`, each replica's role in
-//! `partition/replica.rs` driving the `replication` crate's state machines, elections in
+//! (embedded, or on etcd), replication (`replica/`: follower fetchers and their fetch
+//! session, the leader's side of a follower's fetch, ISR proposals; each replica's role in
+//! `partition/replica.rs` driving the `replication` crate's state machines; elections in
 //! `metadata/controller.rs`; a leader takes writes only under its etcd lease,
 //! `metadata/lease.rs`; a dead node's lease revoked early, `metadata/etcd/liveness.rs`),
 //! configuration and the CLI, and who may do what (`security/`: listeners with Kafka's security
@@ -26,7 +26,6 @@
 pub mod cli;
 pub mod config;
 pub mod error;
-pub mod fetch_session;
 pub mod group_coordinator;
 pub mod handlers;
 pub mod ids;
@@ -35,6 +34,7 @@ pub mod log_output;
 pub mod metadata;
 pub mod metrics;
 pub mod partition;
+pub mod replica;
 pub mod security;
 pub mod server;
 pub mod shard;

@@ -179,3 +179,180 @@ pub const TLS_COPY_BYTES: usize = 64 << 10;
 
 /// A TLS handshake not finished in this time closes the connection.
 pub const TLS_HANDSHAKE_MAX: Duration = Duration::from_secs(10);
+
+// ---- A dead node found by its listener (`metadata/etcd/liveness.rs`) ----
+
+/// How often each node is probed.
+pub const LIVENESS_PROBE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// How long a probe's connect may take (the control-plane thread waits for it).
+pub const LIVENESS_CONNECT_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// How long a node whose connect timed out (cut off, or a far host) is left alone: probes must
+/// not hold up the control plane for a node that does not answer.
+pub const LIVENESS_UNANSWERED_PAUSE: Duration = Duration::from_secs(1);
+
+/// How long a node must refuse, at least two probes in a row, to count as gone.
+pub const LIVENESS_REFUSED_FOR: Duration = Duration::from_millis(100);
+
+/// Refusals in a row (at least [`LIVENESS_REFUSED_FOR`] apart) that count a node as gone.
+pub const LIVENESS_REFUSALS: u32 = 2;
+
+// ---- etcd ----
+
+/// How often the clients ping an idle connection (HTTP/2 keep-alive). etcd's server allows a
+/// ping every `--grpc-keepalive-min-time` (5 s by default) and closes the connection of a
+/// client that pings more often ("too many pings"), cancelling every call on it: with a 1 s
+/// ping the connections were reset every few seconds (the controller candidates' campaigns
+/// resigned and written again each time, etcd fsyncing its log for each).
+pub const ETCD_KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(10);
+
+/// How long a failed campaign call waits before the next.
+pub const CONTROLLER_CAMPAIGN_RETRY: Duration = Duration::from_millis(500);
+
+/// First pause after etcd failed to answer (doubled after each failure).
+pub const ETCD_RETRY_BACKOFF_MIN: Duration = Duration::from_millis(500);
+
+/// Longest pause after etcd failed to answer.
+pub const ETCD_RETRY_BACKOFF_MAX: Duration = Duration::from_secs(8);
+
+// ---- Placement ----
+
+/// Kafka's practical bound; more replicas only multiply the fetch traffic.
+pub const REPLICATION_FACTOR_MAX: usize = 10;
+
+// ---- The control plane ----
+
+/// How often other nodes' changes are looked for (and, in a cluster, the listeners of nodes
+/// that may be dead probed: `etcd::liveness`).
+pub const METADATA_POLL_INTERVAL: Duration = Duration::from_millis(25);
+
+/// How often the elected controller looks for leaders to move when nothing changed (an ISR
+/// member back in sync, a preferred leader to restore): the pass reads every partition.
+pub const CONTROLLER_ELECTION_INTERVAL: Duration = Duration::from_millis(100);
+
+// ---- Metrics ----
+
+/// A latency window's length: quantiles cover the last one to two windows.
+pub const REQUEST_LATENCY_WINDOW: Duration = Duration::from_secs(60);
+
+/// Latencies above this (in microseconds: 10 minutes) are recorded as this.
+pub const REQUEST_LATENCY_MAX_US: u64 = 600_000_000;
+
+/// How long a scrape waits for the shards' reports.
+pub const SCRAPE_SHARD_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a scraper may take to send its request or read the answer.
+pub const METRICS_CLIENT_IO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How often the accept loop looks at the stop flag.
+pub const METRICS_ACCEPT_POLL: Duration = Duration::from_millis(100);
+
+/// The longest request head read.
+pub const METRICS_REQUEST_HEAD_MAX: usize = 8192;
+
+// ---- Requests ----
+
+/// Kafka's `max.request.partition.size.limit` default.
+pub const DESCRIBE_TOPIC_PARTITIONS_MAX: i32 = 2000;
+
+/// How often a replica's shard is asked again while it does not list the topic yet.
+pub const TOPIC_PROPAGATION_ASK_AGAIN: Duration = Duration::from_millis(5);
+
+// ---- Shards ----
+
+/// The cleaner's share of the shard against the default queue's 1000.
+pub const LOG_CLEANER_SHARES: usize = 100;
+
+/// `log.read.cache.bytes` = -1: this much per shard, and at most a quarter of the memory the
+/// node may use. Not more by default: while the cache grows, every megabyte it keeps makes the
+/// tail take fresh memory for its next chunk (page faults, zeroing, unregistered writes), and
+/// broker CPU at 50 000 msg/s is higher for as long as that lasts — 45 % when first measured,
+/// 18–21 % on 2026-12-02 (a growing 3 GiB per shard: 7.0–7.7 vs 5.4–6.5 CPU-s/GB with 128 MiB;
+/// once full it recycles at no cost). Backing those chunks with transparent huge pages made
+/// it worse (10.7–12.0 CPU-s/GB, p99.9 37–72 ms: each fault zeroes 2 MiB inline).
+pub const READ_CACHE_AUTO_PER_SHARD: u64 = 256 << 20;
+
+// ---- Replication ----
+
+/// How often an unanswered ISR change is proposed again.
+pub const ISR_CHANGE_RETRY_MS: i64 = 2_000;
+
+/// Kafka's `replica.high.watermark.checkpoint.interval.ms` default.
+pub const HW_CHECKPOINT_INTERVAL_MS: i64 = 5_000;
+
+/// How long a fetcher waits before trying its leader again after a failure.
+pub const FOLLOWER_FETCH_RETRY_DELAY: Duration = Duration::from_millis(100);
+
+// ---- Security ----
+
+/// At most this many failed authentications are logged per window on a shard.
+pub const AUTH_FAILURE_LOG_BURST: u32 = 10;
+
+pub const AUTH_FAILURE_LOG_WINDOW: Duration = Duration::from_secs(10);
+
+// ---- Consumer groups ----
+
+/// Kafka's `offsets.commit.timeout.ms` default: how long a group write waits for the ISR.
+pub const OFFSET_COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
+
+// ---- Waits of the control plane and the etcd client ----
+
+/// Bounds of `broker.session.timeout.ms` (a node's lease on etcd), in ms.
+pub const BROKER_SESSION_TIMEOUT_MIN_MS: u64 = 1_000;
+pub const BROKER_SESSION_TIMEOUT_MAX_MS: u64 = 600_000;
+
+/// A node restarted right after `kill -9` waits up to `broker.session.timeout.ms` plus this
+/// for its predecessor's lease to expire (etcd's expiry is not to the millisecond).
+pub const PREDECESSOR_WAIT_MARGIN: Duration = Duration::from_secs(2);
+
+/// How often such a node looks again whether the predecessor's registration is gone.
+pub const PREDECESSOR_POLL: Duration = Duration::from_millis(250);
+
+/// Pause before a metadata watch is opened again after etcd refused it.
+pub const METADATA_WATCH_RETRY: Duration = Duration::from_millis(200);
+
+/// Pause before a metadata watch that ended (etcd restarted, compacted) is opened again.
+pub const METADATA_WATCH_RESTART: Duration = Duration::from_millis(100);
+
+/// Keep-alives sent per lease time to live: a lost one or two still leave the lease held.
+pub const LEASE_KEEP_ALIVES_PER_TTL: u32 = 3;
+
+/// The shortest pause between keep-alives, and before a failed keep-alive stream is opened
+/// again.
+pub const LEASE_KEEP_ALIVE_MIN_INTERVAL: Duration = Duration::from_millis(100);
+
+/// How often a campaigning controller candidate checks whether it should give up.
+pub const CONTROLLER_CAMPAIGN_CHECK: Duration = Duration::from_millis(100);
+
+/// How often the control plane looks whether every shard applied a new snapshot.
+pub const SNAPSHOT_APPLY_POLL: Duration = Duration::from_millis(1);
+
+/// A follower fetch not answered within its long poll plus this is abandoned (the connection
+/// dropped and made again).
+pub const FOLLOWER_FETCH_TIMEOUT_MARGIN: Duration = Duration::from_secs(10);
+
+// ---- Relations ----
+
+// A liveness probe's connect ends before the next probe is due.
+const _: () = assert!(LIVENESS_CONNECT_TIMEOUT.as_nanos() <= LIVENESS_PROBE_INTERVAL.as_nanos());
+// A dead node is found (its refusals) well within the shortest lease a node may have.
+const _: () = assert!(
+    LIVENESS_REFUSED_FOR.as_millis() * (LIVENESS_REFUSALS as u128)
+        < BROKER_SESSION_TIMEOUT_MIN_MS as u128
+);
+// The lease is kept alive faster than the shortest one expires.
+const _: () = assert!(
+    LEASE_KEEP_ALIVE_MIN_INTERVAL.as_millis() * (LEASE_KEEP_ALIVES_PER_TTL as u128)
+        <= BROKER_SESSION_TIMEOUT_MIN_MS as u128
+);
+// Keep-alives: at least two per lease, so one lost keep-alive never loses the lease.
+const _: () = assert!(LEASE_KEEP_ALIVES_PER_TTL >= 2);
+// etcd's retry backoff doubles from its minimum up to its maximum.
+const _: () = assert!(ETCD_RETRY_BACKOFF_MIN.as_nanos() < ETCD_RETRY_BACKOFF_MAX.as_nanos());
+// An unanswered ISR change is proposed again on a maintenance tick, not more often.
+const _: () = assert!(ISR_CHANGE_RETRY_MS >= MAINTENANCE_INTERVAL.as_millis() as i64);
+// The high watermark checkpoint is written on a maintenance tick.
+const _: () = assert!(HW_CHECKPOINT_INTERVAL_MS >= MAINTENANCE_INTERVAL.as_millis() as i64);
+// A shard answers a metrics scrape before the client's own I/O timeout ends it.
+const _: () = assert!(SCRAPE_SHARD_TIMEOUT.as_nanos() <= METRICS_CLIENT_IO_TIMEOUT.as_nanos());

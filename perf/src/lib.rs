@@ -4,7 +4,7 @@
 //! — and a Markdown summary for the results folder's README.
 //!
 //! It reads result files; it must not measure anything itself. The suite that starts ringlog
-//! and Apache Kafka and runs workloads against both is `scripts/perf-suite.sh`; its committed
+//! and Apache Kafka and runs workloads against both is `scripts/bench/perf-suite.sh`; its committed
 //! results are under `perf/results/`.
 
 #![deny(unsafe_op_in_unsafe_fn)]

@@ -66,9 +66,13 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The device floor paragraph from `scripts/device-floor.sh`'s JSON.
-fn load_device_floor(path: &str) -> Result<String, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{path}: {e}"))?;
-    perf::report::device_floor_markdown(path, &v).map_err(|e| e.to_string())
+/// The device floor paragraph from `scripts/bench/device-floor.sh`'s JSON.
+fn load_device_floor(path: &str) -> Result<String, perf::report::ReportError> {
+    let input = |reason: String| perf::report::ReportError::Input {
+        path: path.to_owned(),
+        reason,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| input(e.to_string()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| input(e.to_string()))?;
+    perf::report::device_floor_markdown(path, &v)
 }

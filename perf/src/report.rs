@@ -286,7 +286,8 @@ fn floor_markdown(order: &[&RunResult]) -> String {
     out
 }
 
-/// The device floor measured by `scripts/device-floor.sh` (its JSON), as a Markdown paragraph.
+/// The device floor measured by `scripts/bench/device-floor.sh` (its JSON), as a Markdown
+/// paragraph.
 pub fn device_floor_markdown(path: &str, v: &Value) -> Result<String, ReportError> {
     let err = |reason: String| ReportError::Input {
         path: path.to_owned(),
@@ -348,19 +349,23 @@ fn by_workload(results: &[RunResult]) -> Vec<(&str, Vec<(usize, &RunResult)>)> {
     out
 }
 
+/// A drawing error of the SVG backend.
+type ChartError = plotters::drawing::DrawingAreaErrorKind<std::io::Error>;
+
 /// Renders a chart into an SVG string; a drawing error becomes a note in the page.
-fn svg_chart(draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> Result<(), String>) -> String {
+fn svg_chart(
+    draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> Result<(), ChartError>,
+) -> String {
     let mut out = String::new();
     let result = {
         let root = SVGBackend::with_string(&mut out, CHART).into_drawing_area();
         root.fill(&WHITE)
-            .map_err(|e| e.to_string())
             .and_then(|()| draw(&root))
-            .and_then(|()| root.present().map_err(|e| e.to_string()))
+            .and_then(|()| root.present())
     };
     match result {
         Ok(()) => out,
-        Err(e) => format!("<p>chart not drawn: {}</p>", escape(&e)),
+        Err(e) => format!("<p>chart not drawn: {}</p>", escape(&e.to_string())),
     }
 }
 
@@ -384,15 +389,13 @@ pub fn throughput_svg(workload: &str, results: &[(usize, &RunResult)]) -> String
             .margin_right(36)
             .x_label_area_size(44)
             .y_label_area_size(78)
-            .build_cartesian_2d(0f64..max_x, 0f64..max_y)
-            .map_err(|e| e.to_string())?;
+            .build_cartesian_2d(0f64..max_x, 0f64..max_y)?;
         chart
             .configure_mesh()
             .x_desc("seconds since the measurement began")
             .y_desc("messages per second")
             .y_label_formatter(&|v| format!("{v:.0}"))
-            .draw()
-            .map_err(|e| e.to_string())?;
+            .draw()?;
         for &(i, r) in results {
             let c = color(i);
             let step = seconds_per_sample(r);
@@ -404,8 +407,7 @@ pub fn throughput_svg(workload: &str, results: &[(usize, &RunResult)]) -> String
                     .collect()
             };
             chart
-                .draw_series(LineSeries::new(points(&r.publish_rate), c.stroke_width(2)))
-                .map_err(|e| e.to_string())?
+                .draw_series(LineSeries::new(points(&r.publish_rate), c.stroke_width(2)))?
                 .label(format!("{}: published", r.driver))
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
@@ -416,8 +418,7 @@ pub fn throughput_svg(workload: &str, results: &[(usize, &RunResult)]) -> String
                     6,
                     4,
                     c.stroke_width(2),
-                ))
-                .map_err(|e| e.to_string())?
+                ))?
                 .label(format!("{}: consumed", r.driver))
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 8, y)], c.stroke_width(2))
@@ -429,7 +430,6 @@ pub fn throughput_svg(workload: &str, results: &[(usize, &RunResult)]) -> String
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .draw()
-            .map_err(|e| e.to_string())
     })
 }
 
@@ -481,8 +481,7 @@ pub fn percentile_svg(
             .margin_right(36)
             .x_label_area_size(44)
             .y_label_area_size(78)
-            .build_cartesian_2d(x_range.log_scale(), y_range.log_scale())
-            .map_err(|e| e.to_string())?;
+            .build_cartesian_2d(x_range.log_scale(), y_range.log_scale())?;
         chart
             .configure_mesh()
             .x_desc("percentile")
@@ -495,13 +494,11 @@ pub fn percentile_svg(
                     format!("{v}")
                 }
             })
-            .draw()
-            .map_err(|e| e.to_string())?;
+            .draw()?;
         for &(i, r) in results {
             let c = color(i);
             chart
-                .draw_series(LineSeries::new(points(r), c.stroke_width(2)))
-                .map_err(|e| e.to_string())?
+                .draw_series(LineSeries::new(points(r), c.stroke_width(2)))?
                 .label(r.driver.clone())
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
@@ -513,7 +510,6 @@ pub fn percentile_svg(
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .draw()
-            .map_err(|e| e.to_string())
     })
 }
 

@@ -11,8 +11,8 @@ use super::host::Host;
 use super::membership::{
     Caller, Group, GroupState, JoinLimits, JoinRequest, JoinResult, Reply, SyncResult,
 };
-use super::persist::{append, tombstones};
-use super::records::OffsetValue;
+use super::persist::{append, tombstones, KeyValues};
+use super::records::{OffsetValue, RecordKey};
 use crate::metadata::OFFSETS_TOPIC;
 
 /// Kafka's `Utils.abs(groupId.hashCode()) % partitions`, with Java's `String.hashCode` over
@@ -35,8 +35,6 @@ pub struct GroupSummary {
 }
 
 pub(super) type Committed = Vec<((String, i32), Option<OffsetValue>)>;
-/// Records to append: `(key, value)`, a `None` value being a tombstone.
-pub(super) type KeyValues = Vec<(Bytes, Option<Bytes>)>;
 
 #[derive(Default)]
 pub struct Coordinator {
@@ -47,6 +45,23 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
+    /// Writes the group's metadata record if it changed.
+    pub(super) async fn persist_group(
+        &self,
+        host: &dyn Host,
+        p: i32,
+        id: &str,
+        now: i64,
+    ) -> Result<(), ResponseError> {
+        let value = self.with_group(id, None, |g| g.take_dirty().then(|| g.to_record()));
+        let Some(Some(value)) = value else {
+            return Ok(());
+        };
+        let key = RecordKey::Group(id.to_owned()).encode();
+        let records: KeyValues = vec![(key, Some(value.encode()))];
+        append(host, p, records, now).await
+    }
+
     pub(super) fn limits(host: &dyn Host) -> JoinLimits {
         JoinLimits {
             initial_rebalance_delay_ms: host.settings().initial_rebalance_delay_ms,

@@ -2,10 +2,10 @@
 
 use kafka_protocol::ResponseError;
 
-use super::coordinator::{Committed, Coordinator, KeyValues};
+use super::coordinator::{Committed, Coordinator};
 use super::host::Host;
 use super::membership::{Caller, Group};
-use super::persist::{append, tombstones};
+use super::persist::{append, tombstones, KeyValues};
 use super::records::{OffsetValue, RecordKey};
 
 impl Coordinator {

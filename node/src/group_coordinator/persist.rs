@@ -2,36 +2,20 @@
 //! partition's produce path: ordered append, then the wait until written (a commit survives
 //! `kill -9` once acknowledged; like Kafka, no fsync per commit — `log.flush.*` applies).
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use iouring_log::LeaderEpoch;
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use kafka_protocol::ResponseError;
 
-use super::coordinator::{Coordinator, KeyValues};
 use super::host::Host;
 use super::records::RecordKey;
+use crate::limits::OFFSET_COMMIT_TIMEOUT;
 use crate::metadata::OFFSETS_TOPIC;
 
-impl Coordinator {
-    /// Writes the group's metadata record if it changed.
-    pub(super) async fn persist_group(
-        &self,
-        host: &dyn Host,
-        p: i32,
-        id: &str,
-        now: i64,
-    ) -> Result<(), ResponseError> {
-        let value = self.with_group(id, None, |g| g.take_dirty().then(|| g.to_record()));
-        let Some(Some(value)) = value else {
-            return Ok(());
-        };
-        let key = RecordKey::Group(id.to_owned()).encode();
-        let records: KeyValues = vec![(key, Some(value.encode()))];
-        append(host, p, records, now).await
-    }
-}
+/// Records to append: `(key, value)`, a `None` value being a tombstone.
+pub(super) type KeyValues = Vec<(Bytes, Option<Bytes>)>;
 
 /// Tombstones for the given offsets of `group` (and its metadata when `group_too`).
 pub(super) fn tombstones(
@@ -138,6 +122,3 @@ pub(super) async fn append(
         None => Err(ResponseError::RequestTimedOut),
     }
 }
-
-/// Kafka's `offsets.commit.timeout.ms` default: how long a group write waits for the ISR.
-const OFFSET_COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);

@@ -1,6 +1,6 @@
 //! DescribeTopicPartitions (KIP-966): topics sorted by name with their partitions' leader,
 //! replicas, ISR, eligible leader replicas and offline replicas, at most
-//! `response_partition_limit` partitions an answer (capped at [`PARTITIONS_PER_ANSWER_MAX`],
+//! `response_partition_limit` partitions an answer (capped at [`DESCRIBE_TOPIC_PARTITIONS_MAX`],
 //! Kafka's `max.request.partition.size.limit` default), continued from the cursor.
 
 use std::rc::Rc;
@@ -17,11 +17,9 @@ use kafka_protocol::ResponseError;
 use crate::handlers::authorized::{self, authorized};
 use crate::handlers::groups::Client;
 use crate::handlers::metadata::partition_view;
+use crate::limits::DESCRIBE_TOPIC_PARTITIONS_MAX;
 use crate::security::acl::{Operation, ResourceType};
 use crate::shard::ShardCtx;
-
-/// Kafka's `max.request.partition.size.limit` default.
-const PARTITIONS_PER_ANSWER_MAX: i32 = 2000;
 
 pub fn handle(
     ctx: &Rc<ShardCtx>,
@@ -50,7 +48,7 @@ pub fn handle(
     };
     let mut budget = req
         .response_partition_limit
-        .clamp(1, PARTITIONS_PER_ANSWER_MAX);
+        .clamp(1, DESCRIBE_TOPIC_PARTITIONS_MAX);
     let mut resp = DescribeTopicPartitionsResponse::default();
     for name in names {
         if first_topic.as_ref().is_some_and(|first| name < *first) {

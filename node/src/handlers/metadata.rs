@@ -13,8 +13,8 @@ use kafka_protocol::ResponseError;
 
 use crate::handlers::authorized::{self, authorized};
 use crate::handlers::groups::Client;
-use crate::metadata::placement::Slot;
 use crate::metadata::{validate_topic_name, Command, PartitionMeta, TopicMeta};
+use crate::metadata::{Leader, Slot};
 use crate::security::acl::{Operation, ResourceType, CLUSTER_NAME};
 use crate::shard::ShardCtx;
 
@@ -197,7 +197,12 @@ pub(crate) struct PartitionView {
 pub(crate) fn partition_view(ctx: &ShardCtx, p: &PartitionMeta) -> PartitionView {
     let replicas = if p.replicas.is_empty() {
         vec![Slot {
-            node: p.node.unwrap_or(ctx.config.node_id.0),
+            node: match p.leader {
+                Leader::Local => ctx.config.node_id.0,
+                Leader::Node(n) => n.0,
+                // Kafka's leader id of an offline partition.
+                Leader::Offline => -1,
+            },
             shard: p.shard,
         }]
     } else {

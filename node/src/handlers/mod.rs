@@ -116,14 +116,10 @@ pub async fn dispatch(
         RequestKind::Metadata(r) => {
             encode(&metadata::handle(ctx, client, r, version).await, version)?
         }
-        RequestKind::Produce(r) => {
-            let acks = r.acks;
-            let resp = produce::handle(ctx, client, r, version).await;
-            if acks == 0 {
-                return Ok(None);
-            }
-            encode(&resp, version)?
-        }
+        RequestKind::Produce(r) => match produce::handle(ctx, client, r, version).await {
+            Some(resp) => encode(&resp, version)?,
+            None => return Ok(None),
+        },
         RequestKind::Fetch(r) => fetch::handle(ctx, client, r, version).await?,
         RequestKind::ListOffsets(r) => encode(
             &list_offsets::handle(ctx, client, r, version).await,

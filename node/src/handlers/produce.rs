@@ -26,9 +26,38 @@ use crate::partition::timestamps;
 use crate::partition::Partition;
 use crate::shard::{now_ms, ShardCtx};
 
+/// Who must have a produce's records before it is answered: the request's `acks`, parsed once
+/// where the request comes in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acks {
+    /// `acks=0`: the producer wants no answer at all.
+    None,
+    /// `acks=1`: the leader wrote them (and flushed them, where the flush policy asks).
+    Leader,
+    /// `acks=-1` (all): every in-sync replica has them (the high watermark passed them).
+    All,
+}
+
+impl Acks {
+    /// The wire's `acks`: 0, 1 or -1; anything else is INVALID_REQUIRED_ACKS for every partition.
+    pub fn from_wire(acks: i16) -> Result<Acks, Refused> {
+        match acks {
+            0 => Ok(Acks::None),
+            1 => Ok(Acks::Leader),
+            -1 => Ok(Acks::All),
+            other => Err(Refused::new(
+                ResponseError::InvalidRequiredAcks,
+                format!("acks={other} (allowed -1, 0, 1)"),
+            )),
+        }
+    }
+}
+
 /// A produce request whose batches are appended; [`complete`] answers it.
 pub struct PendingProduce {
     version: i16,
+    /// `false` for `acks=0`: the request gets no answer.
+    answered: bool,
     timeout: Duration,
     topics: Vec<(TopicName, Vec<PendingPartition>)>,
 }
@@ -46,8 +75,10 @@ pub async fn append(
     version: i16,
 ) -> PendingProduce {
     let timeout_ms = req.timeout_ms.clamp(0, PRODUCE_ACK_TIMEOUT_MAX_MS);
+    let acks = Acks::from_wire(req.acks);
     let mut pending = PendingProduce {
         version,
+        answered: acks != Ok(Acks::None),
         timeout: Duration::from_millis(timeout_ms as u64),
         topics: Vec::with_capacity(req.topic_data.len()),
     };
@@ -62,18 +93,15 @@ pub async fn append(
                     ResponseError::TopicAuthorizationFailed,
                     format!("{} may not write to {name}", client.principal),
                 ))
-            } else if !matches!(req.acks, -1..=1) {
-                Err(Refused::new(
-                    ResponseError::InvalidRequiredAcks,
-                    format!("acks={} (allowed -1, 0, 1)", req.acks),
-                ))
-            } else if version < 3 {
-                Err(Refused::new(
-                    ResponseError::UnsupportedForMessageFormat,
-                    "Produce v0-v2 carry message format v0/v1; only v2 records are accepted",
-                ))
             } else {
-                append_partition(ctx, &name, pd, req.acks).await
+                match &acks {
+                    Err(invalid) => Err(invalid.clone()),
+                    Ok(_) if version < 3 => Err(Refused::new(
+                        ResponseError::UnsupportedForMessageFormat,
+                        "Produce v0-v2 carry message format v0/v1; only v2 records are accepted",
+                    )),
+                    Ok(acks) => append_partition(ctx, &name, pd, *acks).await,
+                }
             };
             partitions.push(PendingPartition { index, outcome });
         }
@@ -158,14 +186,26 @@ async fn wait(
     }
 }
 
-/// Appends and answers in one go (for callers that do not pipeline, like the fuzz target).
+impl PendingProduce {
+    /// Whether the producer wants an answer (`acks` is not 0).
+    pub fn answered(&self) -> bool {
+        self.answered
+    }
+}
+
+/// Appends and answers in one go (for callers that do not pipeline, like the fuzz target);
+/// `None` for `acks=0`, whose records are appended and not answered.
 pub async fn handle(
     ctx: &Rc<ShardCtx>,
     client: &Client,
     req: ProduceRequest,
     version: i16,
-) -> ProduceResponse {
-    complete(ctx, append(ctx, client, req, version).await).await
+) -> Option<ProduceResponse> {
+    let pending = append(ctx, client, req, version).await;
+    if !pending.answered() {
+        return None;
+    }
+    Some(complete(ctx, pending).await)
 }
 
 fn partition_response(
@@ -203,7 +243,7 @@ async fn append_partition(
     ctx: &Rc<ShardCtx>,
     topic: &str,
     pd: PartitionProduceData,
-    acks: i16,
+    acks: Acks,
 ) -> Result<(Rc<Partition>, Appended), Refused> {
     let part = ctx.writable_partition(topic, pd.index)?;
     if crate::metadata::is_internal(topic) {
@@ -213,7 +253,7 @@ async fn append_partition(
         ));
     }
     // Kafka checks before appending: acks=all needs min.insync.replicas in sync.
-    if acks == -1 && part.in_sync_replicas() < part.min_insync_replicas() {
+    if acks == Acks::All && part.in_sync_replicas() < part.min_insync_replicas() {
         return Err(Refused::new(
             ResponseError::NotEnoughReplicas,
             format!(
@@ -244,7 +284,7 @@ async fn append_partition(
         timestamps::apply(records, header, part.timestamp_policy(), now)?;
     let epoch = ctx.leader_epoch(&part);
     let mut appended = part.append_as_leader(&records, &header, epoch, now).await?;
-    appended.replicated = (acks == -1).then_some(epoch);
+    appended.replicated = (acks == Acks::All).then_some(epoch);
     appended.log_append_time = log_append_time;
     Ok((part, appended))
 }

@@ -21,13 +21,11 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use crate::error::Refused;
+use crate::limits::TOPIC_PROPAGATION_ASK_AGAIN;
 use crate::metadata::controller::Reply;
-use crate::metadata::placement::Slot;
 use crate::metadata::Command;
+use crate::metadata::Slot;
 use crate::shard::ShardCtx;
-
-/// How often a replica's shard is asked again while it does not list the topic yet.
-const ASK_AGAIN: Duration = Duration::from_millis(5);
 
 /// Sends `make`'s change of `topic` to the control plane; once it is committed, waits for the
 /// topic's partitions to be served everywhere (at most `timeout`).
@@ -56,7 +54,7 @@ async fn await_served_everywhere(ctx: &ShardCtx, topic: &str, timeout: Duration)
             .partitions
             .iter()
             .flat_map(|p| {
-                let led = p.node.map(|node| Slot {
+                let led = p.leader.node().map(|node| Slot {
                     node,
                     shard: p.shard,
                 });
@@ -114,7 +112,7 @@ async fn await_slot(ctx: &ShardCtx, slot: Slot, topic: &str, partitions: usize) 
             None
             | Some(ResponseError::UnknownTopicOrPartition)
             | Some(ResponseError::LeaderNotAvailable) => {
-                glommio::timer::sleep(ASK_AGAIN).await;
+                glommio::timer::sleep(TOPIC_PROPAGATION_ASK_AGAIN).await;
             }
             // Not ours to see (an ACL), or another refusal: cannot tell, do not wait.
             Some(_) => return,

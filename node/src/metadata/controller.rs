@@ -5,14 +5,14 @@
 //! soon as its creation is acknowledged). Every change is saved to the [`MetadataStore`] before
 //! it is broadcast. In a cluster other nodes change the store too: what they changed is applied
 //! and broadcast as soon as the store reports it ([`Command::MetadataChanged`], sent by its
-//! watch) and polled every [`POLL_INTERVAL`] besides, and a change that collides with theirs is
+//! watch) and polled every [`METADATA_POLL_INTERVAL`] besides, and a change that collides with theirs is
 //! decided again on the store's current state (so two nodes creating one topic: one wins, the
 //! other answers TOPIC_ALREADY_EXISTS). Snapshots are immutable and shared by `Arc`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures_channel::{mpsc as fmpsc, oneshot};
 use kafka_protocol::ResponseError;
@@ -23,12 +23,13 @@ use replication::controller::{
 use replication::{IsrChange, ReplicaId};
 
 use super::names::{refuse_internal, validate_topic_name};
-use super::placement::{
-    assigned_replicas, place_partitions, place_replicas, Load, NodeShards, Slot,
-};
-use super::snapshot::{PartitionMeta, Snapshot, TopicMeta};
+use super::placement::{assigned_replicas, place_partitions, place_replicas, Load, NodeShards};
+use super::snapshot::{Leader, PartitionMeta, Slot, Snapshot, TopicMeta};
 use super::store::{MetadataStore, Saved};
 use crate::error::Refused;
+use crate::limits::CONTROLLER_ELECTION_INTERVAL;
+use crate::limits::METADATA_POLL_INTERVAL;
+use crate::limits::SNAPSHOT_APPLY_POLL;
 use crate::limits::{PARTITIONS_MAX, SLOW_SNAPSHOT_APPLY_WARN};
 use crate::security::acl::{Entry as AclEntry, Pattern};
 use crate::security::scram::ScramCredential;
@@ -123,7 +124,7 @@ pub struct Controller {
     /// The node is stopping (SIGTERM): leave, broadcast nothing more.
     stopping: Arc<AtomicBool>,
     /// When the elected controller last looked for leaders to move (every
-    /// [`ELECTION_INTERVAL`], or at once when the metadata changed).
+    /// [`CONTROLLER_ELECTION_INTERVAL`], or at once when the metadata changed).
     last_election: std::time::Instant,
 }
 
@@ -161,7 +162,7 @@ impl Controller {
                 drop(self.store);
                 // Refuse what the stopping shards still ask, until they are quiet (a shard's
                 // task left pending at its executor's end may keep a sender forever).
-                while let Ok(cmd) = commands.recv_timeout(POLL_INTERVAL) {
+                while let Ok(cmd) = commands.recv_timeout(METADATA_POLL_INTERVAL) {
                     if let Some((_, reply)) = cmd.split() {
                         let refused =
                             Refused::new(ResponseError::UnknownServerError, "the node is stopping");
@@ -170,7 +171,7 @@ impl Controller {
                 }
                 return;
             }
-            match commands.recv_timeout(POLL_INTERVAL) {
+            match commands.recv_timeout(METADATA_POLL_INTERVAL) {
                 Ok(cmd) => {
                     self.catch_up();
                     self.execute(cmd);
@@ -199,7 +200,7 @@ impl Controller {
         };
         if self.snapshot.controller == Some(self.settings.node)
             && !self.stopping()
-            && (changed || self.last_election.elapsed() >= ELECTION_INTERVAL)
+            && (changed || self.last_election.elapsed() >= CONTROLLER_ELECTION_INTERVAL)
         {
             self.last_election = std::time::Instant::now();
             self.elect_leaders();
@@ -543,7 +544,7 @@ impl Controller {
                             );
                             warned = true;
                         }
-                        std::thread::sleep(Duration::from_millis(1))
+                        std::thread::sleep(SNAPSHOT_APPLY_POLL)
                     }
                 }
             }
@@ -660,12 +661,12 @@ impl Controller {
             }]
         });
         let slots = assigned_replicas(assignment, &nodes)
-            .map_err(|e| Refused::new(ResponseError::InvalidReplicaAssignment, e))?;
+            .map_err(|e| Refused::new(ResponseError::InvalidReplicaAssignment, e.to_string()))?;
         Ok(slots
             .into_iter()
             .map(|s| {
                 if single {
-                    PartitionMeta::single(None, s[0].shard)
+                    PartitionMeta::single(Leader::Local, s[0].shard)
                 } else {
                     PartitionMeta::placed(s)
                 }
@@ -694,7 +695,7 @@ impl Controller {
         let mut load = Load::default();
         for t in snapshot.topics.values() {
             for p in &t.partitions {
-                match (p.replicas.is_empty(), p.node) {
+                match (p.replicas.is_empty(), p.leader.node()) {
                     (false, _) => load.add(&p.replicas),
                     (true, Some(node)) => load.add(&[Slot {
                         node,
@@ -750,13 +751,6 @@ fn delete_topic(snapshot: &mut Snapshot, name: &str) -> Result<bool, Refused> {
     }
     Ok(true)
 }
-
-/// How often other nodes' changes are looked for (and, in a cluster, the listeners of nodes
-/// that may be dead probed: `etcd::liveness`).
-pub const POLL_INTERVAL: Duration = Duration::from_millis(25);
-/// How often the elected controller looks for leaders to move when nothing changed (an ISR
-/// member back in sync, a preferred leader to restore): the pass reads every partition.
-const ELECTION_INTERVAL: Duration = Duration::from_millis(100);
 
 /// A command without its reply channel.
 enum Op {

@@ -14,4 +14,4 @@ pub mod store;
 
 pub use controller::{Command, Controller, SnapshotUpdate};
 pub use names::{is_internal, validate_topic_name, OFFSETS_TOPIC};
-pub use snapshot::{PartitionMeta, Snapshot, TopicMeta};
+pub use snapshot::{Leader, PartitionMeta, Slot, Snapshot, TopicMeta};

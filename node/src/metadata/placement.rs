@@ -13,19 +13,8 @@
 
 use std::collections::BTreeMap;
 
-use super::snapshot::PartitionMeta;
-
-/// Kafka's practical bound; more replicas only multiply the fetch traffic.
-pub const REPLICATION_FACTOR_MAX: usize = 10;
-
-/// One replica's home: a node and one of its shards.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
-)]
-pub struct Slot {
-    pub node: i32,
-    pub shard: usize,
-}
+use super::snapshot::{Leader, PartitionMeta, Slot};
+use crate::limits::REPLICATION_FACTOR_MAX;
 
 /// A live node and how many shards it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,8 +147,29 @@ fn least(node: NodeShards, key: impl Fn(&Slot) -> (usize, usize)) -> Slot {
         .expect("a node has a shard")
 }
 
-/// A single node's partitions `from..to` (one replica each) over its `shards` shards: partition
-/// `p` on shard `p % shards`, what [`place_replicas`] gives for one node and no prior load.
+/// Why a manual replica assignment breaks the placement rules (INVALID_REPLICA_ASSIGNMENT).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AssignmentError {
+    #[error("an assignment needs at least one replica for every partition")]
+    NoReplicas,
+    #[error("{0} replicas; at most {REPLICATION_FACTOR_MAX}")]
+    TooManyReplicas(usize),
+    #[error("partition {partition} has {replicas} replicas, partition 0 has {factor}: all partitions need the same number")]
+    UnevenReplicas {
+        partition: usize,
+        replicas: usize,
+        factor: usize,
+    },
+    #[error("partition {partition}: broker {broker} is not a live broker")]
+    NotLive { partition: usize, broker: i32 },
+    #[error("partition {partition}: two replicas on node {node} (brokers {brokers}): the shards of a node share its machine")]
+    TwoOnOneNode {
+        partition: usize,
+        node: i32,
+        brokers: String,
+    },
+}
+
 /// The replicas of a manual assignment (Kafka broker ids per partition, in partition order),
 /// checked by the placement rules: every partition has replicas, all the same number, at most
 /// [`REPLICATION_FACTOR_MAX`]; each replica on a live broker (a shard of a live node); never two
@@ -167,25 +177,24 @@ fn least(node: NodeShards, key: impl Fn(&Slot) -> (usize, usize)) -> Slot {
 pub fn assigned_replicas(
     assignment: &[Vec<i32>],
     nodes: &[NodeShards],
-) -> Result<Vec<Vec<Slot>>, String> {
+) -> Result<Vec<Vec<Slot>>, AssignmentError> {
     let factor = assignment.first().map_or(0, Vec::len);
     if factor == 0 {
-        return Err("an assignment needs at least one replica for every partition".into());
+        return Err(AssignmentError::NoReplicas);
     }
     if factor > REPLICATION_FACTOR_MAX {
-        return Err(format!(
-            "{factor} replicas; at most {REPLICATION_FACTOR_MAX}"
-        ));
+        return Err(AssignmentError::TooManyReplicas(factor));
     }
     assignment
         .iter()
         .enumerate()
         .map(|(p, brokers)| {
             if brokers.len() != factor {
-                return Err(format!(
-                    "partition {p} has {} replicas, partition 0 has {factor}: all partitions need the same number",
-                    brokers.len()
-                ));
+                return Err(AssignmentError::UnevenReplicas {
+                    partition: p,
+                    replicas: brokers.len(),
+                    factor,
+                });
             }
             let mut slots: Vec<Slot> = Vec::with_capacity(factor);
             for &id in brokers {
@@ -198,14 +207,21 @@ pub fn assigned_replicas(
                         .iter()
                         .any(|n| n.node == slot.node && slot.shard < n.shards);
                 if !live {
-                    return Err(format!("partition {p}: broker {id} is not a live broker"));
+                    return Err(AssignmentError::NotLive {
+                        partition: p,
+                        broker: id,
+                    });
                 }
                 if slots.iter().any(|s| s.node == slot.node) {
-                    return Err(format!(
-                        "partition {p}: two replicas on node {} (brokers {}): the shards of a node share its machine",
-                        slot.node,
-                        brokers.iter().map(i32::to_string).collect::<Vec<_>>().join(",")
-                    ));
+                    return Err(AssignmentError::TwoOnOneNode {
+                        partition: p,
+                        node: slot.node,
+                        brokers: brokers
+                            .iter()
+                            .map(i32::to_string)
+                            .collect::<Vec<_>>()
+                            .join(","),
+                    });
                 }
                 slots.push(slot);
             }
@@ -214,9 +230,11 @@ pub fn assigned_replicas(
         .collect()
 }
 
+/// A single node's partitions `from..to` (one replica each) over its `shards` shards: partition
+/// `p` on shard `p % shards`, what [`place_replicas`] gives for one node and no prior load.
 pub fn place_partitions(from: i32, to: i32, shards: usize) -> Vec<PartitionMeta> {
     (from..to)
-        .map(|p| PartitionMeta::single(None, p as usize % shards))
+        .map(|p| PartitionMeta::single(Leader::Local, p as usize % shards))
         .collect()
 }
 
@@ -342,7 +360,7 @@ mod tests {
             (vec![vec![-1]], "broker -1 is not a live broker"),
             (vec![vec![]], "at least one replica"),
         ] {
-            let e = assigned_replicas(&bad, &live).unwrap_err();
+            let e = assigned_replicas(&bad, &live).unwrap_err().to_string();
             assert!(e.contains(why), "{bad:?}: {e}");
         }
     }

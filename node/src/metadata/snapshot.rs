@@ -6,16 +6,81 @@ use iouring_log::LeaderEpoch;
 use replication::{PartitionState, ReplicaId};
 use serde::{Deserialize, Serialize};
 
-use super::placement::Slot;
+use crate::ids::NodeId;
 use crate::security::acl::Acls;
 use crate::security::sasl::UserCredentials;
 
+/// One replica's home: a node and one of its shards.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct Slot {
+    pub node: i32,
+    pub shard: usize,
+}
+
+/// Who leads a partition (on the partition's `shard` of that node).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Leader {
+    /// This node: a single node's own metadata names no node.
+    #[default]
+    Local,
+    /// A node of the cluster.
+    Node(NodeId),
+    /// No replica may lead the partition now (Kafka's leader -1).
+    Offline,
+}
+
+impl Leader {
+    pub fn is_local(&self) -> bool {
+        *self == Leader::Local
+    }
+
+    /// The cluster node it names: `None` for [`Leader::Local`] and [`Leader::Offline`].
+    pub fn node(self) -> Option<i32> {
+        match self {
+            Leader::Node(n) => Some(n.0),
+            Leader::Local | Leader::Offline => None,
+        }
+    }
+}
+
+/// [`Leader`] as the metadata stores keep it, Kafka's way: the leader's node id, -1 when
+/// offline, absent for a single node's own partitions.
+mod leader_serde {
+    use super::{Leader, NodeId};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// The leader id Kafka stores for an offline partition.
+    const OFFLINE: i32 = -1;
+
+    pub fn serialize<S: Serializer>(leader: &Leader, s: S) -> Result<S::Ok, S::Error> {
+        match leader {
+            Leader::Local => None::<i32>.serialize(s),
+            Leader::Node(n) => Some(n.0).serialize(s),
+            Leader::Offline => Some(OFFLINE).serialize(s),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Leader, D::Error> {
+        Ok(match Option::<i32>::deserialize(d)? {
+            None => Leader::Local,
+            Some(OFFLINE) => Leader::Offline,
+            Some(n) => Leader::Node(NodeId(n)),
+        })
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PartitionMeta {
-    /// The node whose shard leads the partition; `None` (a single node's own metadata): this
-    /// node. [`OFFLINE`]: no leader (no live replica may lead it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node: Option<i32>,
+    /// Who leads it (stored as `node`, Kafka's leader id).
+    #[serde(
+        rename = "node",
+        default,
+        skip_serializing_if = "Leader::is_local",
+        with = "leader_serde"
+    )]
+    pub leader: Leader,
     pub shard: usize,
     #[serde(with = "crate::ids::leader_epoch_serde")]
     pub leader_epoch: LeaderEpoch,
@@ -35,14 +100,11 @@ pub struct PartitionMeta {
     pub partition_epoch: i32,
 }
 
-/// The leader node of a partition no replica may lead now (Kafka's leader -1).
-pub const OFFLINE: i32 = -1;
-
 impl PartitionMeta {
-    /// A partition with one replica, on `shard` of `node` (`None`: this node).
-    pub fn single(node: Option<i32>, shard: usize) -> PartitionMeta {
+    /// A partition with one replica, on `shard` of `leader`'s node.
+    pub fn single(leader: Leader, shard: usize) -> PartitionMeta {
         PartitionMeta {
-            node,
+            leader,
             shard,
             leader_epoch: LeaderEpoch(0),
             replicas: Vec::new(),
@@ -56,18 +118,23 @@ impl PartitionMeta {
     pub fn placed(replicas: Vec<Slot>) -> PartitionMeta {
         let leader = replicas[0];
         if replicas.len() == 1 {
-            return PartitionMeta::single(Some(leader.node), leader.shard);
+            return PartitionMeta::single(Leader::Node(NodeId(leader.node)), leader.shard);
         }
         PartitionMeta {
             isr: replicas.iter().map(|s| s.node).collect(),
             replicas,
-            ..PartitionMeta::single(Some(leader.node), leader.shard)
+            ..PartitionMeta::single(Leader::Node(NodeId(leader.node)), leader.shard)
         }
     }
 
     /// Whether shard `shard` of node `node` leads it.
     pub fn is_led_by(&self, node: i32, shard: usize) -> bool {
-        self.node.is_none_or(|n| n == node) && self.shard == shard
+        let led = match self.leader {
+            Leader::Local => true,
+            Leader::Node(n) => n.0 == node,
+            Leader::Offline => false,
+        };
+        led && self.shard == shard
     }
 
     /// Whether it has more than one replica.
@@ -89,7 +156,7 @@ impl PartitionMeta {
     /// partition on one node).
     pub fn state(&self) -> PartitionState {
         let set = |v: &[i32]| v.iter().map(|&n| ReplicaId(n)).collect::<BTreeSet<_>>();
-        let leader = self.node.filter(|&n| n != OFFLINE);
+        let leader = self.leader.node();
         PartitionState {
             replicas: self.replicas.iter().map(|s| ReplicaId(s.node)).collect(),
             isr: set(&self.isr),
@@ -110,10 +177,10 @@ impl PartitionMeta {
         self.partition_epoch = state.partition_epoch;
         match state.leader.and_then(|r| self.replica_on(r.0)) {
             Some(slot) => {
-                self.node = Some(slot.node);
+                self.leader = Leader::Node(NodeId(slot.node));
                 self.shard = slot.shard;
             }
-            None => self.node = Some(OFFLINE),
+            None => self.leader = Leader::Offline,
         }
     }
 }

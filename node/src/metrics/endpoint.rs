@@ -9,25 +9,20 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures_channel::mpsc as fmpsc;
 
 use super::render::{render, NodeFacts};
 use super::report::ShardReport;
+use crate::limits::METRICS_ACCEPT_POLL;
+use crate::limits::METRICS_CLIENT_IO_TIMEOUT;
+use crate::limits::METRICS_REQUEST_HEAD_MAX;
+use crate::limits::SCRAPE_SHARD_TIMEOUT;
 use crate::server::budget::RequestBudget;
 
 /// Where a shard sends its report for one scrape.
 pub type Ask = mpsc::Sender<ShardReport>;
-
-/// How long a scrape waits for the shards' reports.
-pub const SCRAPE_SHARD_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a scraper may take to send its request or read the answer.
-const CLIENT_IO_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often the accept loop looks at the stop flag.
-const ACCEPT_POLL: Duration = Duration::from_millis(100);
-/// The longest request head read.
-const REQUEST_HEAD_MAX: usize = 8192;
 
 pub struct Endpoint {
     pub listener: TcpListener,
@@ -55,11 +50,11 @@ impl Endpoint {
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(ACCEPT_POLL)
+                    std::thread::sleep(METRICS_ACCEPT_POLL)
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "metrics endpoint: accept failed");
-                    std::thread::sleep(ACCEPT_POLL);
+                    std::thread::sleep(METRICS_ACCEPT_POLL);
                 }
             }
         }
@@ -67,8 +62,8 @@ impl Endpoint {
 
     fn answer(&self, mut stream: TcpStream) -> std::io::Result<()> {
         stream.set_nonblocking(false)?;
-        stream.set_read_timeout(Some(CLIENT_IO_TIMEOUT))?;
-        stream.set_write_timeout(Some(CLIENT_IO_TIMEOUT))?;
+        stream.set_read_timeout(Some(METRICS_CLIENT_IO_TIMEOUT))?;
+        stream.set_write_timeout(Some(METRICS_CLIENT_IO_TIMEOUT))?;
         let head = read_head(&mut stream)?;
         let (status, content_type, body) = match parse_request_line(&head) {
             Err(why) => ("400 Bad Request", "text/plain", format!("{why}\n")),
@@ -152,7 +147,7 @@ fn read_head(stream: &mut TcpStream) -> std::io::Result<String> {
     let mut buf = Vec::with_capacity(512);
     let mut chunk = [0u8; 512];
     while !buf.windows(4).any(|w| w == b"\r\n\r\n") && !buf.windows(2).any(|w| w == b"\n\n") {
-        if buf.len() >= REQUEST_HEAD_MAX {
+        if buf.len() >= METRICS_REQUEST_HEAD_MAX {
             break;
         }
         let n = stream.read(&mut chunk)?;
@@ -164,18 +159,20 @@ fn read_head(stream: &mut TcpStream) -> std::io::Result<String> {
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
+/// A request that does not start with an HTTP/1.x request line (its first 100 characters).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("not an HTTP/1.x request line: {0:?}")]
+struct BadRequestLine(String);
+
 /// `(method, path)` of an HTTP/1.x request line.
-fn parse_request_line(head: &str) -> Result<(&str, &str), String> {
+fn parse_request_line(head: &str) -> Result<(&str, &str), BadRequestLine> {
     let line = head.lines().next().unwrap_or("");
     let mut parts = line.split_whitespace();
     match (parts.next(), parts.next(), parts.next(), parts.next()) {
         (Some(method), Some(path), Some(version), None) if version.starts_with("HTTP/1.") => {
             Ok((method, path))
         }
-        _ => Err(format!(
-            "not an HTTP/1.x request line: {:?}",
-            line.chars().take(100).collect::<String>()
-        )),
+        _ => Err(BadRequestLine(line.chars().take(100).collect())),
     }
 }
 

@@ -8,16 +8,12 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
+use crate::limits::REQUEST_LATENCY_MAX_US;
+use crate::limits::REQUEST_LATENCY_WINDOW;
 use crate::limits::STALL_THRESHOLDS;
 
 /// Quantiles reported for each API's latency (a Prometheus summary).
 pub const QUANTILES: [f64; 5] = [0.5, 0.9, 0.99, 0.999, 1.0];
-
-/// A latency window's length: quantiles cover the last one to two windows.
-pub const LATENCY_WINDOW: Duration = Duration::from_secs(60);
-
-/// Latencies above this (in microseconds: 10 minutes) are recorded as this.
-const LATENCY_MAX_US: u64 = 600_000_000;
 
 /// Latencies recorded on one shard (one API's requests, or the stall probe's lateness): a
 /// count, a sum and the histograms of the last two windows.
@@ -33,7 +29,7 @@ struct ApiStats {
 impl ApiStats {
     fn new(now: Instant) -> ApiStats {
         let h = || {
-            Histogram::new_with_bounds(1, LATENCY_MAX_US, 2)
+            Histogram::new_with_bounds(1, REQUEST_LATENCY_MAX_US, 2)
                 .expect("1 µs to 10 min at 2 significant figures is a valid histogram")
         };
         ApiStats {
@@ -49,10 +45,10 @@ impl ApiStats {
     /// dropped: after two idle windows nothing is left).
     fn rotate(&mut self, now: Instant) {
         let age = now.saturating_duration_since(self.window_start);
-        if age < LATENCY_WINDOW {
+        if age < REQUEST_LATENCY_WINDOW {
             return;
         }
-        if age >= 2 * LATENCY_WINDOW {
+        if age >= 2 * REQUEST_LATENCY_WINDOW {
             self.previous.reset();
         } else {
             std::mem::swap(&mut self.previous, &mut self.current);
@@ -63,7 +59,7 @@ impl ApiStats {
 
     fn record(&mut self, latency: Duration, now: Instant) {
         self.rotate(now);
-        let us = (latency.as_micros() as u64).clamp(1, LATENCY_MAX_US);
+        let us = (latency.as_micros() as u64).clamp(1, REQUEST_LATENCY_MAX_US);
         self.count += 1;
         self.sum_us += us;
         self.current
@@ -107,7 +103,7 @@ pub struct ApiReport {
     pub count: u64,
     /// Their latency summed, in seconds.
     pub sum_seconds: f64,
-    /// `(quantile, seconds)` over the last one to two [`LATENCY_WINDOW`]s; `None` when no
+    /// `(quantile, seconds)` over the last one to two [`REQUEST_LATENCY_WINDOW`]s; `None` when no
     /// request came in that time.
     pub quantiles: Vec<(f64, Option<f64>)>,
 }
@@ -297,13 +293,13 @@ mod tests {
         let max = r.quantiles[4].1.unwrap();
         assert!((0.099..=0.101).contains(&max), "max {max}");
         // One window later the old latencies still count, with the new ones.
-        let t1 = t0 + LATENCY_WINDOW;
+        let t1 = t0 + REQUEST_LATENCY_WINDOW;
         m.record_request(0, Duration::from_secs(2), t1);
         let r = &m.api_reports(t1)[0];
         assert!(r.quantiles[4].1.unwrap() >= 1.99);
         assert!(r.quantiles[0].1.unwrap() < 0.06);
         // Two windows without requests: nothing left to report, the totals stay.
-        let r = &m.api_reports(t1 + 2 * LATENCY_WINDOW)[0];
+        let r = &m.api_reports(t1 + 2 * REQUEST_LATENCY_WINDOW)[0];
         assert_eq!(r.count, 101);
         assert!(r.quantiles.iter().all(|(_, v)| v.is_none()));
     }

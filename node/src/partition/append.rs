@@ -12,8 +12,16 @@
 //!   `flush.messages` asked for it. The log's writer and group-commit fsync cover every append
 //!   before them, whoever waits. For `acks=all` it then waits for the high watermark
 //!   (`replica.rs`): every in-sync replica has written the records.
+//! - [`Partition::append_as_follower`] is the follower's mirror of both halves: under the same
+//!   append lock, the leader's batches appended verbatim (offsets, epochs and CRCs as the
+//!   leader made them) and recorded in the idempotent producer state, then waited for until
+//!   written — a follower fetches on only from its written end, which is what the leader
+//!   counts in the ISR's high watermark. [`Partition::truncate_diverging`] and
+//!   [`Partition::follow_log_start`] are the follower's other two changes to its log.
 
-use iouring_log::{AppendError, BatchError, BatchHeader, Durability, LeaderEpoch, Offset};
+use iouring_log::{
+    AppendError, BatchError, BatchHeader, Durability, FlushError, LeaderEpoch, Offset,
+};
 use kafka_protocol::ResponseError;
 
 use super::producer_state::{BatchRecord, SequenceCheck};
@@ -172,6 +180,88 @@ impl Partition {
             }
         }
     }
+}
+
+/// Why a follower could not take the leader's batches or follow its log: the log refused or
+/// failed them; the fetcher logs it and asks again later.
+#[derive(Debug, thiserror::Error)]
+pub enum FollowerAppendError {
+    #[error("append failed: {0}")]
+    Append(#[from] AppendError),
+    #[error("write failed: {0}")]
+    Write(#[from] FlushError),
+    #[error("producer state not rebuilt after the truncation: {0}")]
+    Producers(#[from] super::producer_snapshot::RestoreError),
+}
+
+impl Partition {
+    /// Appends the whole batches at the start of `records` (a fetch answer may end inside
+    /// one) as the leader made them, records their producers' state, and returns once they
+    /// are written, with the new log end offset (see the module doc).
+    pub async fn append_as_follower(
+        &self,
+        records: &[u8],
+        now_ms: i64,
+    ) -> Result<Offset, FollowerAppendError> {
+        let whole = whole_batches(records);
+        if whole == 0 {
+            return Ok(self.log.log_end_offset());
+        }
+        let bytes = &records[..whole];
+        let end = {
+            let _lock = self.lock_appends().await;
+            let info = self.log.append_as_follower(bytes, now_ms).await?;
+            let mut producers = self.producers.borrow_mut();
+            let mut at = 0;
+            while at < bytes.len() {
+                let Ok(h) = BatchHeader::parse(&bytes[at..]) else {
+                    break;
+                };
+                producers.replay(&h);
+                at += h.size_bytes as usize;
+            }
+            info.last_offset.next()
+        };
+        self.log.wait_for(Durability::Written, end).await?;
+        Ok(end)
+    }
+
+    /// Truncates a follower's log to `to`, where it diverged from its leader's
+    /// (`DivergingEpoch`), and rebuilds its idempotent producer state from what remains.
+    pub async fn truncate_diverging(&self, to: Offset) -> Result<(), FollowerAppendError> {
+        tracing::warn!(topic = %self.topic, partition = self.index, from = self.log.log_end_offset().0, to = to.0, "follower truncating a diverging log");
+        let _lock = self.lock_appends().await;
+        self.log.truncate_to(to).await?;
+        self.restore_producers().await?;
+        Ok(())
+    }
+
+    /// The leader's log start offset moved (DeleteRecords): moves this replica's too, up to
+    /// its own high watermark, as Kafka's followers do.
+    pub async fn follow_log_start(
+        &self,
+        leader_start: Offset,
+        now_ms: i64,
+    ) -> Result<(), FollowerAppendError> {
+        if leader_start > self.log.log_start_offset() {
+            let hw = self.high_watermark();
+            self.log.advance_log_start(leader_start, hw, now_ms).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The length of the complete batches at the start of `records`.
+fn whole_batches(records: &[u8]) -> usize {
+    let mut at = 0;
+    while let Ok((_, size)) = iouring_log::batch::peek_size(&records[at..]) {
+        let end = at + size as usize;
+        if end > records.len() {
+            break;
+        }
+        at = end;
+    }
+    at
 }
 
 /// Kafka's answer to a batch whose header or CRC is wrong.

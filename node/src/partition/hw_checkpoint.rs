@@ -20,10 +20,9 @@ use iouring_log::{IoError, Offset};
 
 use super::replica::Role;
 use super::Partition;
+use crate::limits::HW_CHECKPOINT_INTERVAL_MS;
 
 pub const HW_CHECKPOINT_FILE: &str = "high-watermark-checkpoint";
-/// Kafka's `replica.high.watermark.checkpoint.interval.ms` default.
-pub const HW_CHECKPOINT_INTERVAL_MS: i64 = 5_000;
 
 impl Partition {
     /// Writes the high watermark of a replicated partition if it moved since the last

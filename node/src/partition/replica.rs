@@ -15,6 +15,7 @@ use replication::{IsrChange, PartitionState, ReplicaId};
 
 use super::append::Refused;
 use super::Partition;
+use crate::limits::ISR_CHANGE_RETRY_MS;
 
 pub enum Role {
     /// The only replica: the high watermark is the written end.
@@ -34,9 +35,6 @@ pub struct RoleContext {
     pub now_ms: i64,
     pub replica_lag_max_ms: i64,
 }
-
-/// How often an unanswered ISR change is proposed again.
-const ISR_CHANGE_RETRY_MS: i64 = 2_000;
 
 impl Partition {
     /// Leads the partition (the only replica, or the replicated leader): produce and consumer

@@ -1,13 +1,11 @@
 //! A shard's log of failed authentications and TLS handshakes: each logged with the peer's
-//! address and the user named (never a password), at most [`FAILURE_LOG_BURST`] lines per
-//! [`FAILURE_LOG_WINDOW`]; how many more failed is logged when the next window opens.
+//! address and the user named (never a password), at most [`AUTH_FAILURE_LOG_BURST`] lines per
+//! [`AUTH_FAILURE_LOG_WINDOW`]; how many more failed is logged when the next window opens.
 
+use crate::limits::AUTH_FAILURE_LOG_BURST;
+use crate::limits::AUTH_FAILURE_LOG_WINDOW;
 use std::cell::Cell;
-use std::time::{Duration, Instant};
-
-/// At most this many failed authentications are logged per window on a shard.
-pub const FAILURE_LOG_BURST: u32 = 10;
-pub const FAILURE_LOG_WINDOW: Duration = Duration::from_secs(10);
+use std::time::Instant;
 
 /// A shard's log of failed authentications and TLS handshakes, rate-limited.
 #[derive(Default)]
@@ -24,19 +22,19 @@ impl FailureLog {
         let fresh = self
             .window_start
             .get()
-            .is_none_or(|at| now.duration_since(at) >= FAILURE_LOG_WINDOW);
+            .is_none_or(|at| now.duration_since(at) >= AUTH_FAILURE_LOG_WINDOW);
         if fresh {
             let suppressed = self.suppressed.replace(0);
             if suppressed > 0 {
                 tracing::warn!(
                     suppressed,
-                    "{suppressed} more failed authentications were not logged in the last {FAILURE_LOG_WINDOW:?}"
+                    "{suppressed} more failed authentications were not logged in the last {AUTH_FAILURE_LOG_WINDOW:?}"
                 );
             }
             self.window_start.set(Some(now));
             self.logged.set(0);
         }
-        if self.logged.get() < FAILURE_LOG_BURST {
+        if self.logged.get() < AUTH_FAILURE_LOG_BURST {
             self.logged.set(self.logged.get() + 1);
             true
         } else {

@@ -76,28 +76,42 @@ impl std::fmt::Debug for AddScram {
     }
 }
 
+/// Why an `--add-scram` argument is refused; it never repeats the password.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AddScramError {
+    #[error("expected MECHANISM=[name=NAME,password=PASSWORD]")]
+    NoMechanism,
+    #[error("'{0}' is not a SCRAM mechanism (SCRAM-SHA-256, SCRAM-SHA-512)")]
+    NotScram(String),
+    #[error("the credential must be in brackets: [name=NAME,password=PASSWORD]")]
+    NoBrackets,
+    #[error("expected key=value pairs (name, password, iterations)")]
+    NotKeyValue,
+    #[error("iterations '{0}' must be from 4096 to 16384")]
+    Iterations(String),
+    #[error("unknown key '{0}' (name, password, iterations)")]
+    UnknownKey(String),
+    #[error("{0}= is missing")]
+    Missing(&'static str),
+}
+
 impl AddScram {
     /// Parses `MECHANISM=[name=NAME,password=PASSWORD(,iterations=N)]`; the error never
     /// repeats the password.
-    pub fn parse(arg: &str) -> Result<AddScram, String> {
-        let (mech, rest) = arg
-            .split_once('=')
-            .ok_or("expected MECHANISM=[name=NAME,password=PASSWORD]")?;
-        let mechanism = scram::ScramMechanism::parse(mech.trim()).ok_or_else(|| {
-            format!("'{mech}' is not a SCRAM mechanism (SCRAM-SHA-256, SCRAM-SHA-512)")
-        })?;
+    pub fn parse(arg: &str) -> Result<AddScram, AddScramError> {
+        let (mech, rest) = arg.split_once('=').ok_or(AddScramError::NoMechanism)?;
+        let mechanism = scram::ScramMechanism::parse(mech.trim())
+            .ok_or_else(|| AddScramError::NotScram(mech.to_owned()))?;
         let body = rest
             .trim()
             .strip_prefix('[')
             .and_then(|r| r.strip_suffix(']'))
-            .ok_or("the credential must be in brackets: [name=NAME,password=PASSWORD]")?;
+            .ok_or(AddScramError::NoBrackets)?;
         let (mut user, mut password, mut iterations) = (None, None, scram::MIN_ITERATIONS);
         // The password is last or followed by ",iterations=": it may itself hold commas.
         let mut rest = body;
         while !rest.is_empty() {
-            let (key, value_and_more) = rest
-                .split_once('=')
-                .ok_or("expected key=value pairs (name, password, iterations)")?;
+            let (key, value_and_more) = rest.split_once('=').ok_or(AddScramError::NotKeyValue)?;
             let (value, more) = match key.trim() {
                 "password" => match value_and_more.rfind(",iterations=") {
                     Some(i) => (&value_and_more[..i], &value_and_more[i + 1..]),
@@ -116,20 +130,18 @@ impl AddScram {
                         .parse()
                         .ok()
                         .filter(|i| (scram::MIN_ITERATIONS..=scram::MAX_ITERATIONS).contains(i))
-                        .ok_or_else(|| format!("iterations '{value}' must be from 4096 to 16384"))?
+                        .ok_or_else(|| AddScramError::Iterations(value.to_owned()))?
                 }
-                other => {
-                    return Err(format!(
-                        "unknown key '{other}' (name, password, iterations)"
-                    ))
-                }
+                other => return Err(AddScramError::UnknownKey(other.to_owned())),
             }
             rest = more;
         }
-        let user = user.filter(|u| !u.is_empty()).ok_or("name= is missing")?;
+        let user = user
+            .filter(|u| !u.is_empty())
+            .ok_or(AddScramError::Missing("name"))?;
         let password = password
             .filter(|p| !p.is_empty())
-            .ok_or("password= is missing")?;
+            .ok_or(AddScramError::Missing("password"))?;
         Ok(AddScram {
             mechanism,
             user,
@@ -161,7 +173,7 @@ mod tests {
             "SCRAM-SHA-512=[name=a]",
             "SCRAM-SHA-512=[name=a,password=b,iterations=10]",
         ] {
-            let e = AddScram::parse(bad).unwrap_err();
+            let e = AddScram::parse(bad).unwrap_err().to_string();
             assert!(
                 !e.contains("=b"),
                 "{bad}: the error shows the password: {e}"

@@ -36,24 +36,29 @@ impl SaslMechanism {
     }
 
     /// `sasl.enabled.mechanisms`, in order; GSSAPI and OAUTHBEARER are named as not built.
-    pub fn parse_list(list: &str) -> Result<Vec<SaslMechanism>, String> {
+    pub fn parse_list(list: &str) -> Result<Vec<SaslMechanism>, MechanismListError> {
         let mut out = Vec::new();
         for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
             match SaslMechanism::parse(name) {
                 Some(m) if !out.contains(&m) => out.push(m),
                 Some(_) => {}
-                None => {
-                    return Err(format!(
-                        "{name} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"
-                    ))
-                }
+                None => return Err(MechanismListError::NotSupported(name.to_owned())),
             }
         }
         if out.is_empty() {
-            return Err("no mechanism enabled".into());
+            return Err(MechanismListError::Empty);
         }
         Ok(out)
     }
+}
+
+/// Why a `sasl.enabled.mechanisms` value is refused.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MechanismListError {
+    #[error("{0} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")]
+    NotSupported(String),
+    #[error("no mechanism enabled")]
+    Empty,
 }
 
 /// The mechanism a SaslHandshake named is not enabled.

@@ -240,9 +240,8 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
         match *body {
             RequestKind::Produce(req) => {
                 pipeline.wait_below(PIPELINE_REQUESTS_MAX).await;
-                let acks = req.acks;
                 let pending = handlers::produce::append(ctx, &client, req, version).await;
-                if acks == 0 {
+                if !pending.answered() {
                     // Fire and forget: done once appended.
                     ctx.metrics
                         .record_request(timing.api_key, read_at.elapsed(), Instant::now());

@@ -11,10 +11,8 @@ use std::time::Duration;
 use glommio::{Latency, Shares};
 
 use super::{now_ms, ShardCtx};
+use crate::limits::LOG_CLEANER_SHARES;
 use crate::partition::Partition;
-
-/// The cleaner's share of the shard against the default queue's 1000.
-const CLEANER_SHARES: usize = 100;
 
 /// Starts the shard's cleaner (unless `log.cleaner.enable` is false); it returns once the node
 /// stops, after the cleaning under way (which checks the stop between segment groups).
@@ -24,7 +22,7 @@ pub(super) fn spawn_cleaner(ctx: Rc<ShardCtx>) -> Option<glommio::task::JoinHand
         return None;
     }
     let queue = glommio::executor().create_task_queue(
-        Shares::Static(CLEANER_SHARES),
+        Shares::Static(LOG_CLEANER_SHARES),
         Latency::NotImportant,
         "log-cleaner",
     );

@@ -5,7 +5,6 @@ use std::rc::Rc;
 
 use super::{now_ms, ShardCtx};
 use crate::limits::{LOG_OPEN_CLOSE_CONCURRENCY, MAINTENANCE_PARTITIONS_PER_TICK};
-use crate::metadata::Command;
 use crate::partition::Partition;
 use futures_util::stream::{self, StreamExt};
 
@@ -34,7 +33,7 @@ impl ShardCtx {
                 self.reopen_failed(&p).await;
                 continue;
             }
-            self.propose_isr_change(&p);
+            crate::replica::isr::propose_change(self, &p);
             p.log.park_idle_tail(std::time::Instant::now());
             if let Err(e) = p.log.maybe_flush(now_ms()).await {
                 tracing::error!(topic = %p.topic, partition = p.index, error = %e, "flush failed");
@@ -51,25 +50,6 @@ impl ShardCtx {
                     tracing::error!(topic = %p.topic, partition = p.index, error = %e, "retention failed");
                 }
             }
-        }
-    }
-
-    /// Sends a leader's ISR change to the control plane (Kafka's AlterPartition); the leader
-    /// learns the outcome from the next snapshot, so the reply is not awaited.
-    fn propose_isr_change(&self, p: &Partition) {
-        let Some(change) = p.isr_proposal(now_ms()) else {
-            return;
-        };
-        tracing::info!(topic = %p.topic, partition = p.index, isr = ?change.new_isr.iter().map(|r| r.0).collect::<Vec<_>>(), "proposing an ISR change");
-        let (reply, _) = futures_channel::oneshot::channel();
-        let cmd = Command::AlterPartition {
-            topic: p.topic.clone(),
-            partition: p.index,
-            change,
-            reply,
-        };
-        if self.commands.send(cmd).is_err() {
-            tracing::debug!("the control plane stopped; ISR change not sent");
         }
     }
 

@@ -3,8 +3,6 @@
 //! shard owns is touched by another thread.
 
 mod cleaner;
-mod fetcher;
-mod follower_session;
 mod maintenance;
 pub mod run;
 mod stall_probe;
@@ -21,11 +19,11 @@ use kafka_protocol::ResponseError;
 
 use crate::config::{BrokerConfig, GroupConfig};
 use crate::error::Refused;
-use crate::fetch_session::FetchSessions;
 use crate::group_coordinator::{Coordinator, Host};
+use crate::handlers::fetch::sessions::FetchSessions;
 use crate::metadata::lease::LeaseClock;
-use crate::metadata::PartitionMeta;
 use crate::metadata::{Command, Snapshot, TopicMeta};
+use crate::metadata::{Leader, PartitionMeta};
 use crate::partition::Partition;
 use crate::stop::StopSignal;
 use crate::topic_config::{TopicConfig, TopicConfigError, TopicDefaults, TopicOverrides};
@@ -47,7 +45,7 @@ pub struct ShardCtx {
     /// Incremental fetch sessions of the fetchers of this shard (KIP-227).
     pub fetch_sessions: RefCell<FetchSessions>,
     /// The leader shards this shard's follower fetchers pull from (one task each).
-    pub fetchers: RefCell<std::collections::BTreeSet<crate::metadata::placement::Slot>>,
+    pub fetchers: RefCell<std::collections::BTreeSet<crate::metadata::Slot>>,
     /// Whether this node holds its etcd lease (always, for a single node): a leader takes
     /// writes only while it does.
     pub lease: LeaseClock,
@@ -199,20 +197,21 @@ impl ShardCtx {
         listener: usize,
     ) -> Option<(BrokerId, String, i32)> {
         let me = self.config.node_id.0;
-        match meta.node {
-            None => Some(self.local_endpoint(meta.shard, listener)),
-            Some(n) if n == me => Some(self.local_endpoint(meta.shard, listener)),
-            Some(n) => {
+        match meta.leader {
+            Leader::Local => Some(self.local_endpoint(meta.shard, listener)),
+            Leader::Node(n) if n.0 == me => Some(self.local_endpoint(meta.shard, listener)),
+            Leader::Node(n) => {
                 let snapshot = self.snapshot.borrow();
-                let node = snapshot.node(n)?;
+                let node = snapshot.node(n.0)?;
                 self.remote_endpoint(node, meta.shard, listener)
             }
+            Leader::Offline => None,
         }
     }
 
     /// Where this node's inter-broker client reaches shard `slot.shard` of node `slot.node`:
     /// the node's registered host and port plus the shard; `None` while it is not live.
-    pub fn peer_addr(&self, slot: crate::metadata::placement::Slot) -> Option<String> {
+    pub fn peer_addr(&self, slot: crate::metadata::Slot) -> Option<String> {
         let snapshot = self.snapshot.borrow();
         let node = snapshot.node(slot.node)?;
         Some(format!("{}:{}", node.host, node.port as usize + slot.shard))

@@ -11,7 +11,6 @@ use futures_lite::StreamExt;
 use glommio::net::TcpListener;
 use glommio::{Latency, Shares};
 
-use super::fetcher::start_fetchers;
 use super::stall_probe::run_stall_probe;
 use super::{now_ms, ShardCtx};
 use crate::limits::{
@@ -20,6 +19,7 @@ use crate::limits::{
 };
 use crate::metadata::SnapshotUpdate;
 use crate::metrics::endpoint::Ask;
+use crate::replica::fetcher::start_fetchers;
 use crate::server::connection::serve_connection;
 
 /// Runs shard `shard` until `stopping` is set; returns after its logs are closed. `asks` are

@@ -194,13 +194,22 @@ impl ShardCtx {
         Some(Rc::new(part))
     }
 
-    /// Reopens a partition whose log failed (a write or sync error: a full disk, say) once its
-    /// disk has room again, so writes resume without a restart. The failed log is retired
+    /// Reopens a partition whose log failed because its disk was full (ENOSPC or EDQUOT) once
+    /// the disk has room again, so writes resume without a restart; a log failed by another I/O
+    /// error (EIO: the device) stays offline until the node restarts, as Kafka takes a failed
+    /// log directory offline. The failed log is retired
     /// first (none of its I/O still running); the new one validates the tail the failure left
     /// (recovery, as after a crash), restores producer state and high watermark, and takes the
     /// role the current snapshot gives it. Until then the failed log serves reads of what it
     /// wrote and produce gets KAFKA_STORAGE_ERROR. Retried every [`LOG_REOPEN_INTERVAL`].
     pub(super) async fn reopen_failed(&self, failed: &Rc<Partition>) {
+        if !failed
+            .log
+            .failure()
+            .is_some_and(|f| f.recoverable_with_space())
+        {
+            return;
+        }
         let key = (failed.topic.clone(), failed.index);
         let now = std::time::Instant::now();
         if self
@@ -282,7 +291,7 @@ impl ShardCtx {
                     shard = self.shard,
                     topic = %part.topic,
                     partition = part.index,
-                    leader = ?meta.node,
+                    leader = ?meta.leader,
                     leader_epoch = meta.leader_epoch.0,
                     leading = part.is_leader(),
                     "replica role changed"

@@ -1,7 +1,7 @@
 """Replication under faults, judged like Jepsen: etcd and three ringlog nodes on loopback, topics
 with replication factor 3 and min.insync.replicas=2, an idempotent librdkafka producer with
 acks=all writing unique values while the partition leader's node is killed -9 again and again
-(RINGLOG_FAILOVERS, 10 by default; scripts/failover-soak.sh runs 200), paused past its lease, or
+(RINGLOG_FAILOVERS, 10 by default; scripts/soak/failover-soak.sh runs 200), paused past its lease, or
 two followers die. After the faults heal a fresh consumer reads every partition up to its high
 watermark, and the checker asks: is every acknowledged value at exactly the offset it was
 acknowledged at, no offset holding two values, no value twice? The replicas' stored batches must

@@ -1,7 +1,7 @@
 """Apache Kafka's own admin tools against ringlog (issue 13): what they show must be the
 broker's running configuration, with Kafka's sources and synonyms.
 
-Kafka's tools come from Maven Central (scripts/fetch-kafka.sh); `kafka_tool` runs one by class.
+Kafka's tools come from Maven Central (scripts/kafka/fetch-kafka.sh); `kafka_tool` runs one by class.
 """
 import re
 

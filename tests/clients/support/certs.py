@@ -1,6 +1,6 @@
 """Test certificates, made with the `cryptography` package: a CA, the broker's certificate
 (127.0.0.1 and localhost), a client certificate (CN=client1,OU=eng,O=ringlog), an expired one, and
-one from a CA the broker does not trust. Used by the TLS tests and scripts/bench-security.py."""
+one from a CA the broker does not trust. Used by the TLS tests and scripts/bench/bench-security.py."""
 import datetime
 import ipaddress
 

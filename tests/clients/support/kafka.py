@@ -13,11 +13,11 @@ from support.broker import REPO, free_port_block
 
 def kafka_tool(*args):
     """Runs one of Apache Kafka's own command-line tools (kafka-tools 4.1.1 from Maven Central,
-    fetched by scripts/fetch-kafka.sh; scripts/test.sh exports their folder)."""
+    fetched by scripts/kafka/fetch-kafka.sh; scripts/test.sh exports their folder)."""
     libs = os.environ.get("RINGLOG_KAFKA_LIBS") or subprocess.run(
-        [os.path.join(REPO, "scripts", "fetch-kafka.sh")], capture_output=True, text=True, check=True
+        [os.path.join(REPO, "scripts", "kafka", "fetch-kafka.sh")], capture_output=True, text=True, check=True
     ).stdout.strip().splitlines()[-1]
-    cmd = f"source {REPO}/scripts/kafka-common.sh; kafka_tool " + " ".join(args)
+    cmd = f"source {REPO}/scripts/kafka/kafka-common.sh; kafka_tool " + " ".join(args)
     return subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120,
                           env=dict(os.environ, KAFKA_LIBS=libs))
 
@@ -26,13 +26,13 @@ def kafka_libs():
     libs = os.environ.get("RINGLOG_KAFKA_LIBS")
     if libs:
         return libs
-    out = subprocess.run([os.path.join(REPO, "scripts", "fetch-kafka.sh")], capture_output=True,
+    out = subprocess.run([os.path.join(REPO, "scripts", "kafka", "fetch-kafka.sh")], capture_output=True,
                          text=True, check=True).stdout
     return out.strip().splitlines()[-1]
 
 
 class ApacheKafka:
-    """Apache Kafka 4.1.1 (scripts/kafka-start.sh) on free loopback ports, its own data dir;
+    """Apache Kafka 4.1.1 (scripts/kafka/kafka-start.sh) on free loopback ports, its own data dir;
     `extra_props` are more server.properties lines (later lines win over the script's), where
     {port}, {controller_port} and {extra_port} stand for this broker's ports."""
 
@@ -49,13 +49,13 @@ class ApacheKafka:
         self.bootstrap = f"127.0.0.1:{port}"
 
     def start(self):
-        r = subprocess.run([os.path.join(REPO, "scripts", "kafka-start.sh")], env=self.env,
+        r = subprocess.run([os.path.join(REPO, "scripts", "kafka", "kafka-start.sh")], env=self.env,
                            capture_output=True, text=True, timeout=180)
         assert r.returncode == 0, f"kafka-start.sh: {r.stdout}\n{r.stderr}"
         return self
 
     def stop(self):
-        subprocess.run([os.path.join(REPO, "scripts", "kafka-stop.sh")], env=self.env,
+        subprocess.run([os.path.join(REPO, "scripts", "kafka", "kafka-stop.sh")], env=self.env,
                        capture_output=True, text=True, timeout=120)
         shutil.rmtree(self.dir, ignore_errors=True)
 

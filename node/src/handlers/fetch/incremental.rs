@@ -20,8 +20,8 @@ use iouring_log::notify::Moved;
 use iouring_log::ReadSlice;
 use kafka_protocol::messages::fetch_response::FetchResponse;
 
-use super::{push_answer, read_wanted, told, topic_name, Fetcher, PartitionRead, Replica};
-use crate::fetch_session::{SessionTopic, Wanted};
+use super::sessions::{SessionTopic, Wanted};
+use super::{push_answer, read_wanted, told, topic_name, FetchOrigin, Fetcher, PartitionRead};
 use crate::handlers::authorized::authorized;
 use crate::handlers::groups::Client;
 use crate::security::acl::{Operation, ResourceType};
@@ -85,10 +85,6 @@ impl Incremental<'_> {
         };
         // By position in the session, so the response follows its order.
         let mut reads: BTreeMap<usize, PartitionRead> = BTreeMap::new();
-        let consumer = Replica {
-            id: -1,
-            broker_epoch: None,
-        };
         loop {
             let seen = self.moved.signal().generation();
             let moved = self.moved.take();
@@ -108,7 +104,7 @@ impl Incremental<'_> {
                     .find(|((t, id), _)| *t == w.topic && *id == w.topic_id)
                     .map(|(_, name)| name.clone());
                 let fetcher = Fetcher {
-                    replica: consumer,
+                    origin: FetchOrigin::Consumer,
                     first: total == 0,
                     version,
                 };

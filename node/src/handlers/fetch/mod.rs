@@ -5,8 +5,16 @@
 //! are not copied into the response: they are written to the socket from the read cache's
 //! chunks (segment files read with O_DIRECT on the shard's io_uring, never `sendfile` on a
 //! helper thread) or from the logs' in-memory tails (see `server::response`).
+//!
+//! Consumers and followers share this handler and the log read ([`read`]) and nothing else: a
+//! consumer reads below the high watermark ([`consumer`]); a follower's fetch is answered by
+//! the leader's replica state ([`follower`], on `replica::leader_read`) up to the log end.
 
+mod consumer;
+mod follower;
 mod incremental;
+mod read;
+pub mod sessions;
 
 use crate::handlers::authorized::{authorized, on_cluster};
 use crate::handlers::groups::Client;
@@ -15,24 +23,23 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use iouring_log::notify::{AnyChanged, Moved, Notify};
-use iouring_log::{LeaderEpoch, Offset, ReadError, ReadOptions, ReadSlice};
+use iouring_log::ReadSlice;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest};
 use kafka_protocol::messages::fetch_response::{
-    EpochEndOffset, FetchResponse, FetchableTopicResponse, PartitionData,
+    FetchResponse, FetchableTopicResponse, PartitionData,
 };
-use kafka_protocol::messages::BrokerId;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::Encodable;
 use kafka_protocol::ResponseError;
 
 use crate::error::HandlerError;
-use crate::fetch_session::{Context, Sent, SessionRequest, Wanted};
 use crate::limits::FETCH_MAX_WAIT_MS;
 use crate::partition::Partition;
-use crate::server::response::{records_placeholder, GapBuf, Outgoing, RECORDS_PLACEHOLDER_MAX};
-use crate::shard::{now_ms, ShardCtx};
-use replication::leader::{FetchAnswer, FollowerFetch};
-use replication::ReplicaId;
+use crate::replica::leader_read::Follower;
+use crate::server::response::{GapBuf, Outgoing};
+use crate::shard::ShardCtx;
+use read::empty_partition;
+use sessions::{Context, Sent, SessionRequest, Wanted};
 
 pub async fn handle(
     ctx: &Rc<ShardCtx>,
@@ -83,26 +90,13 @@ pub async fn handle(
         resp.error_code = e.code();
         return encode_response(&resp, Vec::new(), version);
     }
-    // A follower's fetch: replica id >= 0 (in ReplicaState from v15).
-    let replica = if version >= 15 {
-        let epoch = req.replica_state.replica_epoch;
-        Replica {
-            id: req.replica_state.replica_id.0,
-            // Our followers send their broker epoch only while they hold their lease.
-            broker_epoch: (epoch >= 0).then_some(epoch),
-        }
-    } else {
-        Replica {
-            id: req.replica_id.0,
-            broker_epoch: Some(-1),
-        }
-    };
+    let origin = FetchOrigin::of(&req, version);
     let max_bytes = req.max_bytes.max(0) as usize;
     let min_bytes = req.min_bytes.max(0) as usize;
     // A consumer's incremental fetch reads only what moved, while every topic of its session
     // is known and readable (else every partition is read, and its error answered).
     let session = match &context {
-        Context::Incremental { session_id } if replica.id < 0 => ctx
+        Context::Incremental { session_id } if origin == FetchOrigin::Consumer => ctx
             .fetch_sessions
             .borrow()
             .moved(*session_id, &wanted)
@@ -126,7 +120,8 @@ pub async fn handle(
     let names = topic_names(ctx, &wanted, by_topic_id);
     // Consumers need READ on each topic; followers CLUSTER_ACTION on the cluster (Kafka's
     // rules), else every partition is TOPIC_AUTHORIZATION_FAILED.
-    let follower_allowed = replica.id < 0 || on_cluster(ctx, client, Operation::ClusterAction);
+    let follower_allowed =
+        !origin.is_follower() || on_cluster(ctx, client, Operation::ClusterAction);
     // Decided once per topic (consecutive partitions share the name's `Rc`).
     let mut allowed: Vec<bool> = Vec::with_capacity(names.len());
     for (i, n) in names.iter().enumerate() {
@@ -139,7 +134,7 @@ pub async fn handle(
             allowed[i - 1]
         } else {
             follower_allowed
-                && (replica.id >= 0
+                && (origin.is_follower()
                     || n.as_deref().is_none_or(|n| {
                         authorized(ctx, client, Operation::Read, ResourceType::Topic, n)
                     }))
@@ -151,7 +146,7 @@ pub async fn handle(
         let (read, total, errors) = read_once(
             ctx,
             (&wanted, &names, &allowed),
-            replica,
+            origin,
             (max_bytes, version),
             previous.take(),
         )
@@ -354,7 +349,7 @@ fn topic_name(
 async fn read_once(
     ctx: &ShardCtx,
     (wanted, names, allowed): Asked<'_>,
-    replica: Replica,
+    origin: FetchOrigin,
     (max_bytes, version): (usize, i16),
     previous: Option<Vec<PartitionRead>>,
 ) -> (Vec<PartitionRead>, usize, bool) {
@@ -372,7 +367,7 @@ async fn read_once(
         }
         let budget = max_bytes.saturating_sub(total + kept_bytes);
         let fetcher = Fetcher {
-            replica,
+            origin,
             first: total + kept_bytes == 0,
             version,
         };
@@ -407,7 +402,9 @@ async fn read_wanted(
                 moved.watch(token, part.progress());
             }
             let progress = (part.progress().clone(), part.progress().generation());
-            let appended = (fetcher.replica.id >= 0)
+            let appended = fetcher
+                .origin
+                .is_follower()
                 .then(|| (part.appended().clone(), part.appended().generation()));
             let (data, slices) = read_partition(ctx, &part, &w.fetch, budget, fetcher).await;
             (data, slices, Some(progress), appended)
@@ -431,31 +428,46 @@ async fn read_wanted(
     }
 }
 
-/// A partition's answer before anything is known: no offsets, no records.
-fn empty_partition(index: i32) -> PartitionData {
-    let mut pd = PartitionData::default();
-    pd.partition_index = index;
-    pd.high_watermark = -1;
-    pd.last_stable_offset = -1;
-    pd.log_start_offset = -1;
-    pd.preferred_read_replica = BrokerId(-1);
-    pd
+/// Who fetches: a consumer, or a follower replicating this broker's partitions (replica id
+/// >= 0: its broker id, in `ReplicaState` from v15).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchOrigin {
+    Consumer,
+    Follower(Follower),
 }
 
-/// A fetch's replica id (a consumer: < 0; a follower: its broker id) and a follower's broker
-/// epoch (`ReplicaState.ReplicaEpoch`), set only while it holds its lease on the cluster
-/// metadata (-1: leased, epoch unknown, before Fetch v15).
-#[derive(Clone, Copy)]
-struct Replica {
-    id: i32,
-    broker_epoch: Option<i64>,
+impl FetchOrigin {
+    fn of(req: &FetchRequest, version: i16) -> FetchOrigin {
+        let (id, broker_epoch) = if version >= 15 {
+            let epoch = req.replica_state.replica_epoch;
+            // Our followers send their broker epoch only while they hold their lease.
+            (
+                req.replica_state.replica_id.0,
+                (epoch >= 0).then_some(epoch),
+            )
+        } else {
+            (req.replica_id.0, Some(-1))
+        };
+        if id < 0 {
+            FetchOrigin::Consumer
+        } else {
+            FetchOrigin::Follower(Follower {
+                broker: id,
+                broker_epoch,
+            })
+        }
+    }
+
+    fn is_follower(self) -> bool {
+        matches!(self, FetchOrigin::Follower(_))
+    }
 }
 
-/// Who fetches: a consumer (replica id < 0) or a follower, and whether this partition is the
-/// first of the response (KIP-74: its first batch is sent whole).
+/// Who fetches, and whether this partition is the first of the response (KIP-74: its first
+/// batch is sent whole).
 #[derive(Clone, Copy)]
 struct Fetcher {
-    replica: Replica,
+    origin: FetchOrigin,
     first: bool,
     version: i16,
 }
@@ -468,115 +480,12 @@ async fn read_partition(
     budget: usize,
     fetcher: Fetcher,
 ) -> (PartitionData, Vec<ReadSlice>) {
-    let Fetcher { first, version, .. } = fetcher;
-    let mut pd = empty_partition(fp.partition);
-    if fetcher.replica.id >= 0 {
-        let follower = FollowerFetch {
-            replica: ReplicaId(crate::ids::node_of(fetcher.replica.id)),
-            fetch_offset: Offset(fp.fetch_offset),
-            last_fetched_epoch: (fp.last_fetched_epoch >= 0)
-                .then_some(LeaderEpoch(fp.last_fetched_epoch)),
-            current_leader_epoch: LeaderEpoch(fp.current_leader_epoch),
-            broker_epoch: fetcher.replica.broker_epoch,
-        };
-        let hw = match part.on_follower_fetch(follower, now_ms()) {
-            FetchAnswer::Records { high_watermark } => high_watermark,
-            FetchAnswer::Diverging { epoch, end_offset } => {
-                pd.diverging_epoch = EpochEndOffset::default()
-                    .with_epoch(epoch.map_or(-1, |e| e.0))
-                    .with_end_offset(end_offset.0);
-                pd.high_watermark = part.high_watermark().0;
-                return (pd, Vec::new());
-            }
-            refused => {
-                pd.error_code = match refused {
-                    FetchAnswer::OffsetOutOfRange { log_end_offset } => {
-                        pd.high_watermark = log_end_offset.0;
-                        ResponseError::OffsetOutOfRange
-                    }
-                    FetchAnswer::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch,
-                    FetchAnswer::UnknownLeaderEpoch => ResponseError::UnknownLeaderEpoch,
-                    _ => ResponseError::NotLeaderOrFollower,
-                }
-                .code();
-                return (pd, Vec::new());
-            }
-        };
-        pd.high_watermark = hw.0;
-        pd.last_stable_offset = hw.0;
-        pd.log_start_offset = part.log.log_start_offset().0;
-        // Followers read up to the log end offset, written here or not (as Kafka's read what
-        // its leader has in the page cache): their writes then run beside this leader's own.
-        // The high watermark still counts only what this leader has written, so bytes it
-        // could lose in a crash are never acknowledged nor shown to a consumer; a follower
-        // holding them keeps them only if elected (they were never acknowledged), else
-        // truncates them as any uncommitted suffix (DivergingEpoch).
-        let upto = part.log.log_end_offset();
-        return read_records(part, fp, budget, first, upto, pd).await;
-    }
-    if version >= 9 {
-        if let Err(e) = ctx.check_current_epoch(part, fp.current_leader_epoch) {
-            pd.error_code = e.code();
-            return (pd, Vec::new());
+    match fetcher.origin {
+        FetchOrigin::Follower(follower) => {
+            follower::read(part, fp, follower, (budget, fetcher.first)).await
         }
-    }
-    let hw = part.high_watermark();
-    pd.high_watermark = hw.0;
-    pd.last_stable_offset = hw.0;
-    if version >= 5 {
-        pd.log_start_offset = part.log.log_start_offset().0;
-    }
-    if version >= 12 && fp.last_fetched_epoch >= 0 {
-        let last = LeaderEpoch(fp.last_fetched_epoch);
-        if let Some(diverging) = part.log.divergence(last, Offset(fp.fetch_offset)) {
-            // The fetcher's log diverges from this one: no records, only where to truncate.
-            let (epoch, end) = diverging.map_or((-1, -1), |(e, o)| (e.0, o.0));
-            pd.diverging_epoch = EpochEndOffset::default()
-                .with_epoch(epoch)
-                .with_end_offset(end);
-            return (pd, Vec::new());
-        }
-    }
-    read_records(part, fp, budget, first, hw, pd).await
-}
-
-/// Reads records from the fetch offset up to `upto` into `pd`.
-async fn read_records(
-    part: &Partition,
-    fp: &FetchPartition,
-    budget: usize,
-    first: bool,
-    upto: Offset,
-    mut pd: PartitionData,
-) -> (PartitionData, Vec<ReadSlice>) {
-    let limit = (fp.partition_max_bytes.max(0) as usize)
-        .min(budget)
-        .min(RECORDS_PLACEHOLDER_MAX);
-    let opts = ReadOptions {
-        max_bytes: limit,
-        max_offset: Some(upto),
-        min_one_batch: first,
-    };
-    match part.log.read(Offset(fp.fetch_offset), opts).await {
-        Ok(r) => {
-            let mut slices = r.slices;
-            let len: usize = slices.iter().map(ReadSlice::len).sum();
-            if len > RECORDS_PLACEHOLDER_MAX {
-                slices.clear();
-                pd.error_code = ResponseError::RecordListTooLarge.code();
-            }
-            let len: usize = slices.iter().map(ReadSlice::len).sum();
-            pd.records = Some(records_placeholder(len));
-            (pd, slices)
-        }
-        Err(ReadError::OffsetOutOfRange { .. }) => {
-            pd.error_code = ResponseError::OffsetOutOfRange.code();
-            (pd, Vec::new())
-        }
-        Err(e) => {
-            tracing::error!(topic = %part.topic, partition = fp.partition, error = %e, "read failed");
-            pd.error_code = ResponseError::KafkaStorageError.code();
-            (pd, Vec::new())
+        FetchOrigin::Consumer => {
+            consumer::read(ctx, part, fp, (budget, fetcher.first), fetcher.version).await
         }
     }
 }

@@ -12,6 +12,8 @@ use etcd_client::{Compare, CompareOp, LeaderKey, ResignOptions};
 
 use super::session::BrokerSession;
 use super::{Etcd, EtcdError};
+use crate::limits::CONTROLLER_CAMPAIGN_CHECK;
+use crate::limits::CONTROLLER_CAMPAIGN_RETRY;
 
 /// This broker's controllership.
 #[derive(Debug, Clone)]
@@ -32,7 +34,7 @@ impl ControllerLease {
     ) -> Result<Option<ControllerLease>, EtcdError> {
         let campaign = campaign_until_elected(etcd, session.lease_id(), value);
         let watch = async {
-            let step = Duration::from_millis(100);
+            let step = CONTROLLER_CAMPAIGN_CHECK;
             let waited = tokio::time::Instant::now();
             tokio::pin!(campaign);
             loop {
@@ -80,7 +82,7 @@ impl ControllerLease {
 /// deadline ([`Etcd::waiting_client`]): etcd resigns a campaign whose call ends unanswered, so
 /// a deadline would delete and write the candidacy key again on every expiry. A call that fails
 /// (etcd restarting, the connection's keep-alive lapsing) is made again after
-/// [`CAMPAIGN_RETRY`]; it ends with [`EtcdError::LeaseLost`] when etcd no longer knows the lease.
+/// [`CONTROLLER_CAMPAIGN_RETRY`]; it ends with [`EtcdError::LeaseLost`] when etcd no longer knows the lease.
 pub async fn campaign_until_elected(
     etcd: &Etcd,
     lease: i64,
@@ -93,7 +95,7 @@ pub async fn campaign_until_elected(
             Err(e) if is_lease_not_found(&e) => return Err(EtcdError::LeaseLost),
             Err(e) => {
                 tracing::debug!(error = %e, "campaigning for controller; calling again");
-                tokio::time::sleep(CAMPAIGN_RETRY).await;
+                tokio::time::sleep(CONTROLLER_CAMPAIGN_RETRY).await;
             }
             Ok(answer) => {
                 let leader = answer.leader().cloned().ok_or_else(|| EtcdError::Corrupt {
@@ -109,9 +111,6 @@ pub async fn campaign_until_elected(
         }
     }
 }
-
-/// How long a failed campaign call waits before the next.
-const CAMPAIGN_RETRY: Duration = Duration::from_millis(500);
 
 /// Whether `e` is etcd saying the lease the campaign runs under is gone.
 fn is_lease_not_found(e: &etcd_client::Error) -> bool {

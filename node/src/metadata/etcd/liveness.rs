@@ -8,7 +8,7 @@
 //! registered node's listener, and every other node probes the controller's (a dead controller
 //! is replaced by etcd's election only once its lease is gone); once a node that has accepted a
 //! connection under its current registration refuses twice in a row over at least
-//! [`REFUSED_FOR`], its lease is revoked — the same deletion etcd makes when the lease expires,
+//! [`LIVENESS_REFUSED_FOR`], its lease is revoked — the same deletion etcd makes when the lease expires,
 //! so leadership (and the controllership) moves by the usual path, only sooner.
 //!
 //! Contract: a node is never judged before it was once seen listening under its current broker
@@ -16,21 +16,15 @@
 //! proves nothing, and pauses that node's probes for a second so the control plane is not held
 //! up); the probe is one connect with a short timeout, closed at once.
 
+use crate::limits::LIVENESS_CONNECT_TIMEOUT;
+use crate::limits::LIVENESS_PROBE_INTERVAL;
+use crate::limits::LIVENESS_REFUSALS;
+use crate::limits::LIVENESS_REFUSED_FOR;
+use crate::limits::LIVENESS_UNANSWERED_PAUSE;
 use std::collections::BTreeMap;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::time::{Duration, Instant};
-
-/// How often each node is probed.
-const PROBE_EVERY: Duration = Duration::from_millis(100);
-/// How long a probe's connect may take (the control-plane thread waits for it).
-const CONNECT_TIMEOUT: Duration = Duration::from_millis(100);
-/// How long a node whose connect timed out (cut off, or a far host) is left alone: probes must
-/// not hold up the control plane for a node that does not answer.
-const UNANSWERED_PAUSE: Duration = Duration::from_secs(1);
-/// How long a node must refuse, at least two probes in a row, to count as gone.
-const REFUSED_FOR: Duration = Duration::from_millis(100);
-const REFUSALS: u32 = 2;
+use std::time::Instant;
 
 struct Probe {
     broker_epoch: i64,
@@ -89,11 +83,11 @@ impl Liveness {
             if !which(node) || p.reported || now < p.next_at {
                 continue;
             }
-            p.next_at = now + PROBE_EVERY;
+            p.next_at = now + LIVENESS_PROBE_INTERVAL;
             let Some(addr) = p.addr else {
                 continue;
             };
-            match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+            match TcpStream::connect_timeout(&addr, LIVENESS_CONNECT_TIMEOUT) {
                 Ok(_) => {
                     p.seen_listening = true;
                     p.refused = None;
@@ -101,7 +95,9 @@ impl Liveness {
                 Err(e) if e.kind() == ErrorKind::ConnectionRefused && p.seen_listening => {
                     let (since, count) = p.refused.get_or_insert((now, 0));
                     *count += 1;
-                    if *count >= REFUSALS && now.duration_since(*since) >= REFUSED_FOR {
+                    if *count >= LIVENESS_REFUSALS
+                        && now.duration_since(*since) >= LIVENESS_REFUSED_FOR
+                    {
                         p.reported = true;
                         gone.push((node, p.broker_epoch));
                     }
@@ -109,7 +105,7 @@ impl Liveness {
                 Err(e) => {
                     p.refused = None;
                     if e.kind() == ErrorKind::TimedOut {
-                        p.next_at = now + UNANSWERED_PAUSE;
+                        p.next_at = now + LIVENESS_UNANSWERED_PAUSE;
                     }
                 }
             }
@@ -122,6 +118,7 @@ impl Liveness {
 mod tests {
     use super::*;
     use std::net::TcpListener;
+    use std::time::Duration;
 
     fn probe_until(l: &mut Liveness, me: i32, within: Duration) -> Vec<(i32, i64)> {
         let deadline = Instant::now() + within;
@@ -148,7 +145,7 @@ mod tests {
             probe_until(&mut l, 1, Duration::from_secs(3)),
             vec![(2, 41)]
         );
-        assert!(started.elapsed() >= REFUSED_FOR);
+        assert!(started.elapsed() >= LIVENESS_REFUSED_FOR);
         assert!(
             probe_until(&mut l, 1, Duration::from_millis(500)).is_empty(),
             "reported once"

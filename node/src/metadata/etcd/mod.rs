@@ -29,6 +29,7 @@ pub mod session;
 pub mod store;
 pub mod watch;
 
+use crate::limits::ETCD_KEEP_ALIVE_INTERVAL;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,13 +82,6 @@ pub enum EtcdError {
     Runtime(std::io::Error),
 }
 
-/// How often the clients ping an idle connection (HTTP/2 keep-alive). etcd's server allows a
-/// ping every `--grpc-keepalive-min-time` (5 s by default) and closes the connection of a
-/// client that pings more often ("too many pings"), cancelling every call on it: with a 1 s
-/// ping the connections were reset every few seconds (the controller candidates' campaigns
-/// resigned and written again each time, etcd fsyncing its log for each).
-const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(10);
-
 /// The connection every part shares: one client on one runtime (and a second one for the one
 /// call that waits as long as it must, the controller campaign).
 #[derive(Clone)]
@@ -128,7 +122,7 @@ impl Etcd {
             .map_err(EtcdError::Runtime)?;
         let waiting = etcd_client::ConnectOptions::new()
             .with_connect_timeout(config.request_timeout)
-            .with_keep_alive(KEEP_ALIVE_INTERVAL, config.request_timeout);
+            .with_keep_alive(ETCD_KEEP_ALIVE_INTERVAL, config.request_timeout);
         let options = waiting.clone().with_timeout(config.request_timeout);
         let endpoints = config.endpoints.clone();
         let (client, waiting_client) = runtime

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp, TxnOpResponse};
 
 use super::{Etcd, EtcdError};
+use crate::limits::LEASE_KEEP_ALIVES_PER_TTL;
+use crate::limits::LEASE_KEEP_ALIVE_MIN_INTERVAL;
 use crate::metadata::lease::LeaseClock;
 
 /// The lease as this broker sees it.
@@ -193,7 +195,7 @@ fn mark_lost(view: &Mutex<LeaseView>, clock: &LeaseClock) -> bool {
 /// Keeps the lease alive until etcd says it is gone or the deadline passes without an answer.
 async fn keep_alive(etcd: Etcd, lease_id: i64, view: Arc<Mutex<LeaseView>>, clock: LeaseClock) {
     let ttl = etcd.config().session_timeout;
-    let every = (ttl / 3).max(Duration::from_millis(100));
+    let every = (ttl / LEASE_KEEP_ALIVES_PER_TTL).max(LEASE_KEEP_ALIVE_MIN_INTERVAL);
     let timeout = etcd.config().request_timeout.min(every);
     let mut client = etcd.client();
     let mut stream = None;
@@ -219,7 +221,7 @@ async fn keep_alive(etcd: Etcd, lease_id: i64, view: Arc<Mutex<LeaseView>>, cloc
             match tokio::time::timeout(timeout, client.lease_keep_alive(lease_id)).await {
                 Ok(Ok(s)) => stream = Some(s),
                 _ => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    tokio::time::sleep(LEASE_KEEP_ALIVE_MIN_INTERVAL).await;
                     continue;
                 }
             }

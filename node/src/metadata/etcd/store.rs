@@ -20,6 +20,10 @@ use super::liveness::Liveness;
 use super::session::{live_brokers, BrokerSession};
 use super::watch::{Doorbell, Entry, MetadataEvent, MetadataWatch};
 use super::{Etcd, EtcdConfig, EtcdError};
+use crate::limits::ETCD_RETRY_BACKOFF_MAX;
+use crate::limits::ETCD_RETRY_BACKOFF_MIN;
+use crate::limits::PREDECESSOR_POLL;
+use crate::limits::PREDECESSOR_WAIT_MARGIN;
 use crate::metadata::lease::LeaseClock;
 use crate::metadata::placement::NodeShards;
 use crate::metadata::snapshot::{NodeInfo, Snapshot, TopicMeta};
@@ -63,10 +67,6 @@ pub struct EtcdStore {
     /// control plane is not stuck in timeouts (it fails metadata changes at once instead).
     backoff: Option<(Instant, Duration)>,
 }
-
-/// First and longest pause after etcd failed to answer.
-const BACKOFF_MIN: Duration = Duration::from_millis(500);
-const BACKOFF_MAX: Duration = Duration::from_secs(8);
 
 fn store_error(
     op: &'static str,
@@ -128,9 +128,9 @@ impl EtcdStore {
     }
 
     fn failed(&mut self) {
-        let pause = self
-            .backoff
-            .map_or(BACKOFF_MIN, |(_, p)| (p * 2).min(BACKOFF_MAX));
+        let pause = self.backoff.map_or(ETCD_RETRY_BACKOFF_MIN, |(_, p)| {
+            (p * 2).min(ETCD_RETRY_BACKOFF_MAX)
+        });
         self.backoff = Some((Instant::now(), pause));
     }
 
@@ -369,7 +369,7 @@ fn register_waiting_for_predecessor(
     info: &str,
     clock: &LeaseClock,
 ) -> Result<BrokerSession, EtcdError> {
-    let give_up = Instant::now() + etcd.config().session_timeout + Duration::from_secs(2);
+    let give_up = Instant::now() + etcd.config().session_timeout + PREDECESSOR_WAIT_MARGIN;
     let mut told = false;
     loop {
         match BrokerSession::register(etcd, node, info, clock) {
@@ -382,7 +382,7 @@ fn register_waiting_for_predecessor(
                     );
                     told = true;
                 }
-                std::thread::sleep(Duration::from_millis(250));
+                std::thread::sleep(PREDECESSOR_POLL);
             }
             other => return other,
         }

@@ -9,11 +9,12 @@
 //! batch of events the watch rings its [`Doorbell`], so the reader need not poll to learn of them.
 
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::Duration;
 
 use etcd_client::{EventType, GetOptions, WatchOptions};
 
 use super::{Etcd, EtcdError};
+use crate::limits::METADATA_WATCH_RESTART;
+use crate::limits::METADATA_WATCH_RETRY;
 
 /// A key and its value as read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,7 +120,7 @@ async fn follow(
             Ok(s) => s,
             Err(e) => {
                 tracing::debug!(error = %e, "metadata watch: etcd unreachable, retrying");
-                tokio::time::sleep(Duration::from_millis(200)).await;
+                tokio::time::sleep(METADATA_WATCH_RETRY).await;
                 continue;
             }
         };
@@ -164,6 +165,6 @@ async fn follow(
                 bell.ring();
             }
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(METADATA_WATCH_RESTART).await;
     }
 }

@@ -1,0 +1,455 @@
+//! The catalogue of broker properties: every name ringlog takes (Kafka's), its type, default
+//! and documentation (what DescribeConfigs shows), and the names it no longer takes.
+
+use super::{ConfigType, Property};
+
+const fn prop(
+    name: &'static str,
+    default: &'static str,
+    kind: ConfigType,
+    doc: &'static str,
+) -> Property {
+    Property {
+        name,
+        default,
+        kind,
+        doc,
+    }
+}
+
+/// Every property the broker understands, with its default.
+pub const PROPERTIES: &[Property] = &[
+    prop(
+        "node.id",
+        "0",
+        ConfigType::Int,
+        "This node's id; its shards are the Kafka brokers node.id * 1000 + shard.",
+    ),
+    prop(
+        "metadata.store",
+        "embedded",
+        ConfigType::String,
+        "Where cluster metadata lives: embedded (a JSON file in the data directory, one node) or etcd (a cluster).",
+    ),
+    prop(
+        "metadata.etcd.endpoints",
+        "",
+        ConfigType::List,
+        "etcd endpoints (http://host:port, comma separated) when metadata.store=etcd.",
+    ),
+    prop(
+        "cluster.id",
+        "ringlog",
+        ConfigType::String,
+        "The cluster's name: its key prefix in etcd.",
+    ),
+    prop(
+        "broker.session.timeout.ms",
+        "9000",
+        ConfigType::Int,
+        "TTL of the node's etcd lease; the node gives up leadership itself before etcd expires it.",
+    ),
+    prop(
+        "log.dirs",
+        "./ringlog-data",
+        ConfigType::String,
+        "The data directory: one folder per partition, in Kafka's layout.",
+    ),
+    prop(
+        "listeners",
+        "PLAINTEXT://127.0.0.1:9092",
+        ConfigType::List,
+        "NAME://HOST:PORT of each listener, comma separated; every shard listens on each (shard i on port + i).",
+    ),
+    prop(
+        "advertised.listeners",
+        "",
+        ConfigType::List,
+        "NAME://HOST:PORT given to clients per listener (a listener not named here: as it is bound).",
+    ),
+    prop(
+        "listener.security.protocol.map",
+        crate::security::listeners::DEFAULT_PROTOCOL_MAP,
+        ConfigType::List,
+        "NAME:PROTOCOL for each listener name; protocols PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL.",
+    ),
+    prop(
+        "inter.broker.listener.name",
+        "",
+        ConfigType::String,
+        "The listener other nodes fetch from (empty: the first); it must be PLAINTEXT for now.",
+    ),
+    prop(
+        "ssl.keystore.type",
+        "PEM",
+        ConfigType::String,
+        "Format of the broker's key store: PEM only.",
+    ),
+    prop(
+        "ssl.keystore.location",
+        "",
+        ConfigType::String,
+        "A PEM file holding the broker's private key and certificate chain (TLS listeners).",
+    ),
+    prop(
+        "ssl.keystore.key",
+        "",
+        ConfigType::Password,
+        "The broker's PEM private key, inline (instead of ssl.keystore.location).",
+    ),
+    prop(
+        "ssl.keystore.certificate.chain",
+        "",
+        ConfigType::Password,
+        "The broker's PEM certificate chain, inline (with ssl.keystore.key).",
+    ),
+    prop(
+        "ssl.key.password",
+        "",
+        ConfigType::Password,
+        "Not supported: give the private key unencrypted.",
+    ),
+    prop(
+        "ssl.truststore.type",
+        "PEM",
+        ConfigType::String,
+        "Format of the trust store: PEM only.",
+    ),
+    prop(
+        "ssl.truststore.location",
+        "",
+        ConfigType::String,
+        "A PEM file of the CA certificates client certificates must chain to.",
+    ),
+    prop(
+        "ssl.truststore.certificates",
+        "",
+        ConfigType::Password,
+        "The trusted CA certificates, inline PEM (instead of ssl.truststore.location).",
+    ),
+    prop(
+        "ssl.client.auth",
+        "none",
+        ConfigType::String,
+        "Client certificates on SSL listeners: required, requested or none (SASL_SSL listeners ask for none, as in Kafka since KIP-684).",
+    ),
+    prop(
+        "ssl.enabled.protocols",
+        "TLSv1.2,TLSv1.3",
+        ConfigType::List,
+        "TLS versions the TLS listeners accept.",
+    ),
+    prop(
+        "sasl.enabled.mechanisms",
+        "SCRAM-SHA-256,SCRAM-SHA-512",
+        ConfigType::List,
+        "SASL mechanisms of the SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (PLAIN checks passwords against the users' SCRAM credentials).",
+    ),
+    prop(
+        "sasl.mechanism.inter.broker.protocol",
+        "GSSAPI",
+        ConfigType::String,
+        "The SASL mechanism brokers use with each other when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (GSSAPI, Kafka's default, is not supported). The broker's user and password: listener.name.<listener>.<mechanism>.sasl.jaas.config.",
+    ),
+    prop(
+        "ssl.endpoint.identification.algorithm",
+        "https",
+        ConfigType::String,
+        "https: a broker connecting to another over TLS checks that its certificate names the host it connects to; empty: only that it chains to the trust store.",
+    ),
+    prop(
+        "connections.max.reauth.ms",
+        "0",
+        ConfigType::Long,
+        "Lifetime of a SASL session: the client authenticates again on the connection before it ends, or is disconnected (0: no limit).",
+    ),
+    prop(
+        "authorizer.class.name",
+        "",
+        ConfigType::String,
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer turns ACL authorization on (empty: off, everyone may do everything).",
+    ),
+    prop(
+        "super.users",
+        "",
+        ConfigType::List,
+        "Principals allowed everything, separated by ';' (User:admin;User:CN=ops).",
+    ),
+    prop(
+        "allow.everyone.if.no.acl.found",
+        "false",
+        ConfigType::Boolean,
+        "With an authorizer: whether a resource no ACL matches is open to everyone.",
+    ),
+    prop(
+        "connection.failed.authentication.delay.ms",
+        "100",
+        ConfigType::Int,
+        "How long the answer to a failed authentication is held before the connection is closed.",
+    ),
+    prop(
+        "metrics.listen",
+        "",
+        ConfigType::String,
+        "HOST:PORT of the Prometheus endpoint (GET /metrics); empty: no endpoint.",
+    ),
+    prop(
+        "num.shards",
+        "0",
+        ConfigType::Int,
+        "Shards, one pinned glommio executor each (0: one per CPU the process may run on).",
+    ),
+    prop(
+        "num.partitions",
+        "0",
+        ConfigType::Int,
+        "Partitions of auto-created topics (0: one per shard).",
+    ),
+    prop(
+        "auto.create.topics.enable",
+        "true",
+        ConfigType::Boolean,
+        "Create topics named in Metadata and Produce requests.",
+    ),
+    prop(
+        "log.segment.bytes",
+        "1073741824",
+        ConfigType::Int,
+        "Segment size at which the active segment rolls.",
+    ),
+    prop(
+        "log.roll.ms",
+        "604800000",
+        ConfigType::Long,
+        "Age at which the active segment rolls.",
+    ),
+    prop(
+        "log.retention.ms",
+        "604800000",
+        ConfigType::Long,
+        "Segments whose newest record is older are deleted (-1: no limit).",
+    ),
+    prop(
+        "log.retention.bytes",
+        "-1",
+        ConfigType::Long,
+        "A partition larger than this deletes its oldest segments (-1: no limit).",
+    ),
+    prop(
+        "log.retention.check.interval.ms",
+        "300000",
+        ConfigType::Long,
+        "How often retention runs.",
+    ),
+    prop(
+        "log.cleanup.policy",
+        "delete",
+        ConfigType::List,
+        "Default cleanup.policy of topics: delete (retention deletes old segments), compact (the log cleaner keeps each key's latest record), or both.",
+    ),
+    prop(
+        "log.cleaner.enable",
+        "true",
+        ConfigType::Boolean,
+        "Run a log cleaner on each shard for the logs of compacted topics.",
+    ),
+    prop(
+        "log.cleaner.backoff.ms",
+        "15000",
+        ConfigType::Long,
+        "How long a shard's cleaner sleeps when no log is due for cleaning.",
+    ),
+    prop(
+        "log.cleaner.dedupe.buffer.size",
+        "134217728",
+        ConfigType::Long,
+        "Memory of the cleaners' offset maps, split over the shards; a cleaning maps as much of a log's dirty part as fits.",
+    ),
+    prop(
+        "log.cleaner.io.max.bytes.per.second",
+        "-1",
+        ConfigType::Double,
+        "Reads plus writes per second of the cleaners, split over the shards (-1: unthrottled).",
+    ),
+    prop(
+        "log.cleaner.min.cleanable.ratio",
+        "0.5",
+        ConfigType::Double,
+        "Default min.cleanable.dirty.ratio of topics.",
+    ),
+    prop(
+        "log.cleaner.min.compaction.lag.ms",
+        "0",
+        ConfigType::Long,
+        "Default min.compaction.lag.ms of topics.",
+    ),
+    prop(
+        "log.cleaner.max.compaction.lag.ms",
+        "9223372036854775807",
+        ConfigType::Long,
+        "Default max.compaction.lag.ms of topics.",
+    ),
+    prop(
+        "log.cleaner.delete.retention.ms",
+        "86400000",
+        ConfigType::Long,
+        "Default delete.retention.ms of topics.",
+    ),
+    prop(
+        "log.segment.delete.delay.ms",
+        "60000",
+        ConfigType::Long,
+        "Default file.delete.delay.ms of topics.",
+    ),
+    prop(
+        "log.index.interval.bytes",
+        "4096",
+        ConfigType::Int,
+        "Bytes between offset index entries.",
+    ),
+    prop(
+        "log.flush.interval.messages",
+        "-1",
+        ConfigType::Long,
+        "fdatasync after this many messages; produce answers wait for it (-1: never; segments are synced on roll and close).",
+    ),
+    prop(
+        "log.flush.interval.ms",
+        "-1",
+        ConfigType::Long,
+        "fdatasync when the oldest unsynced message is this old (-1: never).",
+    ),
+    prop(
+        "log.message.timestamp.type",
+        "CreateTime",
+        ConfigType::String,
+        "CreateTime keeps the producer's record timestamps; LogAppendTime stamps each batch with its append time.",
+    ),
+    prop(
+        "log.message.timestamp.before.max.ms",
+        "9223372036854775807",
+        ConfigType::Long,
+        "How far in the past a CreateTime record's timestamp may be (larger: INVALID_TIMESTAMP).",
+    ),
+    prop(
+        "log.message.timestamp.after.max.ms",
+        "3600000",
+        ConfigType::Long,
+        "How far in the future a CreateTime record's timestamp may be (larger: INVALID_TIMESTAMP).",
+    ),
+    prop(
+        "message.max.bytes",
+        "1048588",
+        ConfigType::Int,
+        "Largest record batch accepted.",
+    ),
+    prop(
+        "min.insync.replicas",
+        "1",
+        ConfigType::Int,
+        "Default of topics that do not set it: in-sync replicas an acks=all produce needs.",
+    ),
+    prop(
+        "replica.lag.time.max.ms",
+        "30000",
+        ConfigType::Long,
+        "A follower not caught up for this long leaves the ISR.",
+    ),
+    prop(
+        "replica.fetch.wait.max.ms",
+        "500",
+        ConfigType::Int,
+        "How long a follower's fetch waits for new records.",
+    ),
+    prop(
+        "replica.fetch.max.bytes",
+        "1048576",
+        ConfigType::Int,
+        "The most a follower's fetch asks of one partition.",
+    ),
+    prop(
+        "socket.request.max.bytes",
+        "104857600",
+        ConfigType::Int,
+        "Largest request; a larger one closes the connection.",
+    ),
+    prop(
+        "queued.max.request.bytes",
+        "536870912",
+        ConfigType::Long,
+        "Memory all connections of the node may hold in request frames; beyond it connections read nothing until requests are done with (-1: unbounded).",
+    ),
+    prop(
+        "log.read.cache.bytes",
+        "-1",
+        ConfigType::Long,
+        "The node's read cache of segment file chunks, split over its shards (-1: 256 MiB per shard, at most a quarter of the memory the node may use; 0: off).",
+    ),
+    prop(
+        "offsets.topic.num.partitions",
+        "50",
+        ConfigType::Int,
+        "Partitions of __consumer_offsets when the node creates it.",
+    ),
+    prop(
+        "offsets.topic.replication.factor",
+        "3",
+        ConfigType::Short,
+        "Replicas of __consumer_offsets in a cluster (1 on a single node).",
+    ),
+    prop(
+        "offsets.topic.segment.bytes",
+        "104857600",
+        ConfigType::Int,
+        "Segment size of __consumer_offsets.",
+    ),
+    prop(
+        "offsets.retention.minutes",
+        "10080",
+        ConfigType::Int,
+        "Committed offsets of a group empty this long expire.",
+    ),
+    prop(
+        "offsets.retention.check.interval.ms",
+        "600000",
+        ConfigType::Long,
+        "How often expired offsets are removed.",
+    ),
+    prop(
+        "offset.metadata.max.bytes",
+        "4096",
+        ConfigType::Int,
+        "Longest commit metadata (longer: OFFSET_METADATA_TOO_LARGE).",
+    ),
+    prop(
+        "group.initial.rebalance.delay.ms",
+        "3000",
+        ConfigType::Int,
+        "A new group's first rebalance waits this long for more members.",
+    ),
+    prop(
+        "group.min.session.timeout.ms",
+        "6000",
+        ConfigType::Int,
+        "Shortest member session timeout allowed.",
+    ),
+    prop(
+        "group.max.session.timeout.ms",
+        "1800000",
+        ConfigType::Int,
+        "Longest member session timeout allowed.",
+    ),
+    prop(
+        "group.max.size",
+        "2147483647",
+        ConfigType::Int,
+        "Members per group (more: GROUP_MAX_SIZE_REACHED).",
+    ),
+];
+
+/// Properties earlier versions took, with what replaced them.
+pub(super) const REMOVED: &[(&str, &str)] = &[(
+    "fetch.zero.copy",
+    "fetches read segment files with O_DIRECT through the read cache \
+     (log.read.cache.bytes), never with sendfile on a helper thread",
+)];
