@@ -4,7 +4,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use iouring_log::LeaderEpoch;
 
-/// A replica: the broker that holds it (Kafka's broker id).
+/// A replica, named by the node that holds it. ringlog never places two replicas of a
+/// partition on one node, so a node id names a replica; the node's shard holding it (and so
+/// the Kafka broker id, `node × 1000 + shard`) is the broker's business, not the rules'.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ReplicaId(pub i32);
 
