@@ -58,6 +58,19 @@ up() {
     echo $! >"$DIR/node-$i.pid"
   done
   for i in $(seq 1 "$n"); do listening_or_die $((19000 + 100 * i)) "node $i"; done
+  # Each node learns of the others through etcd's watch: wait until every one lists all n
+  # nodes, so a topic created right after `up` may place a replica on each of them.
+  local i seen
+  for i in $(seq 1 "$n"); do
+    seen=0
+    for _ in $(seq 1 300); do
+      seen="$("$BIN" cluster --bootstrap-server "127.0.0.1:$((19000 + 100 * i))" status 2>/dev/null |
+        sed -n 's/.*Nodes: \([0-9]*\).*/\1/p' | head -n1)"
+      [[ "${seen:-0}" -ge "$n" ]] && break
+      sleep 0.1
+    done
+    [[ "${seen:-0}" -ge "$n" ]] || die "node $i lists ${seen:-0} of $n nodes after 30 s (see $DIR/node-$i.log)"
+  done
   local IFS=,
   echo "cluster up: $n node(s) x $shards shard(s); bootstrap.servers=${bootstrap[*]}"
 }
