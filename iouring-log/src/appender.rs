@@ -28,7 +28,7 @@ use std::rc::Rc;
 use crate::error::{FailureCause, LogFailure};
 use crate::limits::{
     PREALLOCATE_BUDGET_BYTES_PER_SHARD, PREALLOCATE_BYTES, PREALLOCATE_GRANULE_BYTES,
-    PREALLOCATE_MIN_BYTES, ZERO_FILL_BYTES,
+    PREALLOCATE_MIN_BYTES, ZERO_FILL_WRITE_BYTES,
 };
 use crate::notify::{Notify, Progress};
 use crate::read_cache::{self, CachedSegment};
@@ -39,7 +39,7 @@ use crate::watermarks::SegmentWatermarks;
 pub use crate::write_planner::{align_down, align_up, WriteJob, WriteKind, WritePlanner};
 
 thread_local! {
-    /// [`ZERO_FILL_BYTES`] of zeros, shared by every zero fill on this thread (the kernel only
+    /// [`ZERO_FILL_WRITE_BYTES`] of zeros, shared by every zero fill on this thread (the kernel only
     /// reads it).
     static ZEROS: std::cell::OnceCell<Rc<glommio::io::DmaBuffer>> = const { std::cell::OnceCell::new() };
 }
@@ -75,7 +75,7 @@ fn preallocation_cap() -> u64 {
 fn zeros() -> Rc<glommio::io::DmaBuffer> {
     ZEROS.with(|z| {
         z.get_or_init(|| {
-            let mut buf = glommio::allocate_dma_buffer(ZERO_FILL_BYTES);
+            let mut buf = glommio::allocate_dma_buffer(ZERO_FILL_WRITE_BYTES);
             buf.as_bytes_mut().fill(0);
             Rc::new(buf)
         })
@@ -208,7 +208,7 @@ impl Appender {
                     if io.failed.is_some() {
                         return;
                     }
-                    // Zero fill only ahead of busy partitions (see `limits::ZERO_FILL_BYTES`).
+                    // Zero fill only ahead of busy partitions (see `limits::ZERO_FILL_AHEAD_BYTES`).
                     let busy = io.tail.is_busy();
                     io.planner.allow_zero_fill(busy);
                     let job = io.planner.plan();
@@ -279,7 +279,7 @@ impl Appender {
         let submitted = std::time::Instant::now();
         let result = self.file.write_at(buf, job.start, mode).await;
         if job.kind == WriteKind::Data {
-            crate::segment_io::record_data_write(submitted.elapsed());
+            crate::segment_io::record_io(crate::segment_io::IoKind::DataWrite, submitted.elapsed());
         }
         self.complete_write(job, result);
     }

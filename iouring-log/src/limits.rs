@@ -66,10 +66,10 @@ pub const TAIL_CHUNK_POOL_MAX: usize = 16;
 /// Released small tail chunks kept per thread for reuse (4 MiB).
 pub const TAIL_SMALL_CHUNK_POOL_MAX: usize = 256;
 
-/// A data write to a segment file taking at least each of these is counted as slow
-/// (`segment_io::data_write_times`): the device floor of a 16 KiB O_DIRECT write is
-/// ~0.2 ms at p99 on the machines measured (`scripts/bench/device-floor.sh`).
-pub const SLOW_WRITE_THRESHOLDS: [std::time::Duration; 3] = [
+/// A data write, `fdatasync` or seal of a segment file taking at least each of these is counted
+/// as slow (`segment_io::io_times`): the device floor of a 16 KiB O_DIRECT write is ~0.2 ms at
+/// p99 on the machines measured, of an `fdatasync` ~0.2-0.5 ms (`scripts/bench/device-floor.sh`).
+pub const SLOW_IO_THRESHOLDS: [std::time::Duration; 3] = [
     std::time::Duration::from_millis(1),
     std::time::Duration::from_millis(5),
     std::time::Duration::from_millis(20),
@@ -106,11 +106,17 @@ pub const UNWRITTEN_BYTES_MAX: u64 = 64 << 20;
 /// `log.flush.offset.checkpoint.interval.ms` default). Roll and close always write it.
 pub const RECOVERY_POINT_CHECKPOINT_INTERVAL_MS: i64 = 60_000;
 
-/// Zeros written in one go past an active segment's appended end while its device is idle, so
-/// that later data writes land on converted blocks (see `write_planner.rs`). Only busy
-/// partitions' segments (see `tail.rs`) zero-fill: ten thousand quiet ones would write 10 GB of
-/// zeros for a few MB/s of records.
-pub const ZERO_FILL_BYTES: usize = 1 << 20;
+/// How far past an active segment's appended end zero fill keeps the file converted while its
+/// device is idle, so that later data writes land on converted blocks (see `write_planner.rs`).
+/// Only busy partitions' segments (see `tail.rs`) zero-fill: ten thousand quiet ones would write
+/// 10 GB of zeros for a few MB/s of records.
+pub const ZERO_FILL_AHEAD_BYTES: u64 = 1 << 20;
+
+/// One zero-fill write. The device serves requests in order, and a write or `fdatasync` issued
+/// while a zero fill is in flight waits for it: a 1 MiB zero fill held the device ~1 ms, and
+/// under `flush.messages=1` at 100 000 msg/s 651 of 653 `fdatasync`s slower than 1 ms overlapped
+/// one (`perf/results/2026-12-06-fsync-tail`); a 256 KiB piece holds it ~0.25 ms.
+pub const ZERO_FILL_WRITE_BYTES: usize = 256 << 10;
 
 /// Largest preallocation step of active segment files.
 pub const PREALLOCATE_BYTES: u64 = 64 << 20;
@@ -184,8 +190,9 @@ const _: () = assert!(WRITE_BYTES_MAX <= TAIL_CHUNK_BYTES * 4);
 const _: () = assert!(SEGMENT_BYTES_MAX.is_multiple_of(DIRECT_IO_ALIGNMENT as u64));
 const _: () = assert!(SEGMENT_BYTES_MAX <= u32::MAX as u64);
 const _: () = assert!(PREALLOCATE_BYTES.is_multiple_of(DIRECT_IO_ALIGNMENT as u64));
-const _: () = assert!(ZERO_FILL_BYTES.is_multiple_of(DIRECT_IO_ALIGNMENT));
-const _: () = assert!(ZERO_FILL_BYTES <= PREALLOCATE_MIN_BYTES as usize);
+const _: () = assert!(ZERO_FILL_WRITE_BYTES.is_multiple_of(DIRECT_IO_ALIGNMENT));
+const _: () = assert!(ZERO_FILL_AHEAD_BYTES.is_multiple_of(ZERO_FILL_WRITE_BYTES as u64));
+const _: () = assert!(ZERO_FILL_AHEAD_BYTES <= PREALLOCATE_MIN_BYTES);
 const _: () = assert!(PREALLOCATE_BYTES.is_multiple_of(PREALLOCATE_MIN_BYTES));
 const _: () = assert!(BATCH_BYTES_MAX < SEGMENT_BYTES_MAX as usize);
 const _: () = assert!(WRITES_IN_FLIGHT_MAX >= 2 && WRITES_IN_FLIGHT_MAX <= 4);

@@ -23,6 +23,7 @@ use crate::segment::{
     absent_is_fine, rename_if_present, seal_appender, shrink_and_remove, with_suffix,
     write_index_files, Segment, DELETED_SUFFIX,
 };
+use crate::segment_io::{record_io, IoKind};
 use crate::types::Offset;
 
 impl Log {
@@ -61,6 +62,7 @@ impl Log {
 
     /// Roll with the mutation permit held.
     async fn roll_locked(&self, now_ms: i64) -> Result<(), FlushError> {
+        let rolled = std::time::Instant::now();
         let base = self.log_end_offset();
         let created = Segment::create(
             self.inner.io.as_ref(),
@@ -90,6 +92,7 @@ impl Log {
         let log = self.clone();
         glommio::spawn_local(async move {
             log.finish_seal(old_base, old, previous).await;
+            record_io(IoKind::Seal, rolled.elapsed());
             done.set(true);
             log.inner.progress.notify_all();
         })

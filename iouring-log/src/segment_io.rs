@@ -27,7 +27,7 @@ use std::rc::Rc;
 
 use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 
-use crate::limits::SLOW_WRITE_THRESHOLDS;
+use crate::limits::SLOW_IO_THRESHOLDS;
 
 /// A boxed future of an I/O result; segment I/O runs on one shard, so it need not be `Send`.
 pub type IoFuture<'a, T> = Pin<Box<dyn Future<Output = std::io::Result<T>> + 'a>>;
@@ -53,34 +53,33 @@ impl WriteBuffer {
 thread_local! {
     /// `(writes, bytes)` this thread made through the page cache ([`WriteMode::PageCache`]).
     static PAGE_CACHE_WRITES: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
-    /// How long this thread's data writes took, submission to completion.
-    static DATA_WRITE_TIMES: std::cell::Cell<WriteTimes> = const { std::cell::Cell::new(WriteTimes::ZERO) };
+    /// How long this thread's data writes, segment `fdatasync`s and segment seals took.
+    static IO_TIMES: std::cell::Cell<ShardIoTimes> = const { std::cell::Cell::new(ShardIoTimes::ZERO) };
 }
 
-/// How long a shard's data writes to segment files took, from the call to its completion (an
-/// acks=1 produce waits for the write covering its bytes): counts, not a histogram, so the
-/// record costs two clock reads per write.
+/// How long one kind of a shard's log I/O took, each from its call to its completion: counts,
+/// not a histogram, so the record costs two clock reads per operation.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct WriteTimes {
-    pub writes: u64,
+pub struct IoTimes {
+    pub count: u64,
     pub total: std::time::Duration,
-    /// Writes that took at least each of [`SLOW_WRITE_THRESHOLDS`].
-    pub slow: [u64; SLOW_WRITE_THRESHOLDS.len()],
+    /// Operations that took at least each of [`SLOW_IO_THRESHOLDS`].
+    pub slow: [u64; SLOW_IO_THRESHOLDS.len()],
     pub longest: std::time::Duration,
 }
 
-impl WriteTimes {
-    const ZERO: WriteTimes = WriteTimes {
-        writes: 0,
+impl IoTimes {
+    const ZERO: IoTimes = IoTimes {
+        count: 0,
         total: std::time::Duration::ZERO,
-        slow: [0; SLOW_WRITE_THRESHOLDS.len()],
+        slow: [0; SLOW_IO_THRESHOLDS.len()],
         longest: std::time::Duration::ZERO,
     };
 
-    fn add(mut self, took: std::time::Duration) -> WriteTimes {
-        self.writes += 1;
+    fn add(mut self, took: std::time::Duration) -> IoTimes {
+        self.count += 1;
         self.total += took;
-        for (threshold, n) in SLOW_WRITE_THRESHOLDS.iter().zip(self.slow.iter_mut()) {
+        for (threshold, n) in SLOW_IO_THRESHOLDS.iter().zip(self.slow.iter_mut()) {
             if took >= *threshold {
                 *n += 1;
             }
@@ -90,14 +89,52 @@ impl WriteTimes {
     }
 }
 
-/// Records one data write that took `took`.
-pub fn record_data_write(took: std::time::Duration) {
-    DATA_WRITE_TIMES.with(|t| t.set(t.get().add(took)));
+/// What a shard's log I/O took since the shard started, by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ShardIoTimes {
+    /// Data writes to segment files (an `acks=1` produce waits for the write covering its
+    /// bytes).
+    pub data_writes: IoTimes,
+    /// `fdatasync`s of segment files (a produce under `flush.messages=1` waits for one).
+    pub syncs: IoTimes,
+    /// Seals of rolled segments, from the roll to the sealed segment's data being durable (a
+    /// produce waiting for its offsets to be flushed waits for the seal of the segment before).
+    pub seals: IoTimes,
 }
 
-/// This thread's data writes since it started.
-pub fn data_write_times() -> WriteTimes {
-    DATA_WRITE_TIMES.with(|t| t.get())
+impl ShardIoTimes {
+    const ZERO: ShardIoTimes = ShardIoTimes {
+        data_writes: IoTimes::ZERO,
+        syncs: IoTimes::ZERO,
+        seals: IoTimes::ZERO,
+    };
+}
+
+/// Which of a shard's [`IoTimes`] an operation counts in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoKind {
+    DataWrite,
+    Sync,
+    Seal,
+}
+
+/// Records one operation of `kind` that took `took`.
+pub fn record_io(kind: IoKind, took: std::time::Duration) {
+    IO_TIMES.with(|t| {
+        let mut times = t.get();
+        let slot = match kind {
+            IoKind::DataWrite => &mut times.data_writes,
+            IoKind::Sync => &mut times.syncs,
+            IoKind::Seal => &mut times.seals,
+        };
+        *slot = slot.add(took);
+        t.set(times);
+    });
+}
+
+/// This thread's log I/O times since it started.
+pub fn io_times() -> ShardIoTimes {
+    IO_TIMES.with(|t| t.get())
 }
 
 /// `(writes, bytes)` of segment files this thread (shard) made through the page cache since it
@@ -290,7 +327,12 @@ impl SegmentFile for DirectFile {
     }
 
     fn fdatasync(&self) -> IoFuture<'_, ()> {
-        Box::pin(async move { Ok(self.file.fdatasync().await?) })
+        Box::pin(async move {
+            let started = std::time::Instant::now();
+            let synced = self.file.fdatasync().await;
+            record_io(IoKind::Sync, started.elapsed());
+            Ok(synced?)
+        })
     }
 
     fn pre_allocate(&self, size: u64) -> IoFuture<'_, ()> {
@@ -376,7 +418,7 @@ pub fn disk_space(path: &Path) -> std::io::Result<(u64, u64)> {
 }
 
 #[cfg(test)]
-mod write_times_tests {
+mod io_times_tests {
     use super::*;
     use std::time::Duration;
 
@@ -384,10 +426,24 @@ mod write_times_tests {
     fn a_write_counts_under_every_threshold_it_reaches() {
         let t = [0u64, 2, 7, 25]
             .iter()
-            .fold(WriteTimes::ZERO, |t, ms| t.add(Duration::from_millis(*ms)));
-        assert_eq!(t.writes, 4);
+            .fold(IoTimes::ZERO, |t, ms| t.add(Duration::from_millis(*ms)));
+        assert_eq!(t.count, 4);
         assert_eq!(t.total, Duration::from_millis(34));
         assert_eq!(t.slow, [3, 2, 1]);
         assert_eq!(t.longest, Duration::from_millis(25));
+    }
+
+    #[test]
+    fn each_kind_counts_apart() {
+        let before = io_times();
+        record_io(IoKind::Sync, Duration::from_millis(6));
+        record_io(IoKind::Seal, Duration::from_millis(30));
+        record_io(IoKind::Seal, Duration::from_millis(1));
+        let after = io_times();
+        assert_eq!(after.data_writes, before.data_writes);
+        assert_eq!(after.syncs.count - before.syncs.count, 1);
+        assert_eq!(after.seals.count - before.seals.count, 2);
+        assert_eq!(after.seals.slow[2] - before.seals.slow[2], 1);
+        assert!(after.seals.longest >= Duration::from_millis(30));
     }
 }

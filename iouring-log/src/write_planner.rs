@@ -12,8 +12,10 @@
 //!   inline by io_uring — it goes to an io-wq worker thread, which on a busy, pinned shard's CPU
 //!   may wait a scheduler slice (~4 ms, measured) before it runs. A write over blocks already
 //!   written once is done inline. So while the device is idle (no data write in flight) and
-//!   less than half of [`ZERO_FILL_BYTES`] is converted ahead of the appended end, the planner
-//!   writes zeros over the next [`ZERO_FILL_BYTES`], one job at a time: data written later
+//!   less than [`ZERO_FILL_AHEAD_BYTES`] is converted ahead of the appended end, the planner
+//!   writes zeros over the next [`ZERO_FILL_WRITE_BYTES`], one job at a time (small pieces: the
+//!   device serves requests in order, and an `fdatasync` or data write issued behind a zero fill
+//!   waits for it): data written later
 //!   lands on converted blocks. A data write overlapping a zero fill in
 //!   flight waits for it (the zeros must land first). Under sustained load data writes are
 //!   always in flight and no zero fill is issued, so it costs device bandwidth only when there
@@ -23,7 +25,8 @@
 use std::collections::VecDeque;
 
 use crate::limits::{
-    DIRECT_IO_ALIGNMENT, TAIL_CHUNK_BYTES, WRITES_IN_FLIGHT_MAX, WRITE_BYTES_MAX, ZERO_FILL_BYTES,
+    DIRECT_IO_ALIGNMENT, TAIL_CHUNK_BYTES, WRITES_IN_FLIGHT_MAX, WRITE_BYTES_MAX,
+    ZERO_FILL_AHEAD_BYTES, ZERO_FILL_WRITE_BYTES,
 };
 
 const BLOCK: u64 = DIRECT_IO_ALIGNMENT as u64;
@@ -177,20 +180,20 @@ impl WritePlanner {
         }
     }
 
-    /// Zeros over the next [`ZERO_FILL_BYTES`] past the converted end, when the device is idle
-    /// and less than half of that is converted ahead of the appended end.
+    /// Zeros over the next [`ZERO_FILL_WRITE_BYTES`] past the converted end, when the device is
+    /// idle and less than [`ZERO_FILL_AHEAD_BYTES`] is converted ahead of the appended end.
     fn plan_zero_fill(&mut self) -> Option<WriteJob> {
         let from = self.converted.max(align_up(self.appended));
         let idle = self.inflight.is_empty() && self.zero_fill.is_none();
         let ahead = from - align_up(self.appended);
-        if self.closing || !self.zero_fill_allowed || !idle || ahead >= ZERO_FILL_BYTES as u64 / 2 {
+        if self.closing || !self.zero_fill_allowed || !idle || ahead >= ZERO_FILL_AHEAD_BYTES {
             return None;
         }
         let job = WriteJob {
             id: self.next_id,
             kind: WriteKind::ZeroFill,
             start: from,
-            len: ZERO_FILL_BYTES,
+            len: ZERO_FILL_WRITE_BYTES,
             logical_end: from,
         };
         self.next_id += 1;
@@ -380,7 +383,7 @@ mod tests {
         assert_eq!(z.kind, WriteKind::ZeroFill);
         assert_eq!(
             (z.start, z.len),
-            (4096, ZERO_FILL_BYTES),
+            (4096, ZERO_FILL_WRITE_BYTES),
             "from the block after the data"
         );
         assert_eq!(p.plan(), None, "one zero fill at a time");
@@ -388,16 +391,31 @@ mod tests {
         p.on_append(10_000);
         assert_eq!(p.plan(), None, "data overlapping the zero fill waits");
         p.complete(z.id);
-        assert_eq!(p.converted(), 4096 + ZERO_FILL_BYTES as u64);
+        assert_eq!(p.converted(), 4096 + ZERO_FILL_WRITE_BYTES as u64);
         let d = p.plan().unwrap();
         assert_eq!(
             (d.kind, d.start, d.logical_end),
             (WriteKind::Data, 0, 10_000)
         );
         p.complete(d.id);
+        // Piece after piece while idle, until ZERO_FILL_AHEAD_BYTES past the appended end.
+        let mut pieces = 0;
+        while let Some(z) = p.plan() {
+            assert_eq!((z.kind, z.start), (WriteKind::ZeroFill, p.converted()));
+            assert_eq!(p.plan(), None, "one zero fill at a time");
+            p.complete(z.id);
+            pieces += 1;
+        }
+        let ahead = p.converted() - align_up(10_000);
+        assert!(ahead >= ZERO_FILL_AHEAD_BYTES, "{ahead}");
+        assert!(
+            ahead < ZERO_FILL_AHEAD_BYTES + ZERO_FILL_WRITE_BYTES as u64,
+            "{ahead}"
+        );
+        assert!(pieces >= 3, "{pieces}");
         // Converted far enough ahead: nothing more to do.
         assert_eq!(p.plan(), None);
-        p.on_append(ZERO_FILL_BYTES as u64);
+        p.on_append(ZERO_FILL_AHEAD_BYTES);
         let d = p.plan().unwrap();
         p.complete(d.id);
         p.stop_zero_fill();

@@ -3,8 +3,11 @@
 files scripts/bench/perf-suite.sh keeps beside each single-node ringlog result (the shard's
 Prometheus counters before and after the workload). Per result: stalls of the shard longer than
 1 / 5 / 20 ms (a due task, such as a request's, could not run: a long task, a blocking call,
-the thread or the vCPU preempted), the longest stall since the broker started, and data writes
-slower than 1 / 5 / 20 ms (the device; an acks=1 produce waits for its write).
+the thread or the vCPU preempted), the longest stall since the broker started, data writes
+slower than 1 / 5 / 20 ms (the device; an acks=1 produce waits for its write), fdatasyncs
+slower than that (a produce under flush.messages=1 waits for one) and segment seals (flushed
+offsets after a roll wait for the seal before them). Longest figures are since the broker
+started; older stalls.txt files without a counter show "—".
 
     scripts/bench/perf-stalls.py FOLDER      (every *.stalls.txt at or under FOLDER)
 """
@@ -57,18 +60,22 @@ def added(before, after, name, **labels):
 files = sorted(glob.glob(os.path.join(sys.argv[1], "**", "*.stalls.txt"), recursive=True))
 if not files:
     sys.exit(f"perf-stalls.py: no *.stalls.txt under {sys.argv[1]}")
-print("| result | stalls > 1 / 5 / 20 ms | longest stall (ms, since start) | data writes | slow writes > 1 / 5 / 20 ms | longest write (ms) |")
-print("|---|---|---|---|---|---|")
+print("| result | stalls > 1 / 5 / 20 ms | longest stall (ms, since start) | data writes | slow writes > 1 / 5 / 20 ms | longest write (ms) | fdatasyncs | slow syncs > 1 / 5 / 20 ms | longest sync (ms) | seals | longest seal (ms) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 fmt = lambda v: "—" if v is None else f"{v:.0f}"
+ms = lambda v: "—" if v is None else f"{v * 1000:.1f}"
 for f in files:
     before, after = sections(f)
-    stalls = [added(before, after, "ringlog_shard_stalls_total", longer_than=t) for t in ("0.001", "0.005", "0.02")]
-    slow = [added(before, after, "ringlog_log_slow_data_writes_total", longer_than=t) for t in ("0.001", "0.005", "0.02")]
-    writes = added(before, after, "ringlog_log_data_writes_total")
-    longest = after.get(("ringlog_shard_stall_longest_seconds", ()))
-    longest_write = after.get(("ringlog_log_data_write_longest_seconds", ()))
+    slow = lambda name: [added(before, after, name, longer_than=t) for t in ("0.001", "0.005", "0.02")]
+    longest = lambda name: after.get((name, ()))
     name = os.path.relpath(f, sys.argv[1]).removesuffix(".stalls.txt")
-    print(f"| {name} | {' / '.join(fmt(x) for x in stalls)} | "
-          f"{'—' if longest is None else f'{longest * 1000:.1f}'} | {fmt(writes)} | "
-          f"{' / '.join(fmt(x) for x in slow)} | "
-          f"{'—' if longest_write is None else f'{longest_write * 1000:.1f}'} |")
+    print(f"| {name} | {' / '.join(fmt(x) for x in slow('ringlog_shard_stalls_total'))} | "
+          f"{ms(longest('ringlog_shard_stall_longest_seconds'))} | "
+          f"{fmt(added(before, after, 'ringlog_log_data_writes_total'))} | "
+          f"{' / '.join(fmt(x) for x in slow('ringlog_log_slow_data_writes_total'))} | "
+          f"{ms(longest('ringlog_log_data_write_longest_seconds'))} | "
+          f"{fmt(added(before, after, 'ringlog_log_syncs_total'))} | "
+          f"{' / '.join(fmt(x) for x in slow('ringlog_log_slow_syncs_total'))} | "
+          f"{ms(longest('ringlog_log_sync_longest_seconds'))} | "
+          f"{fmt(added(before, after, 'ringlog_log_seals_total'))} | "
+          f"{ms(longest('ringlog_log_seal_longest_seconds'))} |")

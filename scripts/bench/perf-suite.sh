@@ -101,7 +101,7 @@ stall_counters() { # LABEL
   echo "# $1"
   python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' \
     "http://127.0.0.1:$METRICS_PORT/metrics" 2>/dev/null |
-    grep -E '^ringlog_(shard_stall|shard_stalls|log_slow_data_writes|log_data_write|shard_task_queue_busy)' || true
+    grep -E '^ringlog_(shard_stall|shard_stalls|log_slow_|log_data_write|log_sync|log_seal|shard_task_queue_busy)' || true
 }
 
 run_workloads() { # TARGET BOOTSTRAP PID [METRICS]

@@ -10,7 +10,8 @@ use super::exposition::{Exposition, Kind, Sample};
 use super::process::ProcessFacts;
 use super::report::{PartitionReport, ShardReport};
 use crate::limits::STALL_THRESHOLDS;
-use iouring_log::limits::SLOW_WRITE_THRESHOLDS;
+use iouring_log::limits::SLOW_IO_THRESHOLDS;
+use iouring_log::segment_io::{IoTimes, ShardIoTimes};
 
 /// What the endpoint knows of the node itself.
 pub struct NodeFacts {
@@ -388,48 +389,84 @@ fn stall_families(e: &mut Exposition, up: &[&ShardReport]) {
         "The latest the stall probe ran since the broker started.",
         longest,
     );
-    let writes = |f: fn(&iouring_log::segment_io::WriteTimes) -> f64| -> Vec<Sample> {
+    io_time_families(e, up, IoFamily::DATA_WRITES);
+    io_time_families(e, up, IoFamily::SYNCS);
+    io_time_families(e, up, IoFamily::SEALS);
+    e.family(
+        "ringlog_shard_task_queue_busy_seconds_total",
+        Kind::Counter,
+        "Time the shard's executor ran tasks of each task queue (requests, maintenance, log-cleaner, stall-probe).",
+        queues,
+    );
+}
+
+/// One kind of log I/O whose times the shards count ([`ShardIoTimes`]), and how it is named.
+struct IoFamily {
+    /// `ringlog_log_<prefix>…`: `data_write`, `sync`, `seal`.
+    prefix: &'static str,
+    /// What one operation is, for the help texts.
+    what: &'static str,
+    pick: fn(&ShardIoTimes) -> &IoTimes,
+}
+
+impl IoFamily {
+    const DATA_WRITES: IoFamily = IoFamily {
+        prefix: "data_write",
+        what:
+            "Data writes to segment files (an acks=1 produce waits for the one covering its bytes)",
+        pick: |t| &t.data_writes,
+    };
+    const SYNCS: IoFamily = IoFamily {
+        prefix: "sync",
+        what: "fdatasyncs of segment files (a produce under flush.messages=1 waits for one)",
+        pick: |t| &t.syncs,
+    };
+    const SEALS: IoFamily = IoFamily {
+        prefix: "seal",
+        what: "Seals of rolled segments, from the roll to the sealed segment durable (flushed offsets after a roll wait for it)",
+        pick: |t| &t.seals,
+    };
+}
+
+fn io_time_families(e: &mut Exposition, up: &[&ShardReport], kind: IoFamily) {
+    let per_shard = |f: fn(&IoTimes) -> f64| -> Vec<Sample> {
         up.iter()
-            .map(|r| Sample::new(shard_label(r.shard), f(&r.data_writes)))
+            .map(|r| Sample::new(shard_label(r.shard), f((kind.pick)(&r.log_io))))
             .collect()
     };
+    let p = kind.prefix;
     e.family(
-        "ringlog_log_data_writes_total",
+        &format!("ringlog_log_{p}s_total"),
         Kind::Counter,
-        "Data writes to segment files (an acks=1 produce waits for the one covering its bytes).",
-        writes(|w| w.writes as f64),
+        &format!("{}.", kind.what),
+        per_shard(|t| t.count as f64),
     );
     e.family(
-        "ringlog_log_data_write_seconds_total",
+        &format!("ringlog_log_{p}_seconds_total"),
         Kind::Counter,
-        "Time the data writes took, each from its call to its completion, summed.",
-        writes(|w| w.total.as_secs_f64()),
+        "Time they took, each from its call to its completion, summed.",
+        per_shard(|t| t.total.as_secs_f64()),
     );
     e.family(
-        "ringlog_log_data_write_longest_seconds",
+        &format!("ringlog_log_{p}_longest_seconds"),
         Kind::Gauge,
-        "The longest data write since the broker started.",
-        writes(|w| w.longest.as_secs_f64()),
+        "The longest one since the broker started.",
+        per_shard(|t| t.longest.as_secs_f64()),
     );
     let mut slow = Vec::new();
     for r in up {
-        for (threshold, n) in SLOW_WRITE_THRESHOLDS.iter().zip(r.data_writes.slow) {
+        let times = (kind.pick)(&r.log_io);
+        for (threshold, n) in SLOW_IO_THRESHOLDS.iter().zip(times.slow) {
             let mut l = shard_label(r.shard);
             l.push(("longer_than", format!("{}", threshold.as_secs_f64())));
             slow.push(Sample::new(l, n as f64));
         }
     }
     e.family(
-        "ringlog_log_slow_data_writes_total",
+        &format!("ringlog_log_slow_{p}s_total"),
         Kind::Counter,
-        "Data writes that took at least longer_than seconds (the device floor of a 16 KiB write is ~0.2 ms at p99).",
+        "Those that took at least longer_than seconds (the device floor of a 16 KiB write is ~0.2 ms at p99, of an fdatasync ~0.2-0.5 ms).",
         slow,
-    );
-    e.family(
-        "ringlog_shard_task_queue_busy_seconds_total",
-        Kind::Counter,
-        "Time the shard's executor ran tasks of each task queue (requests, maintenance, log-cleaner, stall-probe).",
-        queues,
     );
 }
 

@@ -28,8 +28,8 @@ pub struct ShardReport {
     pub task_queues: Vec<(&'static str, std::time::Duration)>,
     /// The stall probe (`shard/stall_probe.rs`).
     pub stalls: StallReport,
-    /// How long the shard's data writes to segment files took.
-    pub data_writes: iouring_log::segment_io::WriteTimes,
+    /// How long the shard's data writes, `fdatasync`s and seals of segment files took.
+    pub log_io: iouring_log::segment_io::ShardIoTimes,
     /// `(writes, bytes)` of segment files through the page cache (quiet partitions' appends).
     pub page_cache_writes: (u64, u64),
     /// The log cleaner: `(cleanings, bytes before, bytes after)`.
@@ -125,7 +125,7 @@ impl ShardCtx {
             executor,
             task_queues,
             stalls: m.stall_report(now),
-            data_writes: iouring_log::segment_io::data_write_times(),
+            log_io: iouring_log::segment_io::io_times(),
             page_cache_writes: iouring_log::segment_io::page_cache_writes(),
             cleaner: m.cleaner(),
         }

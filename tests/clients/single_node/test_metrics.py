@@ -20,6 +20,7 @@ from support.metrics import http, parse, scrape, values
 from support.waiting import wait_for
 
 TOPIC = "metered"
+SYNCED = "metered-synced"
 GROUP = "metered-group"
 
 
@@ -36,6 +37,15 @@ def produce(bootstrap, counts):
         for i in range(n):
             p.produce(TOPIC, key=f"k{i}".encode(), value=b"v" * 100, partition=part)
     assert p.flush(30) == 0
+
+
+def produce_synced(bootstrap, n):
+    """Produces n records of 1 000 bytes to SYNCED one at a time, each acknowledged before the
+    next: each waits for an fdatasync (flush.messages=1), and every few roll a segment."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i in range(n):
+        p.produce(SYNCED, value=b"s" * 1000)
+        assert p.flush(30) == 0
 
 
 def commit(bootstrap, offsets):
@@ -122,7 +132,11 @@ def test_prometheus_scrapes_what_the_clients_did():
     try:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
         admin.create_topics([NewTopic(TOPIC, num_partitions=3, replication_factor=1)])[TOPIC].result(30)
+        synced = NewTopic(SYNCED, num_partitions=1, replication_factor=1,
+                          config={"flush.messages": "1", "segment.bytes": "4096"})
+        admin.create_topics([synced])[SYNCED].result(30)
         produce(b.bootstrap, [100, 100, 100])
+        produce_synced(b.bootstrap, 10)
         commit(b.bootstrap, [40, 70, 100])
 
         text = scrape(metrics_port)
@@ -170,9 +184,15 @@ def test_prometheus_scrapes_what_the_clients_did():
         assert sum(v for _, v in values(s, "ringlog_log_data_writes_total")) >= 3
         assert sum(v for _, v in values(s, "ringlog_log_data_write_seconds_total")) > 0
         assert len(values(s, "ringlog_log_slow_data_writes_total")) == 6, "three lengths, two shards"
+        # Each synced produce waited for an fdatasync; its rolls' seals are counted apart.
+        assert sum(v for _, v in values(s, "ringlog_log_syncs_total")) >= 10
+        assert sum(v for _, v in values(s, "ringlog_log_sync_seconds_total")) > 0
+        assert len(values(s, "ringlog_log_slow_syncs_total")) == 6, "three lengths, two shards"
+        assert sum(v for _, v in values(s, "ringlog_log_seals_total")) >= 1
+        assert max(v for _, v in values(s, "ringlog_log_seal_longest_seconds")) > 0
         assert one(s, "ringlog_request_budget_bytes") == 512 << 20
         assert one(s, "process_resident_memory_bytes") > 0
-        assert sum(v for _, v in values(s, "ringlog_leader_partitions")) == 3 + 50  # and __consumer_offsets
+        assert sum(v for _, v in values(s, "ringlog_leader_partitions")) == 3 + 1 + 50  # and SYNCED, __consumer_offsets
 
         # A real Prometheus scrapes the endpoint and sees the same figures, and new ones as
         # clients go on.
