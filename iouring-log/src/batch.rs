@@ -97,6 +97,21 @@ pub fn peek_size(bytes: &[u8]) -> Result<(Offset, u32), BatchError> {
     ))
 }
 
+/// The complete batches at the start of `bytes` (a read or a fetch may end inside one), as byte
+/// ranges; stops at the first batch cut short or whose length is implausible.
+pub fn whole_batches(bytes: &[u8]) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    let mut at = 0usize;
+    std::iter::from_fn(move || {
+        let (_, size) = peek_size(&bytes[at..]).ok()?;
+        let end = at
+            .checked_add(size as usize)
+            .filter(|&end| end <= bytes.len())?;
+        let range = at..end;
+        at = end;
+        Some(range)
+    })
+}
+
 impl BatchHeader {
     /// Decodes the fixed header. Checks the length field and magic, not the CRC.
     pub fn parse(bytes: &[u8]) -> Result<BatchHeader, BatchError> {
@@ -197,6 +212,22 @@ mod tests {
         let crc = crc32c::crc32c(&b[CRC_START..]);
         b[17..21].copy_from_slice(&crc.to_be_bytes());
         b
+    }
+
+    #[test]
+    fn whole_batches_stop_at_a_cut_or_implausible_batch() {
+        let one = minimal_batch();
+        let mut three = [one.clone(), one.clone(), one.clone()].concat();
+        let n = one.len();
+        let all: Vec<_> = whole_batches(&three).collect();
+        assert_eq!(all, vec![0..n, n..2 * n, 2 * n..3 * n]);
+        // The last one cut short: two.
+        assert_eq!(whole_batches(&three[..3 * n - 1]).count(), 2);
+        // Too short for a length: none.
+        assert_eq!(whole_batches(&[0; 11]).count(), 0);
+        // The second one's length below a header's: the first only.
+        three[n + 8..n + 12].copy_from_slice(&1i32.to_be_bytes());
+        assert_eq!(whole_batches(&three).collect::<Vec<_>>(), vec![0..n]);
     }
 
     #[test]

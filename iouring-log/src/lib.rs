@@ -11,46 +11,83 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
-pub mod aligned_buf;
-pub mod appender;
-pub mod batch;
-pub mod checkpoint;
-pub mod cleaner;
-pub mod config;
-pub mod error;
+mod aligned_buf;
+mod appender;
+mod batch;
+mod checkpoint;
+mod cleaner;
+mod config;
+mod error;
 pub mod fault_injection;
 mod helper_thread;
-pub mod leader_epoch_cache;
+mod leader_epoch_cache;
 pub mod limits;
 mod log;
 mod log_durability;
 mod log_open;
 mod log_read;
 mod log_roll;
-pub mod notify;
-pub mod offset_index;
-pub mod read_cache;
-pub mod read_gate;
-pub mod reader;
-pub mod recovery;
-pub mod retention;
-pub mod segment;
-pub mod segment_io;
-pub mod slow;
-pub mod tail;
-pub mod time_index;
-pub mod types;
-pub mod watermarks;
-pub mod write_planner;
+mod notify;
+mod offset_index;
+mod read_cache;
+mod read_gate;
+mod reader;
+mod recovery;
+mod retention;
+mod segment;
+mod segment_io;
+mod slow;
+mod tail;
+mod time_index;
+mod types;
+mod watermarks;
+mod write_planner;
 
-pub use batch::{BatchError, BatchHeader};
-pub use config::LogConfig;
-pub use error::{AppendError, FailureCause, FlushError, IoError, LogFailure, OpenError, ReadError};
-pub use helper_thread::on_helper_thread;
+// The crate's surface: everything another crate may use (the modules above are private, except
+// the bounds in `limits` and the test facility `fault_injection`).
+
+// A log: open, append, wait, read, roll, flush, retention, compaction.
+pub use cleaner::{first_unkeyed_record, CleanStats, CleanerLimits};
+pub use config::{Compaction, ConfigError as LogConfigError, LogConfig};
 pub use log::{AppendInfo, Log};
 pub use log_durability::Durability;
 pub use log_open::LogOptions;
 pub use log_read::{ReadOptions, ReadResult};
-pub use reader::{read_slices_to_vec, ReadSlice};
-pub use segment_io::free_bytes;
 pub use types::{FilePosition, LeaderEpoch, Offset, RelativeOffset, TimestampMs};
+
+// Errors.
+pub use batch::BatchError;
+pub use error::{AppendError, FailureCause, FlushError, IoError, LogFailure, OpenError, ReadError};
+
+// Kafka's record batch header, and the whole batches at the start of some bytes.
+pub use batch::{whole_batches, BatchHeader};
+
+// What a read returns: file ranges and in-memory tail pieces, sent without a copy.
+pub use aligned_buf::AlignedBuf;
+pub use reader::{await_piece, read_slices_to_vec, try_piece, ChunkPiece, ReadSlice};
+pub use tail::MemSlice;
+
+// Waiting for a log to move (appends, watermarks), across logs.
+pub use notify::{AnyChanged, Moved, Notify};
+
+// Kafka's leader epoch cache and its checkpoint files; small files written durably.
+pub use checkpoint::{
+    parse_checkpoint, read_file as read_checkpoint_file, write_checkpoint,
+    write_checkpoint_unsynced,
+};
+pub use leader_epoch_cache::LeaderEpochCache;
+
+// The shard-wide read cache and device read gate, and their counters.
+pub use read_cache::{set_budget as set_read_cache_budget, stats as read_cache_stats, CacheStats};
+pub use read_gate::{stats as read_gate_stats, GateStats};
+
+// Segment file I/O: the implementation (and the trait a fault-injecting one implements), the
+// device probe, disk space, and what the shard's log I/O took.
+pub use segment_io::{
+    disk_space, free_bytes, io_times, page_cache_writes, probe_direct_io, DirectIo, IoTimes,
+    SegmentFile, SegmentIo, ShardIoTimes, WriteBuffer, WriteMode,
+};
+
+// Work that must not run on a shard's thread, and a warning for slow work that did.
+pub use helper_thread::on_helper_thread;
+pub use slow::warn_if_slow;

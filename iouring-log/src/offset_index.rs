@@ -35,12 +35,9 @@ impl OffsetIndex {
         &self.entries
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 
     pub fn append(&mut self, relative_offset: RelativeOffset, position: FilePosition) {
@@ -69,12 +66,7 @@ impl OffsetIndex {
         n.checked_sub(1).map(|i| self.entries[i])
     }
 
-    /// The largest entry whose position is `<= position`, if any.
-    pub fn lookup_position(&self, position: FilePosition) -> Option<OffsetIndexEntry> {
-        let n = self.entries.partition_point(|e| e.position <= position);
-        n.checked_sub(1).map(|i| self.entries[i])
-    }
-
+    #[cfg(test)]
     /// Removes every entry for offsets `>= relative_offset`.
     pub fn truncate_to_offset(&mut self, relative_offset: RelativeOffset) {
         let n = self

@@ -793,6 +793,46 @@ pub fn read_ahead(segment: &Rc<CachedSegment>, after_index: u64, final_end: u64)
 mod tests {
     use super::*;
 
+    /// A chunk read whose reader goes away mid-read (its fetch's connection closed) leaves
+    /// nothing behind that a later reader of the chunk would wait for.
+    #[test]
+    fn a_read_cancelled_midway_does_not_hold_up_the_next_reader() {
+        glommio::LocalExecutorBuilder::default()
+            .spawn(|| async {
+                // Under the target directory: O_DIRECT needs a real filesystem (/tmp may be a
+                // tmpfs).
+                let base = concat!(env!("CARGO_MANIFEST_DIR"), "/../target");
+                std::fs::create_dir_all(base).unwrap();
+                let dir = tempfile::tempdir_in(base).unwrap();
+                let path = dir.path().join("00000000000000000000.log");
+                let bytes: Vec<u8> = (0..CHUNK).map(|i| (i % 251) as u8).collect();
+                std::fs::write(&path, &bytes).unwrap();
+                let segment = CachedSegment::new(Rc::new(path));
+                let mut first = Box::pin(super::chunk(&segment, 0, (0, 4096), CHUNK));
+                assert!(
+                    futures_lite::future::poll_once(&mut first).await.is_none(),
+                    "the first read is under way"
+                );
+                drop(first);
+                let again = async { Some(super::chunk(&segment, 0, (0, 4096), CHUNK).await) };
+                // A ticker keeps the reactor waking (see `tests/common/mod.rs`'s `run`).
+                let timeout = async {
+                    for _ in 0..1000 {
+                        glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+                    }
+                    None
+                };
+                let chunk = futures_lite::future::or(again, timeout)
+                    .await
+                    .expect("the second read finishes")
+                    .expect("and reads the chunk");
+                assert_eq!(chunk.bytes(0, 4096), &bytes[..4096]);
+            })
+            .expect("start executor (is ulimit -l >= 512 KiB?)")
+            .join()
+            .unwrap();
+    }
+
     fn chunk() -> Rc<CachedChunk> {
         Rc::new(CachedChunk {
             bytes: ChunkBytes::Sized(CHUNK),

@@ -202,7 +202,6 @@ pub async fn read_slices_to_vec(slices: &[ReadSlice]) -> Result<Vec<u8>, IoError
 /// A handle on one segment's bytes, safe to hold across awaits.
 #[derive(Clone)]
 pub struct SegmentView {
-    pub base_offset: Offset,
     pub path: Rc<PathBuf>,
     pub cached: Rc<CachedSegment>,
     /// Logical size when the view was taken (sealed segments never change).

@@ -150,10 +150,6 @@ impl Segment {
         })
     }
 
-    pub fn is_active(&self) -> bool {
-        matches!(self.state, SegmentState::Active(_))
-    }
-
     /// The appender of an active or sealing segment.
     pub fn appender(&self) -> Option<&Appender> {
         match &self.state {
@@ -181,7 +177,6 @@ impl Segment {
 
     pub fn view(&self) -> SegmentView {
         SegmentView {
-            base_offset: self.base_offset,
             path: self.log_path.clone(),
             cached: self.cached.clone(),
             size: self.size,

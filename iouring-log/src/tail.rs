@@ -479,6 +479,7 @@ impl Tail {
         self.chunks.iter().map(|c| c.capacity).sum()
     }
 
+    #[cfg(test)]
     /// Cuts the tail back to logical end `end`, copying the surviving part of the last chunk
     /// into a fresh chunk so that slices already handed out stay unchanged.
     pub fn truncate(&mut self, end: u64) {

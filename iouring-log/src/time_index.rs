@@ -19,6 +19,7 @@ pub struct TimeIndex {
 }
 
 impl TimeIndex {
+    #[cfg(test)]
     pub fn entries(&self) -> &[TimeIndexEntry] {
         &self.entries
     }
@@ -54,6 +55,7 @@ impl TimeIndex {
         n.checked_sub(1).map(|i| self.entries[i])
     }
 
+    #[cfg(test)]
     /// Removes every entry for offsets `>= relative_offset`.
     pub fn truncate_to_offset(&mut self, relative_offset: RelativeOffset) {
         let n = self

@@ -112,19 +112,6 @@ impl SegmentWatermarks {
         self.durable_offset = self.durable_offset.max(synced);
         self.check();
     }
-
-    /// Cuts the segment back to `next_offset`, which ends at file position `size` (truncation;
-    /// no write in flight).
-    pub fn truncate(&mut self, next_offset: Offset, size: u64) {
-        self.unwritten.retain(|&(_, next)| next <= next_offset);
-        self.next_offset = next_offset;
-        if self.written_offset > next_offset {
-            self.written_offset = next_offset;
-            self.written_position = size;
-        }
-        self.durable_offset = self.durable_offset.min(next_offset);
-        self.check();
-    }
 }
 
 #[cfg(test)]

@@ -130,6 +130,7 @@ impl WritePlanner {
         self.inflight.len()
     }
 
+    #[cfg(test)]
     /// Every block below this has been written at least once.
     pub fn converted(&self) -> u64 {
         self.converted
@@ -288,25 +289,6 @@ impl WritePlanner {
             self.written
         );
         self.durable = self.durable.max(synced);
-        self.check();
-    }
-
-    /// Cuts the logical end back to `end`. Only legal with no write in flight.
-    pub fn truncate(&mut self, end: u64) {
-        assert!(
-            self.inflight() == 0,
-            "truncate with {} writes in flight",
-            self.inflight()
-        );
-        assert!(
-            end <= self.appended,
-            "truncate to {end} beyond appended {}",
-            self.appended
-        );
-        self.appended = end;
-        self.written = self.written.min(end);
-        self.durable = self.durable.min(end);
-        self.next_full = align_down(end);
         self.check();
     }
 

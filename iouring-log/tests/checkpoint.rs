@@ -6,8 +6,8 @@ mod common;
 
 use std::os::unix::fs::MetadataExt;
 
-use iouring_log::checkpoint::{
-    parse_checkpoint, read_file, write_checkpoint, write_checkpoint_unsynced,
+use iouring_log::{
+    parse_checkpoint, read_checkpoint_file, write_checkpoint, write_checkpoint_unsynced,
 };
 
 #[test]
@@ -21,7 +21,7 @@ fn an_unsynced_checkpoint_is_overwritten_in_place_and_reads_back_exactly() {
         let inode = std::fs::metadata(&path).unwrap().ino();
         for lines in [vec!["12345".to_owned()], vec!["9".to_owned()], long.clone()] {
             write_checkpoint_unsynced(&d, "hw", &lines).await.unwrap();
-            let bytes = read_file(&path).await.unwrap().unwrap();
+            let bytes = read_checkpoint_file(&path).await.unwrap().unwrap();
             assert_eq!(parse_checkpoint(&bytes), Some(lines));
             assert_eq!(
                 std::fs::metadata(&path).unwrap().ino(),
@@ -35,7 +35,7 @@ fn an_unsynced_checkpoint_is_overwritten_in_place_and_reads_back_exactly() {
         );
         // The durable one replaces the file (a new inode, renamed over it).
         write_checkpoint(&d, "hw", &["7".to_owned()]).await.unwrap();
-        let bytes = read_file(&path).await.unwrap().unwrap();
+        let bytes = read_checkpoint_file(&path).await.unwrap().unwrap();
         assert_eq!(parse_checkpoint(&bytes), Some(vec!["7".to_owned()]));
         assert_ne!(std::fs::metadata(&path).unwrap().ino(), inode);
     });

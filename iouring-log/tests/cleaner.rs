@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use common::*;
-use iouring_log::cleaner::{CleanStats, CleanerLimits};
-use iouring_log::config::Compaction;
+use iouring_log::Compaction;
+use iouring_log::{CleanStats, CleanerLimits};
 use iouring_log::{LeaderEpoch, Log, LogConfig, Offset, ReadOptions};
 use kafka_protocol::records::{Compression, Record};
 

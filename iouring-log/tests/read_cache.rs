@@ -4,7 +4,8 @@
 mod common;
 
 use common::*;
-use iouring_log::read_cache::{self, CHUNK};
+use iouring_log::limits::TAIL_CHUNK_BYTES as CHUNK;
+use iouring_log::{read_cache_stats, set_read_cache_budget};
 use iouring_log::{LeaderEpoch, Log, LogConfig, Offset, ReadOptions};
 use kafka_protocol::records::Compression;
 
@@ -30,7 +31,7 @@ async fn append_values(log: &Log, from: i64, to: i64, value_len: usize) {
 /// A log in `dir` with a cache budget of `budget` bytes, `records` records appended and flushed
 /// (all in the active segment).
 async fn written_log(dir: &std::path::Path, budget: usize, records: i64) -> Log {
-    read_cache::set_budget(budget);
+    set_read_cache_budget(budget);
     let log = Log::open(dir, LogConfig::default(), 0).await.unwrap();
     append_values(&log, 0, records, VALUE).await;
     log.flush().await.unwrap();
@@ -51,7 +52,7 @@ fn written_chunks_are_read_from_memory() {
         let dir = tmpdir();
         // ~5 MiB: the first chunks of the active segment are written and leave the tail.
         let log = written_log(dir.path(), 64 * CHUNK, 5000).await;
-        let before = read_cache::stats();
+        let before = read_cache_stats();
         assert!(before.inserted_written >= 3, "{before:?}");
         // From the second megabyte on: the first is in small tail chunks (the partition was not
         // busy yet), which are not cached.
@@ -64,7 +65,7 @@ fn written_chunks_are_read_from_memory() {
             recs.first().map(|r| r.offset)
         );
         recs.iter().for_each(|r| check_record(r, VALUE));
-        let after = read_cache::stats();
+        let after = read_cache_stats();
         assert_eq!(after.misses, before.misses, "no device read: {after:?}");
         assert!(after.hits > before.hits, "{after:?}");
         log.close().await.unwrap();
@@ -79,13 +80,13 @@ fn chunks_written_through_the_page_cache_are_read_through_it_and_the_others_with
         // cache (the partition was not busy yet); the next ones in whole chunks, O_DIRECT.
         let log = written_log(dir.path(), 64 * CHUNK, 5000).await;
         // Empty the cache: every read below is a miss.
-        read_cache::set_budget(0);
-        read_cache::set_budget(64 * CHUNK);
-        let before = read_cache::stats();
+        set_read_cache_budget(0);
+        set_read_cache_budget(64 * CHUNK);
+        let before = read_cache_stats();
         let recs = read_records(&log, 2000, 64 << 10).await;
         assert!(recs.first().is_some_and(|r| r.offset <= 2000));
         recs.iter().for_each(|r| check_record(r, VALUE));
-        let direct = read_cache::stats();
+        let direct = read_cache_stats();
         assert!(direct.misses > before.misses, "{direct:?}");
         assert_eq!(
             direct.page_cache_reads, before.page_cache_reads,
@@ -94,7 +95,7 @@ fn chunks_written_through_the_page_cache_are_read_through_it_and_the_others_with
         let recs = read_records(&log, 0, 64 << 10).await;
         assert_eq!(recs.first().map(|r| r.offset), Some(0));
         recs.iter().for_each(|r| check_record(r, VALUE));
-        let buffered = read_cache::stats();
+        let buffered = read_cache_stats();
         assert!(buffered.misses > direct.misses, "{buffered:?}");
         assert!(
             buffered.page_cache_reads > direct.page_cache_reads,
@@ -121,23 +122,23 @@ fn cold_reads_go_to_the_file_and_read_ahead() {
             append_values(&log, 0, 12_000, VALUE).await;
             log.close().await.unwrap();
         }
-        read_cache::set_budget(64 * CHUNK);
+        set_read_cache_budget(64 * CHUNK);
         let log = Log::open(dir.path(), config, 0).await.unwrap();
         log.roll(0).await.unwrap();
         log.wait_for_seals().await.unwrap();
-        let before = read_cache::stats();
+        let before = read_cache_stats();
         let recs = read_records(&log, 0, 1 << 20).await;
         assert_eq!(recs.first().map(|r| r.offset), Some(0));
-        let after_first = read_cache::stats();
+        let after_first = read_cache_stats();
         assert!(after_first.misses > before.misses, "{after_first:?}");
         assert!(after_first.read_ahead > 0, "{after_first:?}");
         // Give the read-ahead time to land, then the next megabytes are hits.
         glommio::timer::sleep(std::time::Duration::from_millis(200)).await;
         let next = recs.last().unwrap().offset + 1;
-        let misses = read_cache::stats().misses;
+        let misses = read_cache_stats().misses;
         let recs = read_records(&log, next, 1 << 20).await;
         assert_eq!(recs.first().map(|r| r.offset <= next), Some(true));
-        assert_eq!(read_cache::stats().misses, misses, "read ahead served it");
+        assert_eq!(read_cache_stats().misses, misses, "read ahead served it");
         let all = read_all(&log).await;
         assert_eq!(all.len(), 12_000);
         all.iter().for_each(|r| check_record(r, VALUE));
@@ -176,37 +177,8 @@ fn no_budget_reads_everything_from_the_file() {
         let all = read_all(&log).await;
         assert_eq!(all.len(), 4000);
         all.iter().for_each(|r| check_record(r, VALUE));
-        let s = read_cache::stats();
+        let s = read_cache_stats();
         assert_eq!((s.chunks, s.used_bytes, s.hits), (0, 0, 0), "{s:?}");
         log.close().await.unwrap();
-    });
-}
-
-/// A chunk read whose reader goes away mid-read (its fetch's connection closed) leaves nothing
-/// behind that a later reader of the chunk would wait for.
-#[test]
-fn a_read_cancelled_midway_does_not_hold_up_the_next_reader() {
-    run(|| async {
-        let dir = tmpdir();
-        let path = dir.path().join("00000000000000000000.log");
-        let bytes: Vec<u8> = (0..CHUNK).map(|i| (i % 251) as u8).collect();
-        std::fs::write(&path, &bytes).unwrap();
-        let segment = read_cache::CachedSegment::new(std::rc::Rc::new(path));
-        let mut first = Box::pin(read_cache::chunk(&segment, 0, (0, 4096), CHUNK));
-        assert!(
-            futures_lite::future::poll_once(&mut first).await.is_none(),
-            "the first read is under way"
-        );
-        drop(first);
-        let again = async { Some(read_cache::chunk(&segment, 0, (0, 4096), CHUNK).await) };
-        let timeout = async {
-            glommio::timer::sleep(std::time::Duration::from_secs(10)).await;
-            None
-        };
-        let chunk = futures_lite::future::or(again, timeout)
-            .await
-            .expect("the second read finishes")
-            .expect("and reads the chunk");
-        assert_eq!(chunk.bytes(0, 4096), &bytes[..4096]);
     });
 }

@@ -4,7 +4,7 @@ mod common;
 
 use std::path::Path;
 
-use iouring_log::segment_io::{DirectIo, SegmentIo, WriteBuffer, WriteMode};
+use iouring_log::{DirectIo, SegmentIo, WriteBuffer, WriteMode};
 
 /// Whether the open descriptor of `path` in this process has O_DIRECT set (its `flags` line in
 /// `/proc/self/fdinfo`, octal).

@@ -1,6 +1,5 @@
 //! Starting a node: the control-plane thread and one pinned executor per shard.
 
-use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicI64};
 use std::sync::{mpsc, Arc};
@@ -23,7 +22,7 @@ use crate::metadata::store::MetadataStore;
 use crate::metadata::{Command, Controller};
 use crate::server::budget::RequestBudget;
 use crate::shard::run::run_shard;
-use crate::shard::{now_ms, ShardCtx};
+use crate::shard::{now_ms, NodeServices, ShardCtx};
 use crate::stop::StopSignal;
 
 /// A running node; `stop` asks every shard to finish and waits for them.
@@ -206,29 +205,21 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
             .io_memory(SHARD_IO_MEMORY_BYTES)
             .spawn(move || async move {
                 let budget = config.read_cache_bytes / config.shards.max(1) as u64;
-                iouring_log::read_cache::set_budget(usize::try_from(budget).unwrap_or(usize::MAX));
-                if let Err(e) = iouring_log::segment_io::probe_direct_io(&config.log_dir, shard).await {
+                iouring_log::set_read_cache_budget(usize::try_from(budget).unwrap_or(usize::MAX));
+                if let Err(e) = iouring_log::probe_direct_io(&config.log_dir, shard).await {
                     tracing::warn!(shard, error = %e, dir = %config.log_dir.display(), "probing the data device for polled I/O");
                 }
-                let ctx = Rc::new(ShardCtx {
+                let ctx = Rc::new(ShardCtx::new(
                     shard,
-                    config,
-                    snapshot: RefCell::default(),
-                    partitions: RefCell::default(),
-                    commands,
-                    producer_ids,
-                    stop: StopSignal::new(stopping, failed),
-                    connections: Cell::new(0),
-                    groups: Default::default(),
-                    fetch_sessions: Default::default(),
-                    fetchers: Default::default(),
-                    lease,
-                    topology: glommio::sync::Semaphore::new(1),
-                    reopen_due: Default::default(),
-                    request_budget,
-                    metrics: Default::default(),
-                    auth_failures: Default::default(),
-                });
+                    NodeServices {
+                        config,
+                        commands,
+                        producer_ids,
+                        stop: StopSignal::new(stopping, failed),
+                        lease,
+                        request_budget,
+                    },
+                ));
                 run_shard(ctx, rx, asks).await;
             })
             .map_err(|e| StartError::Shard {

@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use iouring_log::notify::Notify;
+use iouring_log::Notify;
 
 pub struct StopSignal {
     flag: Arc<AtomicBool>,

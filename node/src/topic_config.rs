@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use iouring_log::config::Compaction;
+use iouring_log::Compaction;
 use iouring_log::LogConfig;
 
 use crate::config::ConfigType;
@@ -202,7 +202,7 @@ pub enum TopicConfigError {
         reason: String,
     },
     #[error("{0}")]
-    Log(#[from] iouring_log::config::ConfigError),
+    Log(#[from] iouring_log::LogConfigError),
 }
 
 /// The configs a topic overrides, typed. `None`: the broker default applies.

@@ -9,7 +9,7 @@
 //!   again: no replica keeps records the leader does not have.
 //! - Its high watermark is the lower of the leader's and its own log end, and never moves back.
 
-use iouring_log::leader_epoch_cache::LeaderEpochCache;
+use iouring_log::LeaderEpochCache;
 use iouring_log::{LeaderEpoch, Offset};
 
 use crate::high_watermark::HighWatermark;

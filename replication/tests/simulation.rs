@@ -28,7 +28,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use iouring_log::leader_epoch_cache::LeaderEpochCache;
+use iouring_log::LeaderEpochCache;
 use iouring_log::{LeaderEpoch, Offset};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -72,7 +72,7 @@ pub struct CleanerSettings {
     /// `log.cleaner.backoff.ms`: the sleep when no log is due.
     pub backoff_ms: u64,
     /// Each shard's share of the offset map memory and I/O rate.
-    pub limits: iouring_log::cleaner::CleanerLimits,
+    pub limits: iouring_log::CleanerLimits,
 }
 
 /// The group coordinator's settings (Kafka's names and defaults).

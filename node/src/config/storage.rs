@@ -1,7 +1,7 @@
 //! Storage settings: the defaults of topics' timestamps and compaction, the shards' log cleaners,
 //! the read cache's budget from the memory the node may use.
 
-use iouring_log::config::Compaction;
+use iouring_log::Compaction;
 
 use crate::limits::READ_CACHE_AUTO_PER_SHARD;
 use crate::partition::timestamps::{TimestampPolicy, TimestampType};
@@ -83,7 +83,7 @@ impl Properties {
         Ok(CleanerSettings {
             enable: self.bool("log.cleaner.enable")?,
             backoff_ms: backoff_ms as u64,
-            limits: iouring_log::cleaner::CleanerLimits {
+            limits: iouring_log::CleanerLimits {
                 map_bytes: (map_bytes as f64 / shards) as usize,
                 io_bytes_per_second: (rate > 0.0 && rate < 1e18)
                     .then(|| (rate / shards).max(1.0) as u64),

@@ -42,8 +42,9 @@ impl Coordinator {
                 }
             };
             let before = next;
-            for batch in whole_batches(Bytes::from(bytes)) {
-                let mut batch = batch;
+            let bytes = Bytes::from(bytes);
+            for range in iouring_log::whole_batches(&bytes) {
+                let mut batch = bytes.slice(range);
                 let Ok(set) = RecordBatchDecoder::decode(&mut batch) else {
                     tracing::error!(
                         partition = p,
@@ -151,24 +152,6 @@ pub(super) fn apply_record(
     }
 }
 
-/// Splits fetched bytes into whole record batches (a trailing partial batch is dropped).
-pub(super) fn whole_batches(bytes: Bytes) -> Vec<Bytes> {
-    let mut out = Vec::new();
-    let mut at = 0usize;
-    while at + 12 <= bytes.len() {
-        let len = i32::from_be_bytes(bytes[at + 8..at + 12].try_into().expect("4 bytes"));
-        let Ok(len) = usize::try_from(len) else {
-            break;
-        };
-        if at + 12 + len > bytes.len() {
-            break;
-        }
-        out.push(bytes.slice(at..at + 12 + len));
-        at += 12 + len;
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,6 +205,5 @@ mod tests {
         .unwrap();
         assert!(groups.is_empty());
         assert!(apply_record(&mut groups, None, None, 0).is_err());
-        assert!(whole_batches(Bytes::from_static(&[0; 11])).is_empty());
     }
 }

@@ -104,7 +104,7 @@ pub async fn create(
     let checked: Vec<Result<(Pattern, Entry), Refused>> =
         req.creations.iter().map(binding).collect();
     let valid: Vec<(Pattern, Entry)> = checked.iter().filter_map(|b| b.clone().ok()).collect();
-    let saved = if ctx.config.security.authorizer.is_none() {
+    let saved = if ctx.config().security.authorizer.is_none() {
         Err(disabled())
     } else if valid.is_empty() {
         Ok(())
@@ -208,7 +208,7 @@ fn filter(
 
 /// Every binding the filter matches, in the metadata's order.
 fn matching(ctx: &ShardCtx, f: &Filter) -> Vec<(Pattern, Entry)> {
-    let snapshot = ctx.snapshot.borrow().clone();
+    let snapshot = ctx.snapshot().clone();
     let mut out = Vec::new();
     for (key, entries) in &snapshot.acls {
         let Some(pattern) = Pattern::from_key(key) else {
@@ -223,7 +223,7 @@ fn matching(ctx: &ShardCtx, f: &Filter) -> Vec<(Pattern, Entry)> {
 
 pub fn describe(ctx: &ShardCtx, client: &Client, req: DescribeAclsRequest) -> DescribeAclsResponse {
     let mut resp = DescribeAclsResponse::default();
-    let f = if ctx.config.security.authorizer.is_none() {
+    let f = if ctx.config().security.authorizer.is_none() {
         Err(disabled())
     } else if !on_cluster(ctx, client, Operation::Describe) {
         Err(Refused::new(
@@ -301,7 +301,7 @@ pub async fn delete(
     let mut results = Vec::new();
     let mut remove = Vec::new();
     for f in &req.filters {
-        let found = if ctx.config.security.authorizer.is_none() {
+        let found = if ctx.config().security.authorizer.is_none() {
             Err(disabled())
         } else {
             delete_filter(f).map(|f| matching(ctx, &f))

@@ -189,7 +189,7 @@ async fn alter(
         Ok(next)
     });
     if validate_only {
-        let snapshot = ctx.snapshot.borrow().clone();
+        let snapshot = ctx.snapshot().clone();
         let topic = snapshot.topics.get(name).ok_or_else(|| {
             Refused::new(
                 ResponseError::UnknownTopicOrPartition,

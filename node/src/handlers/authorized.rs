@@ -26,10 +26,10 @@ pub fn authorized(
     resource: ResourceType,
     name: &str,
 ) -> bool {
-    let Some(settings) = &ctx.config.security.authorizer else {
+    let Some(settings) = &ctx.config().security.authorizer else {
         return true;
     };
-    let snapshot = ctx.snapshot.borrow();
+    let snapshot = ctx.snapshot();
     let d = &client.decisions;
     if d.version.get() != snapshot.version {
         d.cache.borrow_mut().clear();
@@ -67,14 +67,14 @@ pub fn on_cluster(ctx: &ShardCtx, client: &Client, op: Operation) -> bool {
 /// Whether the connection may do `op` on some resource of type `resource` (idempotent
 /// producers: WRITE on any topic).
 pub fn on_some(ctx: &ShardCtx, client: &Client, op: Operation, resource: ResourceType) -> bool {
-    let Some(settings) = &ctx.config.security.authorizer else {
+    let Some(settings) = &ctx.config().security.authorizer else {
         return true;
     };
     let who = Requester {
         principal: &client.principal,
         host: host(client),
     };
-    acl::allowed_on_some(&ctx.snapshot.borrow().acls, settings, who, op, resource)
+    acl::allowed_on_some(&ctx.snapshot().acls, settings, who, op, resource)
 }
 
 /// The operations the connection may do on a resource, as Kafka's bit set.

@@ -223,9 +223,9 @@ fn describe(
     res: &DescribeConfigsResource,
 ) -> Result<Vec<Described>, (ResponseError, String)> {
     let name = res.resource_name.as_str();
-    let props = &ctx.config.properties;
+    let props = &ctx.config().properties;
     match res.resource_type {
-        TOPIC => match ctx.snapshot.borrow().topics.get(name) {
+        TOPIC => match ctx.snapshot().topics.get(name) {
             Some(t) => Ok(topic_configs(props, &t.configs)),
             None => Err((
                 ResponseError::UnknownTopicOrPartition,
@@ -236,15 +236,15 @@ fn describe(
         // broker config is dynamic), a broker id for that broker's configs.
         BROKER if name.is_empty() => Ok(Vec::new()),
         BROKER => match name.parse::<i32>() {
-            Ok(id) if ctx.config.shard_of_broker(BrokerId(id)).is_some() => {
+            Ok(id) if ctx.config().shard_of_broker(BrokerId(id)).is_some() => {
                 Ok(broker_configs(props))
             }
             _ => Err((
                 ResponseError::InvalidRequest,
                 format!(
                     "unexpected broker id '{name}': this node is brokers {}..={} or the empty name",
-                    ctx.config.broker_id(0).0,
-                    ctx.config.broker_id(ctx.config.shards - 1).0
+                    ctx.config().broker_id(0).0,
+                    ctx.config().broker_id(ctx.config().shards - 1).0
                 ),
             )),
         },

@@ -36,7 +36,8 @@ pub fn handle(
             .collect()
     });
     let mut by_topic: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
-    for ((topic, index), part) in ctx.partitions.borrow().iter() {
+    for part in ctx.replicas() {
+        let (topic, index) = (&part.topic, &part.index);
         let listed = wanted
             .as_ref()
             .is_none_or(|w| w.get(topic).is_some_and(|ps| ps.contains(index)));
@@ -52,9 +53,9 @@ pub fn handle(
         by_topic.entry(topic.clone()).or_default().push(p);
     }
     let mut result = DescribeLogDirsResult::default();
-    let dir = std::path::absolute(&ctx.config.log_dir).unwrap_or(ctx.config.log_dir.clone());
+    let dir = std::path::absolute(&ctx.config().log_dir).unwrap_or(ctx.config().log_dir.clone());
     result.log_dir = StrBytes::from_string(dir.display().to_string());
-    match iouring_log::segment_io::disk_space(&dir) {
+    match iouring_log::disk_space(&dir) {
         Ok((total, usable)) => {
             result.total_bytes = total as i64;
             result.usable_bytes = usable as i64;

@@ -26,7 +26,7 @@ pub fn handle(
     client: &Client,
     req: DescribeTopicPartitionsRequest,
 ) -> DescribeTopicPartitionsResponse {
-    let snapshot = ctx.snapshot.borrow().clone();
+    let snapshot = ctx.snapshot().clone();
     let describable =
         |n: &str| authorized(ctx, client, Operation::Describe, ResourceType::Topic, n);
     // Empty: every topic the client may describe.

@@ -57,19 +57,13 @@ pub fn handle(
     let mut names: Vec<(i8, String)> = Vec::new();
     for t in types {
         match t {
-            TOPIC => names.extend(
-                ctx.snapshot
-                    .borrow()
-                    .topics
-                    .keys()
-                    .map(|n| (TOPIC, n.clone())),
-            ),
+            TOPIC => names.extend(ctx.snapshot().topics.keys().map(|n| (TOPIC, n.clone()))),
             BROKER => names.extend(
-                ctx.brokers(ctx.config.security.inter_broker)
+                ctx.brokers(ctx.config().security.inter_broker)
                     .into_iter()
                     .map(|(id, _, _)| (BROKER, id.0.to_string())),
             ),
-            GROUP => names.extend(ctx.groups.list().into_iter().map(|(g, _, _)| (GROUP, g))),
+            GROUP => names.extend(ctx.groups().list().into_iter().map(|(g, _, _)| (GROUP, g))),
             _ => {} // CLIENT_METRICS: none
         }
     }

@@ -43,7 +43,7 @@ pub async fn handle(
     }
     let topic_operations = version >= 8 && req.include_topic_authorized_operations;
     let auto_create =
-        ctx.config.auto_create_topics && (version < 4 || req.allow_auto_topic_creation);
+        ctx.config().auto_create_topics && (version < 4 || req.allow_auto_topic_creation);
     let names: Option<Vec<String>> = req.topics.map(|ts| {
         ts.into_iter()
             .filter_map(|t| t.name.map(|n| n.0.to_string()))
@@ -64,7 +64,7 @@ pub async fn handle(
             })
             .collect(),
         _ => {
-            let all: Vec<String> = ctx.snapshot.borrow().topics.keys().cloned().collect();
+            let all: Vec<String> = ctx.snapshot().topics.keys().cloned().collect();
             all.into_iter()
                 .filter(|n| describable(n))
                 .map(|n| (n, true))
@@ -122,9 +122,9 @@ async fn topic(
         t.error_code = ResponseError::InvalidTopicException.code();
         return t;
     }
-    let mut meta = ctx.snapshot.borrow().topics.get(name).cloned();
+    let mut meta = ctx.snapshot().topics.get(name).cloned();
     if meta.is_none() && auto_create {
-        let partitions = ctx.config.num_partitions;
+        let partitions = ctx.config().num_partitions;
         let name_owned = name.to_owned();
         let created = ctx
             .control(|reply| Command::CreateTopic {
@@ -141,7 +141,7 @@ async fn topic(
             Err(r) if r.error == ResponseError::TopicAlreadyExists => {}
             Err(r) => tracing::warn!(topic = name, error = %r, "auto-create failed"),
         }
-        meta = ctx.snapshot.borrow().topics.get(name).cloned();
+        meta = ctx.snapshot().topics.get(name).cloned();
     }
     match meta {
         Some(m) => fill_topic(ctx, &mut t, &m, version),
@@ -198,7 +198,7 @@ pub(crate) fn partition_view(ctx: &ShardCtx, p: &PartitionMeta) -> PartitionView
     let replicas = if p.replicas.is_empty() {
         vec![Slot {
             node: match p.leader {
-                Leader::Local => ctx.config.node_id.0,
+                Leader::Local => ctx.config().node_id.0,
                 Leader::Node(n) => n.0,
                 // Kafka's leader id of an offline partition.
                 Leader::Offline => -1,
@@ -208,8 +208,7 @@ pub(crate) fn partition_view(ctx: &ShardCtx, p: &PartitionMeta) -> PartitionView
     } else {
         p.replicas.clone()
     };
-    let live =
-        |node: i32| node == ctx.config.node_id.0 || ctx.snapshot.borrow().node(node).is_some();
+    let live = |node: i32| node == ctx.config().node_id.0 || ctx.snapshot().node(node).is_some();
     let id = |s: &Slot| crate::ids::broker_id(s.node, s.shard);
     let isr = if p.is_replicated() {
         replicas
@@ -224,7 +223,7 @@ pub(crate) fn partition_view(ctx: &ShardCtx, p: &PartitionMeta) -> PartitionView
         // Every node has the inter-broker listener: the leader's id does not depend on the
         // client's.
         leader: ctx
-            .leader_endpoint(p, ctx.config.security.inter_broker)
+            .leader_endpoint(p, ctx.config().security.inter_broker)
             .map(|(leader, _, _)| leader),
         replicas: replicas.iter().map(id).collect(),
         isr,

@@ -160,7 +160,7 @@ async fn wait(
     };
     let stopping = async {
         match appended.replicated {
-            Some(_) => ctx.stop.stopped().await,
+            Some(_) => ctx.stop().stopped().await,
             None => futures_lite::future::pending::<()>().await,
         }
         Some(Err(Refused::new(
@@ -292,7 +292,7 @@ async fn append_partition(
 /// A compacted topic keeps the latest record of each key: a record without a key has no place
 /// in it (Kafka's INVALID_RECORD, with its message).
 fn refuse_unkeyed(records: &Bytes, header: &BatchHeader, part: &Partition) -> Result<(), Refused> {
-    match iouring_log::cleaner::first_unkeyed_record(records, header) {
+    match iouring_log::first_unkeyed_record(records, header) {
         Ok(None) => Ok(()),
         Ok(Some(_)) => Err(Refused::new(
             ResponseError::InvalidRecord,

@@ -158,7 +158,7 @@ pub fn describe(
         resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
         return resp;
     }
-    let snapshot = ctx.snapshot.borrow().clone();
+    let snapshot = ctx.snapshot().clone();
     let asked: Vec<String> = match req.users {
         Some(u) if !u.is_empty() => u.into_iter().map(|n| n.name.to_string()).collect(),
         _ => snapshot.scram.keys().cloned().collect(),

@@ -46,7 +46,7 @@ pub async fn control_then_served(
 /// this node's snapshot has, for at most `timeout`.
 async fn await_served_everywhere(ctx: &ShardCtx, topic: &str, timeout: Duration) {
     let (partitions, slots): (usize, BTreeSet<Slot>) = {
-        let snapshot = ctx.snapshot.borrow();
+        let snapshot = ctx.snapshot();
         let Some(t) = snapshot.topics.get(topic) else {
             return;
         };
@@ -60,7 +60,7 @@ async fn await_served_everywhere(ctx: &ShardCtx, topic: &str, timeout: Duration)
                 });
                 p.replicas.iter().copied().chain(led)
             })
-            .filter(|s| s.node != ctx.config.node_id.0)
+            .filter(|s| s.node != ctx.config().node_id.0)
             .collect();
         (t.partitions.len(), slots)
     };
@@ -89,7 +89,7 @@ async fn await_slot(ctx: &ShardCtx, slot: Slot, topic: &str, partitions: usize) 
     let Some(addr) = ctx.peer_addr(slot) else {
         return; // not live: nothing to wait for
     };
-    let client = &ctx.config.security.inter_broker_client;
+    let client = &ctx.config().security.inter_broker_client;
     let Ok(mut conn) = Connection::connect(&addr, "ringlog-topic-propagation", client).await else {
         return;
     };

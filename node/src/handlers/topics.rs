@@ -46,7 +46,7 @@ pub async fn create(
         let manual = assignment.as_ref().ok().and_then(|a| a.as_ref());
         let partitions = match manual {
             Some(a) => a.len() as i32,
-            None if t.num_partitions == -1 => ctx.config.num_partitions,
+            None if t.num_partitions == -1 => ctx.config().num_partitions,
             None => t.num_partitions,
         };
         let mut configs = BTreeMap::new();
@@ -62,7 +62,7 @@ pub async fn create(
             None if t.replication_factor == -1 => 1,
             None => t.replication_factor,
         };
-        let live_nodes = ctx.snapshot.borrow().nodes.len().max(1);
+        let live_nodes = ctx.snapshot().nodes.len().max(1);
         // CREATE on the cluster or on the topic, as in Kafka.
         let may_create = on_cluster(ctx, client, Operation::Create)
             || authorized(ctx, client, Operation::Create, ResourceType::Topic, &name);
@@ -103,7 +103,7 @@ pub async fn create(
             r.replication_factor = factor;
         }
         if version >= 7 {
-            if let Some(m) = ctx.snapshot.borrow().topics.get(&name) {
+            if let Some(m) = ctx.snapshot().topics.get(&name) {
                 r.topic_id = m.id;
             }
         }

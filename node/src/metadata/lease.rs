@@ -75,13 +75,9 @@ impl LeaseClock {
 
     /// The broker epoch while the lease holds, which followers send with their fetches
     /// (Fetch's `ReplicaEpoch`): a leader whose own lease is in doubt learns from it whether
-    /// they still reach the metadata store. `-1` without a lease.
-    pub fn broker_epoch(&self) -> i64 {
-        if self.until.is_some() && self.holds() {
-            self.broker_epoch.load(Ordering::Acquire)
-        } else {
-            -1
-        }
+    /// they still reach the metadata store. `None` without a lease.
+    pub fn broker_epoch(&self) -> Option<i64> {
+        (self.until.is_some() && self.holds()).then(|| self.broker_epoch.load(Ordering::Acquire))
     }
 
     /// A new session registered as `broker_epoch`, its lease surely held until `deadline`
@@ -137,7 +133,7 @@ mod tests {
         assert!(reader.holds());
         clock.held_until(Instant::now() - Duration::from_millis(1));
         assert!(!reader.holds(), "deadline passed");
-        assert_eq!(reader.broker_epoch(), -1);
+        assert_eq!(reader.broker_epoch(), None);
         clock.held_until(Instant::now() + Duration::from_secs(5));
         clock.lost();
         assert!(!reader.holds(), "lost before the deadline");

@@ -11,7 +11,7 @@ use super::process::ProcessFacts;
 use super::report::{PartitionReport, ShardReport};
 use crate::limits::STALL_THRESHOLDS;
 use iouring_log::limits::SLOW_IO_THRESHOLDS;
-use iouring_log::segment_io::{IoTimes, ShardIoTimes};
+use iouring_log::{IoTimes, ShardIoTimes};
 
 /// What the endpoint knows of the node itself.
 pub struct NodeFacts {

@@ -203,7 +203,9 @@ impl Partition {
         records: &[u8],
         now_ms: i64,
     ) -> Result<Offset, FollowerAppendError> {
-        let whole = whole_batches(records);
+        let whole = iouring_log::whole_batches(records)
+            .last()
+            .map_or(0, |r| r.end);
         if whole == 0 {
             return Ok(self.log.log_end_offset());
         }
@@ -249,19 +251,6 @@ impl Partition {
         }
         Ok(())
     }
-}
-
-/// The length of the complete batches at the start of `records`.
-fn whole_batches(records: &[u8]) -> usize {
-    let mut at = 0;
-    while let Ok((_, size)) = iouring_log::batch::peek_size(&records[at..]) {
-        let end = at + size as usize;
-        if end > records.len() {
-            break;
-        }
-        at = end;
-    }
-    at
 }
 
 /// Kafka's answer to a batch whose header or CRC is wrong.

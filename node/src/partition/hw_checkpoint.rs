@@ -13,8 +13,8 @@
 //! written back (up to 850 ms measured on these machines' virtio disk under a replicated
 //! load, a dip every 5 s). The checkpoint at close is synced.
 
-use iouring_log::checkpoint::{
-    parse_checkpoint, read_file, write_checkpoint, write_checkpoint_unsynced,
+use iouring_log::{
+    parse_checkpoint, read_checkpoint_file, write_checkpoint, write_checkpoint_unsynced,
 };
 use iouring_log::{IoError, Offset};
 
@@ -54,7 +54,7 @@ impl Partition {
     /// malformed checkpoint leaves it at zero.
     pub async fn restore_high_watermark(&self) -> Result<(), IoError> {
         let path = self.log.dir().join(HW_CHECKPOINT_FILE);
-        let Some(bytes) = read_file(&path).await? else {
+        let Some(bytes) = read_checkpoint_file(&path).await? else {
             return Ok(());
         };
         let Some(hw) = parse_checkpoint(&bytes)

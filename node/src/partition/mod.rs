@@ -13,8 +13,8 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use glommio::sync::{Permit, Semaphore};
-use iouring_log::notify::Notify;
 use iouring_log::Log;
+use iouring_log::Notify;
 
 use producer_state::ProducerStateMap;
 use replica::Role;

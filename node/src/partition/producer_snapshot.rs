@@ -17,8 +17,8 @@
 //! shutdown, and every snapshot of a compacted log, are synced: the cleaner removes batches
 //! below the last durable snapshot that the state would otherwise be rebuilt from.
 
-use iouring_log::checkpoint::{
-    parse_checkpoint, read_file, write_checkpoint, write_checkpoint_unsynced,
+use iouring_log::{
+    parse_checkpoint, read_checkpoint_file, write_checkpoint, write_checkpoint_unsynced,
 };
 use iouring_log::{IoError, Offset, ReadError};
 
@@ -43,7 +43,9 @@ impl Partition {
     pub async fn restore_producers(&self) -> Result<(), RestoreError> {
         let end = self.log.log_end_offset();
         let path = self.log.dir().join(PRODUCER_SNAPSHOT_FILE);
-        let snapshot = read_file(&path).await?.and_then(|b| parse_checkpoint(&b));
+        let snapshot = read_checkpoint_file(&path)
+            .await?
+            .and_then(|b| parse_checkpoint(&b));
         let loaded = snapshot.and_then(|lines| {
             let (first, rest) = lines.split_first()?;
             let offset = Offset(first.trim().parse().ok()?);

@@ -40,9 +40,9 @@ const FETCH_VERSION: i16 = 15;
 /// Starts a fetcher for every leader shard this shard follows a partition on and has none yet.
 pub fn start_fetchers(ctx: &Rc<ShardCtx>) {
     for slot in followed_leaders(ctx) {
-        if ctx.fetchers.borrow_mut().insert(slot) {
+        if ctx.fetchers().borrow_mut().insert(slot) {
             tracing::info!(
-                shard = ctx.shard,
+                shard = ctx.shard(),
                 leader_node = slot.node,
                 leader_shard = slot.shard,
                 "starting follower fetcher"
@@ -54,10 +54,9 @@ pub fn start_fetchers(ctx: &Rc<ShardCtx>) {
 
 /// The leader shards of the partitions this shard follows.
 fn followed_leaders(ctx: &ShardCtx) -> BTreeSet<Slot> {
-    let snapshot = ctx.snapshot.borrow().clone();
-    ctx.partitions
-        .borrow()
-        .values()
+    let snapshot = ctx.snapshot().clone();
+    ctx.replicas()
+        .iter()
         .filter(|p| p.following().is_some())
         .filter_map(|p| snapshot.partition(&p.topic, p.index))
         .filter_map(|m| {
@@ -78,10 +77,9 @@ struct Followed {
 
 /// The partitions this shard follows on `leader`, by (topic, partition).
 fn followed_on(ctx: &ShardCtx, leader: Slot) -> BTreeMap<(String, i32), Followed> {
-    let snapshot = ctx.snapshot.borrow().clone();
-    ctx.partitions
-        .borrow()
-        .values()
+    let snapshot = ctx.snapshot().clone();
+    ctx.replicas()
+        .iter()
         .filter_map(|p| {
             let (_, epoch) = p.following()?;
             let topic = snapshot.topics.get(&p.topic)?;
@@ -104,7 +102,7 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
     let mut refused: Option<String> = None;
     let mut session = FollowerSession::default();
     loop {
-        if ctx.stop.is_stopping() {
+        if ctx.stop().is_stopping() {
             break;
         }
         let followed = followed_on(&ctx, leader);
@@ -121,14 +119,14 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
                     // TLS or SASL refused this broker: a configuration fault an operator must
                     // see, once for each new reason (retries repeat it every FOLLOWER_FETCH_RETRY_DELAY).
                     if refused.as_deref() != Some(e.as_str()) {
-                        tracing::warn!(shard = ctx.shard, leader = ?leader, error = %e, "the leader refused this follower's authentication (inter-broker TLS or SASL)");
+                        tracing::warn!(shard = ctx.shard(), leader = ?leader, error = %e, "the leader refused this follower's authentication (inter-broker TLS or SASL)");
                         refused = Some(e);
                     }
                     glommio::timer::sleep(FOLLOWER_FETCH_RETRY_DELAY).await;
                     continue;
                 }
                 Err(ConnectError::Other(e)) => {
-                    tracing::debug!(shard = ctx.shard, leader = ?leader, error = %e, "follower fetcher cannot connect");
+                    tracing::debug!(shard = ctx.shard(), leader = ?leader, error = %e, "follower fetcher cannot connect");
                     glommio::timer::sleep(FOLLOWER_FETCH_RETRY_DELAY).await;
                     continue;
                 }
@@ -151,14 +149,14 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
         let response = match futures_lite::future::or(call, timeout).await {
             Some(Ok(r)) => r,
             Some(Err(e)) => {
-                tracing::debug!(shard = ctx.shard, leader = ?leader, error = %e, "follower fetch failed");
+                tracing::debug!(shard = ctx.shard(), leader = ?leader, error = %e, "follower fetch failed");
                 conn = None;
                 session.reset();
                 glommio::timer::sleep(FOLLOWER_FETCH_RETRY_DELAY).await;
                 continue;
             }
             None => {
-                tracing::warn!(shard = ctx.shard, leader = ?leader, "follower fetch timed out");
+                tracing::warn!(shard = ctx.shard(), leader = ?leader, "follower fetch timed out");
                 conn = None;
                 session.reset();
                 continue;
@@ -167,7 +165,7 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
         if response.error_code != 0 {
             // FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, ...: start a new session.
             tracing::debug!(
-                shard = ctx.shard,
+                shard = ctx.shard(),
                 error = response.error_code,
                 "follower fetch session reset"
             );
@@ -214,15 +212,15 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
         if unknown {
             // The leader's session holds partitions this fetcher does not follow: start a
             // new one, holding exactly what it follows.
-            tracing::debug!(shard = ctx.shard, leader = ?leader, "follower fetch answered partitions not followed; new fetch session");
+            tracing::debug!(shard = ctx.shard(), leader = ?leader, "follower fetch answered partitions not followed; new fetch session");
             session.reset();
         }
         if !progressed && asked_at.elapsed() < wait {
             glommio::timer::sleep(FOLLOWER_FETCH_RETRY_DELAY).await;
         }
     }
-    ctx.fetchers.borrow_mut().remove(&leader);
-    tracing::info!(shard = ctx.shard, leader = ?leader, "follower fetcher stopped");
+    ctx.fetchers().borrow_mut().remove(&leader);
+    tracing::info!(shard = ctx.shard(), leader = ?leader, "follower fetcher stopped");
 }
 
 /// Kafka's `nextEpoch`: wraps from `i32::MAX` to 1.
@@ -247,7 +245,7 @@ async fn connect(ctx: &ShardCtx, leader: Slot) -> Result<Connection, ConnectErro
     Connection::connect(
         &addr,
         "ringlog-replica-fetcher",
-        &ctx.config.security.inter_broker_client,
+        &ctx.config().security.inter_broker_client,
     )
     .await
     .map_err(|e| match e {
@@ -274,7 +272,7 @@ fn build_request(
             fp.fetch_offset = log.log_end_offset().0;
             fp.last_fetched_epoch = log.latest_epoch().map_or(-1, |e| e.0);
             fp.log_start_offset = log.log_start_offset().0;
-            fp.partition_max_bytes = ctx.config.replica.fetch_max_bytes;
+            fp.partition_max_bytes = ctx.config().replica.fetch_max_bytes;
             Candidate {
                 key: key.clone(),
                 topic_id: f.topic_id,
@@ -302,19 +300,20 @@ fn build_request(
     let mut req = FetchRequest::default();
     req.replica_state = ReplicaState::default()
         .with_replica_id(ctx.broker_id())
-        .with_replica_epoch(ctx.lease.broker_epoch());
+        // Kafka's ReplicaEpoch: -1 when unknown (no lease held).
+        .with_replica_epoch(ctx.broker_epoch().unwrap_or(-1));
     // A partition left out comes back when its delay ends, not after a whole long poll.
     req.max_wait_ms = session
         .delays_end()
-        .map_or(ctx.config.replica.fetch_wait_max_ms, |end| {
+        .map_or(ctx.config().replica.fetch_wait_max_ms, |end| {
             let left = end.saturating_duration_since(now).as_millis().max(1);
-            ctx.config
+            ctx.config()
                 .replica
                 .fetch_wait_max_ms
                 .min(i32::try_from(left).unwrap_or(i32::MAX))
         });
     req.min_bytes = 1;
-    req.max_bytes = ctx.config.replica.fetch_max_bytes.saturating_mul(8);
+    req.max_bytes = ctx.config().replica.fetch_max_bytes.saturating_mul(8);
     req.session_id = session.id;
     req.session_epoch = session.epoch;
     req.topics = topics;
@@ -372,7 +371,7 @@ async fn apply_answer(ctx: &ShardCtx, f: &Followed, pd: PartitionData) -> Applie
             log_end_offset: Offset(pd.high_watermark.max(0)),
         }),
         Some(e) => {
-            tracing::debug!(shard = ctx.shard, topic = %part.topic, partition = part.index, error = ?e, "follower fetch refused; waiting for metadata");
+            tracing::debug!(shard = ctx.shard(), topic = %part.topic, partition = part.index, error = ?e, "follower fetch refused; waiting for metadata");
             return Applied::Refused;
         }
     };

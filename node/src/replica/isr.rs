@@ -20,7 +20,7 @@ pub fn propose_change(ctx: &ShardCtx, p: &Partition) {
         change,
         reply,
     };
-    if ctx.commands.send(cmd).is_err() {
-        tracing::debug!("the control plane stopped; ISR change not sent");
+    if let Err(e) = ctx.send_to_control_plane(cmd) {
+        tracing::debug!(error = %e, "ISR change not sent");
     }
 }

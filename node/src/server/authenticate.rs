@@ -40,7 +40,7 @@ pub struct Sasl {
 
 impl Sasl {
     pub fn new(ctx: &ShardCtx, peer: &str, listener: usize) -> Sasl {
-        let s = &ctx.config.security;
+        let s = &ctx.config().security;
         Sasl {
             // Config validation gives every listener its list; none would refuse every login.
             session: SaslSession::new(
@@ -108,7 +108,7 @@ pub async fn authenticate(
         ));
         return (resp, true);
     };
-    let snapshot = ctx.snapshot.borrow().clone();
+    let snapshot = ctx.snapshot().clone();
     let outcome = s.session.authenticate(
         &req.auth_bytes,
         |user| snapshot.scram.get(user).cloned(),
@@ -129,7 +129,7 @@ pub async fn authenticate(
         }
         Err(failure) => {
             let mechanism = s.session.mechanism().map_or("-", |m| m.name());
-            ctx.auth_failures.sasl_failed(
+            ctx.auth_failures().sasl_failed(
                 &s.peer,
                 mechanism,
                 failure.user.as_deref(),
@@ -140,7 +140,7 @@ pub async fn authenticate(
                 Some(m) => failure.client_message(m),
                 None => failure.reason,
             }));
-            glommio::timer::sleep(ctx.config.security.failed_authentication_delay).await;
+            glommio::timer::sleep(ctx.config().security.failed_authentication_delay).await;
             (resp, true)
         }
     }

@@ -25,10 +25,10 @@ use bytes::{Bytes, BytesMut};
 use futures_lite::io::{ReadHalf, WriteHalf};
 use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use glommio::net::TcpStream;
-use iouring_log::notify::Notify;
-use iouring_log::reader::{await_piece, try_piece, ChunkPiece};
-use iouring_log::tail::MemSlice;
+use iouring_log::MemSlice;
+use iouring_log::Notify;
 use iouring_log::ReadSlice;
+use iouring_log::{await_piece, try_piece, ChunkPiece};
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseHeader};
 use kafka_protocol::protocol::Encodable;
 
@@ -107,9 +107,9 @@ pub async fn serve_connection(ctx: &Rc<ShardCtx>, stream: TcpStream, listener: u
         principal: ANONYMOUS.to_owned(),
         decisions: Default::default(),
     };
-    let protocol = ctx.config.listener(listener).protocol;
+    let protocol = ctx.config().listener(listener).protocol;
     let sasl = protocol.sasl().then(|| Sasl::new(ctx, &peer, listener));
-    let security = &ctx.config.security;
+    let security = &ctx.config().security;
     let server = security
         .client_auth
         .get(listener)
@@ -134,7 +134,7 @@ pub async fn serve_connection(ctx: &Rc<ShardCtx>, stream: TcpStream, listener: u
                     serve_stream(ctx, tls_stream, None, client, sasl).await
                 }
                 Some(Err(e)) => {
-                    ctx.auth_failures.tls_failed(&peer, &e);
+                    ctx.auth_failures().tls_failed(&peer, &e);
                     return;
                 }
                 None => {
@@ -157,7 +157,7 @@ pub async fn serve_connection(ctx: &Rc<ShardCtx>, stream: TcpStream, listener: u
         Err(ConnectionError::Closed) | Err(ConnectionError::Stopping) | Ok(()) => {}
         Err(ConnectionError::Io(e)) => tracing::debug!(%peer, error = %e, "connection I/O error"),
         Err(ConnectionError::AuthenticationFailed) => {} // logged, rate-limited, when it failed
-        Err(e) => tracing::warn!(%peer, shard = ctx.shard, error = %e, "closing connection"),
+        Err(e) => tracing::warn!(%peer, shard = ctx.shard(), error = %e, "closing connection"),
     }
 }
 
@@ -178,9 +178,9 @@ async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin + 'static>(
         async move { write_answers(&ctx, &pipeline, write_half, fd).await }
     });
     let result = serve_requests(ctx, &pipeline, read_half, client, sasl).await;
-    if ctx.stop.is_stopping() && pipeline.unanswered.get() > 0 {
+    if ctx.stop().is_stopping() && pipeline.unanswered.get() > 0 {
         tracing::debug!(
-            shard = ctx.shard,
+            shard = ctx.shard(),
             unanswered = pipeline.unanswered.get(),
             "stopping: answering what this connection asked first"
         );
@@ -203,7 +203,7 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
     loop {
         let frame = read_frame_or_stop(ctx, pipeline, &mut reader, &mut stream).await?;
         let read_at = Instant::now();
-        ctx.metrics.received(frame.len() + 4);
+        ctx.metrics().received(frame.len() + 4);
         let request = match decode_request(frame)? {
             Decoded::ApiVersionsUnsupported { correlation_id } => {
                 pipeline.wait_below(1).await;
@@ -243,7 +243,7 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
                 let pending = handlers::produce::append(ctx, &client, req, version).await;
                 if !pending.answered() {
                     // Fire and forget: done once appended.
-                    ctx.metrics
+                    ctx.metrics()
                         .record_request(timing.api_key, read_at.elapsed(), Instant::now());
                     continue;
                 }
@@ -357,7 +357,7 @@ async fn write_answers<S: AsyncRead + AsyncWrite + Unpin>(
             pipeline.changed.changed(seen).await;
             continue;
         };
-        let answered = iouring_log::slow::warn_if_slow(answer, SLOW_ANSWER_WARN, || {
+        let answered = iouring_log::warn_if_slow(answer, SLOW_ANSWER_WARN, || {
             tracing::warn!(
                 api_key = timing.api_key,
                 "a request is still unanswered after {SLOW_ANSWER_WARN:?}"
@@ -368,7 +368,7 @@ async fn write_answers<S: AsyncRead + AsyncWrite + Unpin>(
                 let bytes = out.len() + 4;
                 let written = write_outgoing(&mut stream, fd, out).await;
                 if written.is_ok() {
-                    ctx.metrics.sent(bytes);
+                    ctx.metrics().sent(bytes);
                 }
                 written
             }
@@ -377,7 +377,7 @@ async fn write_answers<S: AsyncRead + AsyncWrite + Unpin>(
         };
         if written.is_ok() {
             let now = Instant::now();
-            ctx.metrics
+            ctx.metrics()
                 .record_request(timing.api_key, now - timing.read_at, now);
         }
         pipeline.unanswered.set(pipeline.unanswered.get() - 1);
@@ -396,7 +396,7 @@ async fn read_frame_or_stop<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut ReadHalf<S>,
 ) -> Result<Bytes, ConnectionError> {
     let writer_seen = pipeline.writer_failed.generation();
-    if ctx.stop.is_stopping() {
+    if ctx.stop().is_stopping() {
         return Err(ConnectionError::Stopping);
     }
     // An unfinished read is dropped only when the connection ends.
@@ -405,14 +405,14 @@ async fn read_frame_or_stop<S: AsyncRead + AsyncWrite + Unpin>(
             reader
                 .next(
                     stream,
-                    ctx.config.socket_request_max_bytes,
-                    &ctx.request_budget,
+                    ctx.config().socket_request_max_bytes,
+                    ctx.request_budget(),
                 )
                 .await,
         )
     };
     let stop = async {
-        ctx.stop.stopped().await;
+        ctx.stop().stopped().await;
         None
     };
     let writer_failed = async {

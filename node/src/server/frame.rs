@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::{Buf, Bytes};
 use futures_lite::{AsyncRead, AsyncReadExt};
-use iouring_log::aligned_buf::AlignedBuf;
+use iouring_log::AlignedBuf;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
 use kafka_protocol::protocol::Decodable;
 

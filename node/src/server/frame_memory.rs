@@ -8,7 +8,7 @@
 use std::cell::RefCell;
 
 use bytes::Bytes;
-use iouring_log::aligned_buf::AlignedBuf;
+use iouring_log::AlignedBuf;
 
 use crate::limits::{FRAME_POOL_BUFFER_MAX_BYTES, FRAME_POOL_BYTES_MAX, LARGE_FRAME_MIN_BYTES};
 use crate::server::budget::BudgetPermit;

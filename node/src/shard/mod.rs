@@ -4,6 +4,7 @@
 
 mod cleaner;
 mod maintenance;
+mod report;
 pub mod run;
 mod stall_probe;
 mod topology;
@@ -24,43 +25,71 @@ use crate::handlers::fetch::sessions::FetchSessions;
 use crate::metadata::lease::LeaseClock;
 use crate::metadata::{Command, Snapshot, TopicMeta};
 use crate::metadata::{Leader, PartitionMeta};
+use crate::metrics::recorder::ShardMetrics;
 use crate::partition::Partition;
+use crate::security::failure_log::FailureLog;
+use crate::server::budget::RequestBudget;
 use crate::stop::StopSignal;
 use crate::topic_config::{TopicConfig, TopicConfigError, TopicDefaults, TopicOverrides};
 use kafka_protocol::messages::BrokerId;
 
-/// Everything a shard's tasks share. Single-threaded: `Rc` and `RefCell`, no locks.
-pub struct ShardCtx {
-    pub shard: usize,
+/// What the node hands each shard when it starts: the services every shard shares.
+pub struct NodeServices {
     pub config: Arc<BrokerConfig>,
-    pub snapshot: RefCell<Arc<Snapshot>>,
-    pub partitions: RefCell<HashMap<(String, i32), Rc<Partition>>>,
+    /// The control plane's inbox.
     pub commands: Arc<mpsc::Sender<Command>>,
+    /// The node's producer id allocator.
     pub producer_ids: Arc<AtomicI64>,
     /// The node stopping: idle connections close at once, waits give up.
     pub stop: StopSignal,
-    pub connections: Cell<usize>,
+    /// Whether this node holds its etcd lease (always, for a single node).
+    pub lease: LeaseClock,
+    /// The node's request budget (`queued.max.request.bytes`), shared by every shard.
+    pub request_budget: Arc<RequestBudget>,
+}
+
+/// Everything a shard's tasks share. Single-threaded: `Rc` and `RefCell`, no locks. Its state
+/// is private to the `shard` module; other modules use the services its methods offer: the
+/// replicas it holds ([`ShardCtx::replica`], [`ShardCtx::partition`],
+/// [`ShardCtx::writable_partition`], [`ShardCtx::replicas`]), the metadata view
+/// ([`ShardCtx::snapshot`] and the endpoint and topic lookups), the control plane
+/// ([`ShardCtx::control`], [`ShardCtx::send_to_control_plane`],
+/// [`ShardCtx::next_producer_id`]), the group coordinator, fetch sessions and fetchers, and the
+/// connection services (metrics, request budget, failure log, stop signal).
+pub struct ShardCtx {
+    shard: usize,
+    config: Arc<BrokerConfig>,
+    snapshot: RefCell<Arc<Snapshot>>,
+    partitions: RefCell<HashMap<(String, i32), Rc<Partition>>>,
+    commands: Arc<mpsc::Sender<Command>>,
+    producer_ids: Arc<AtomicI64>,
+    stop: StopSignal,
+    connections: Cell<usize>,
     /// The group coordinator for the `__consumer_offsets` partitions this shard leads.
-    pub groups: Coordinator,
+    groups: Coordinator,
     /// Incremental fetch sessions of the fetchers of this shard (KIP-227).
-    pub fetch_sessions: RefCell<FetchSessions>,
+    fetch_sessions: RefCell<FetchSessions>,
     /// The leader shards this shard's follower fetchers pull from (one task each).
-    pub fetchers: RefCell<std::collections::BTreeSet<crate::metadata::Slot>>,
+    fetchers: RefCell<std::collections::BTreeSet<crate::metadata::Slot>>,
     /// Whether this node holds its etcd lease (always, for a single node): a leader takes
     /// writes only while it does.
-    pub lease: LeaseClock,
+    lease: LeaseClock,
     /// Held while the set of open logs changes (a snapshot applied, a failed log reopened), so
     /// two tasks never open one partition's folder.
-    pub topology: glommio::sync::Semaphore,
+    topology: glommio::sync::Semaphore,
     /// When each failed log may next be tried for reopening.
-    pub reopen_due: RefCell<HashMap<(String, i32), std::time::Instant>>,
-    /// The node's request budget (`queued.max.request.bytes`), shared by every shard.
-    pub request_budget: Arc<crate::server::budget::RequestBudget>,
+    reopen_due: RefCell<HashMap<(String, i32), std::time::Instant>>,
+    request_budget: Arc<RequestBudget>,
     /// What the shard counts for the metrics endpoint.
-    pub metrics: crate::metrics::recorder::ShardMetrics,
+    metrics: ShardMetrics,
     /// Failed authentications and TLS handshakes, logged rate-limited.
-    pub auth_failures: crate::security::failure_log::FailureLog,
+    auth_failures: FailureLog,
 }
+
+/// The control plane stopped: a command sent to it goes nowhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the control plane stopped")]
+pub struct ControlPlaneStopped;
 
 /// A partition's key, `(topic, index)`, owned or borrowed: the partitions map is looked up by
 /// `(&str, i32)` without building a `String` (a fetch of a thousand partitions did a thousand
@@ -109,6 +138,91 @@ pub fn now_ms() -> i64 {
 }
 
 impl ShardCtx {
+    /// Shard `shard` of this node, holding no partition and no metadata yet.
+    pub fn new(shard: usize, node: NodeServices) -> ShardCtx {
+        ShardCtx {
+            shard,
+            config: node.config,
+            snapshot: RefCell::default(),
+            partitions: RefCell::default(),
+            commands: node.commands,
+            producer_ids: node.producer_ids,
+            stop: node.stop,
+            connections: Cell::new(0),
+            groups: Coordinator::default(),
+            fetch_sessions: RefCell::default(),
+            fetchers: RefCell::default(),
+            lease: node.lease,
+            topology: glommio::sync::Semaphore::new(1),
+            reopen_due: RefCell::default(),
+            request_budget: node.request_budget,
+            metrics: ShardMetrics::default(),
+            auth_failures: FailureLog::default(),
+        }
+    }
+
+    /// This shard's index on its node (its CPU and its listener port offset).
+    pub fn shard(&self) -> usize {
+        self.shard
+    }
+
+    pub fn config(&self) -> &BrokerConfig {
+        &self.config
+    }
+
+    /// The cluster metadata as this shard last applied it (borrowed: do not hold it across an
+    /// await).
+    pub fn snapshot(&self) -> std::cell::Ref<'_, Arc<Snapshot>> {
+        self.snapshot.borrow()
+    }
+
+    /// The node stopping.
+    pub fn stop(&self) -> &StopSignal {
+        &self.stop
+    }
+
+    /// The group coordinator of the `__consumer_offsets` partitions this shard leads.
+    pub fn groups(&self) -> &Coordinator {
+        &self.groups
+    }
+
+    /// Incremental fetch sessions (KIP-227) opened with this shard.
+    pub fn fetch_sessions(&self) -> &RefCell<FetchSessions> {
+        &self.fetch_sessions
+    }
+
+    /// The leader shards this shard's follower fetchers pull from.
+    pub fn fetchers(&self) -> &RefCell<std::collections::BTreeSet<crate::metadata::Slot>> {
+        &self.fetchers
+    }
+
+    /// This node's broker epoch (its etcd lease), sent with a follower's fetches.
+    pub fn broker_epoch(&self) -> Option<i64> {
+        self.lease.broker_epoch()
+    }
+
+    pub fn metrics(&self) -> &ShardMetrics {
+        &self.metrics
+    }
+
+    pub fn auth_failures(&self) -> &FailureLog {
+        &self.auth_failures
+    }
+
+    pub fn request_budget(&self) -> &Arc<RequestBudget> {
+        &self.request_budget
+    }
+
+    /// Every replica this shard holds, whatever its role.
+    pub fn replicas(&self) -> Vec<Rc<Partition>> {
+        self.partitions.borrow().values().cloned().collect()
+    }
+
+    /// Sends `cmd` to the control plane without waiting for its answer.
+    pub fn send_to_control_plane(&self, cmd: Command) -> Result<(), ControlPlaneStopped> {
+        self.commands.send(cmd).map_err(|_| ControlPlaneStopped)
+    }
+
     async fn lock_topology(&self) -> glommio::sync::Permit<'_> {
         self.topology
             .acquire_permit(1)

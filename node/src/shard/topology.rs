@@ -5,7 +5,7 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
-use iouring_log::notify::Notify;
+use iouring_log::Notify;
 use iouring_log::{free_bytes, Log, LogOptions};
 
 use replication::ReplicaId;

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Instant;
 
-use iouring_log::notify::Moved;
+use iouring_log::Moved;
 use iouring_log::ReadSlice;
 use kafka_protocol::messages::fetch_response::FetchResponse;
 
@@ -122,7 +122,7 @@ impl Incremental<'_> {
                 reads.insert(i, read);
             }
             let now = Instant::now();
-            if total >= min_bytes || now >= deadline || errors || ctx.stop.is_stopping() {
+            if total >= min_bytes || now >= deadline || errors || ctx.stop().is_stopping() {
                 return self.respond(ctx, reads, taken);
             }
             // Nothing to answer yet: wait until a partition of the session moves.
@@ -147,7 +147,7 @@ impl Incremental<'_> {
         let mut records = Vec::new();
         let mut again = Vec::new();
         {
-            let mut sessions = ctx.fetch_sessions.borrow_mut();
+            let mut sessions = ctx.fetch_sessions().borrow_mut();
             let mut answering = sessions.answering(self.session_id, self.wanted);
             if answering.is_some() {
                 taken.tokens.clear();

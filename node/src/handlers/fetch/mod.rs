@@ -22,8 +22,8 @@ use crate::security::acl::{Operation, ResourceType};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use iouring_log::notify::{AnyChanged, Moved, Notify};
 use iouring_log::ReadSlice;
+use iouring_log::{AnyChanged, Moved, Notify};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest};
 use kafka_protocol::messages::fetch_response::{
     FetchResponse, FetchableTopicResponse, PartitionData,
@@ -79,7 +79,7 @@ pub async fn handle(
             partitions: &asked,
             forgotten: &forgotten,
         };
-        ctx.fetch_sessions
+        ctx.fetch_sessions()
             .borrow_mut()
             .begin(&session, Instant::now())
     } else {
@@ -97,7 +97,7 @@ pub async fn handle(
     // is known and readable (else every partition is read, and its error answered).
     let session = match &context {
         Context::Incremental { session_id } if origin == FetchOrigin::Consumer => ctx
-            .fetch_sessions
+            .fetch_sessions()
             .borrow()
             .moved(*session_id, &wanted)
             .map(|m| (*session_id, m)),
@@ -152,7 +152,7 @@ pub async fn handle(
         )
         .await;
         let now = Instant::now();
-        if total >= min_bytes || now >= deadline || errors || ctx.stop.is_stopping() {
+        if total >= min_bytes || now >= deadline || errors || ctx.stop().is_stopping() {
             let (resp, records) = respond(ctx, (&context, by_topic_id), &wanted, read);
             // Every partition was read and answered here, none told through the session's
             // record of what moved: the next incremental request reads them all.
@@ -234,7 +234,7 @@ fn respond(
 ) -> (FetchResponse, Vec<Vec<ReadSlice>>) {
     let mut resp = FetchResponse::default();
     let mut records = Vec::new();
-    let mut sessions = ctx.fetch_sessions.borrow_mut();
+    let mut sessions = ctx.fetch_sessions().borrow_mut();
     let mut answering = match context {
         Context::Incremental { session_id } => sessions.answering(*session_id, wanted),
         _ => None,

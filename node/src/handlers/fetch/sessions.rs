@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Instant;
 
-use iouring_log::notify::Moved;
+use iouring_log::Moved;
 use kafka_protocol::messages::fetch_request::FetchPartition;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::ResponseError;

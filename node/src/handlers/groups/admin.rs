@@ -40,7 +40,7 @@ pub fn list(
     let types: Vec<String> = req.types_filter.iter().map(|s| s.to_lowercase()).collect();
     let mut resp = ListGroupsResponse::default();
     resp.groups = ctx
-        .groups
+        .groups()
         .list()
         .into_iter()
         .filter(|(id, _, _)| visible(id))
@@ -79,7 +79,7 @@ pub fn describe(
         }
         let described = if authorized(ctx, client, Operation::Describe, ResourceType::Group, &id.0)
         {
-            ctx.groups.describe(&**ctx, &id.0)
+            ctx.groups().describe(&**ctx, &id.0)
         } else {
             Err(ResponseError::GroupAuthorizationFailed)
         };
@@ -125,7 +125,7 @@ pub async fn delete(
     for id in req.groups_names {
         let mut r = DeletableGroupResult::default();
         r.error_code = if authorized(ctx, client, Operation::Delete, ResourceType::Group, &id.0) {
-            code(ctx.groups.delete(&**ctx, &id.0, now_ms()).await)
+            code(ctx.groups().delete(&**ctx, &id.0, now_ms()).await)
         } else {
             ResponseError::GroupAuthorizationFailed.code()
         };
@@ -165,7 +165,7 @@ pub async fn offset_delete(
         })
         .collect();
     let results = match ctx
-        .groups
+        .groups()
         .delete_offsets(&**ctx, &req.group_id.0, partitions, now_ms())
         .await
     {

@@ -20,10 +20,10 @@ use crate::security::acl::{Operation, ResourceType};
 /// Creates `__consumer_offsets` if it does not exist yet (as Kafka does on the first
 /// FindCoordinator). Returns its partition count.
 async fn offsets_topic(ctx: &Rc<ShardCtx>) -> Result<i32, ResponseError> {
-    if let Some(t) = ctx.snapshot.borrow().topics.get(OFFSETS_TOPIC) {
+    if let Some(t) = ctx.snapshot().topics.get(OFFSETS_TOPIC) {
         return Ok(t.partitions.len() as i32);
     }
-    let g = &ctx.config.group;
+    let g = &ctx.config().group;
     // Compacted, as Kafka's: the log cleaner keeps each key's latest record (a group's
     // offsets and metadata), and a load replays only those.
     let configs = [
@@ -34,7 +34,7 @@ async fn offsets_topic(ctx: &Rc<ShardCtx>) -> Result<i32, ResponseError> {
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
     let partitions = g.offsets_topic_partitions;
-    let replication_factor = match ctx.config.metadata {
+    let replication_factor = match ctx.config().metadata {
         crate::config::MetadataConfig::Embedded => 1,
         crate::config::MetadataConfig::Etcd { .. } => g.offsets_topic_replication_factor,
     };
@@ -56,8 +56,7 @@ async fn offsets_topic(ctx: &Rc<ShardCtx>) -> Result<i32, ResponseError> {
             return Err(ResponseError::CoordinatorNotAvailable);
         }
     }
-    ctx.snapshot
-        .borrow()
+    ctx.snapshot()
         .topics
         .get(OFFSETS_TOPIC)
         .map(|t| t.partitions.len() as i32)
@@ -94,7 +93,7 @@ async fn coordinator_of(
         .await
         .map_err(|e| Refused::new(e, format!("{OFFSETS_TOPIC} is not available")))?;
     let p = partition_for(key, partitions);
-    let meta = ctx.snapshot.borrow().partition(OFFSETS_TOPIC, p).cloned();
+    let meta = ctx.snapshot().partition(OFFSETS_TOPIC, p).cloned();
     meta.and_then(|m| ctx.leader_endpoint(&m, listener))
         .ok_or(Refused::new(
             ResponseError::CoordinatorNotAvailable,

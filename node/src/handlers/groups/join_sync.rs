@@ -48,7 +48,7 @@ pub async fn join(
     // Membership needs READ on the group (Kafka's rule), as do SyncGroup, Heartbeat and
     // LeaveGroup below.
     let r = if group_readable(ctx, client, &req.group_id.0) {
-        ctx.groups
+        ctx.groups()
             .join(&**ctx, &req.group_id.0, join, now_ms())
             .await
     } else {
@@ -93,7 +93,7 @@ pub async fn sync(
     let result = if !group_readable(ctx, client, &req.group_id.0) {
         Err(ResponseError::GroupAuthorizationFailed)
     } else {
-        ctx.groups
+        ctx.groups()
             .sync(
                 &**ctx,
                 &req.group_id.0,
@@ -113,7 +113,7 @@ pub async fn sync(
         Ok(assignment) => {
             resp.assignment = assignment;
             if version >= 5 {
-                let (protocol_type, protocol) = ctx.groups.protocol(&req.group_id.0);
+                let (protocol_type, protocol) = ctx.groups().protocol(&req.group_id.0);
                 resp.protocol_type = Some(s(protocol_type.unwrap_or_default()));
                 resp.protocol_name = Some(s(protocol.unwrap_or_default()));
             }
@@ -131,7 +131,10 @@ pub fn heartbeat(ctx: &Rc<ShardCtx>, client: &Client, req: HeartbeatRequest) -> 
         generation: req.generation_id,
     };
     resp.error_code = if group_readable(ctx, client, &req.group_id.0) {
-        code(ctx.groups.heartbeat(&**ctx, &req.group_id.0, who, now_ms()))
+        code(
+            ctx.groups()
+                .heartbeat(&**ctx, &req.group_id.0, who, now_ms()),
+        )
     } else {
         ResponseError::GroupAuthorizationFailed.code()
     };
@@ -159,7 +162,7 @@ pub async fn leave(
     };
     let mut resp = LeaveGroupResponse::default();
     let left = if group_readable(ctx, client, &req.group_id.0) {
-        ctx.groups
+        ctx.groups()
             .leave(&**ctx, &req.group_id.0, &members, now_ms())
             .await
     } else {

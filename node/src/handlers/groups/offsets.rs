@@ -74,7 +74,7 @@ pub async fn offset_commit(
     let results = if !group_ok {
         Ok(Vec::new())
     } else {
-        ctx.groups
+        ctx.groups()
             .commit(
                 &**ctx,
                 &req.group_id.0,
@@ -126,7 +126,7 @@ fn committed_partitions(
     group: &str,
     asked: Asked,
 ) -> Result<ByTopic, ResponseError> {
-    let found = ctx.groups.fetch_offsets(&**ctx, group, asked)?;
+    let found = ctx.groups().fetch_offsets(&**ctx, group, asked)?;
     let mut by_topic: ByTopic = Vec::new();
     for ((topic, partition), v) in found {
         match by_topic.iter_mut().find(|(t, _)| *t == topic) {
