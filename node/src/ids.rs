@@ -3,6 +3,7 @@
 //! [`BrokerId`](kafka_protocol::messages::BrokerId).
 
 use iouring_log::LeaderEpoch;
+use replication::ReplicaId;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A ringlog node (`node.id`): one machine, running one shard per core.
@@ -10,20 +11,42 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 #[serde(transparent)]
 pub struct NodeId(pub i32);
 
+impl std::str::FromStr for NodeId {
+    type Err = std::num::ParseIntError;
+
+    fn from_str(s: &str) -> Result<NodeId, Self::Err> {
+        s.parse().map(NodeId)
+    }
+}
+
 impl std::fmt::Display for NodeId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.0.fmt(f)
     }
 }
 
+/// A replica of a partition is named by its node (never two replicas of a partition on one
+/// node): the `replication` crate's [`ReplicaId`] is a node id.
+impl From<NodeId> for ReplicaId {
+    fn from(node: NodeId) -> ReplicaId {
+        ReplicaId(node.0)
+    }
+}
+
+impl From<ReplicaId> for NodeId {
+    fn from(replica: ReplicaId) -> NodeId {
+        NodeId(replica.0)
+    }
+}
+
 /// Kafka's broker id of shard `shard` of node `node`: every shard is a broker of its own.
-pub fn broker_id(node: i32, shard: usize) -> kafka_protocol::messages::BrokerId {
-    kafka_protocol::messages::BrokerId(node * 1000 + shard as i32)
+pub fn broker_id(node: NodeId, shard: usize) -> kafka_protocol::messages::BrokerId {
+    kafka_protocol::messages::BrokerId(node.0 * 1000 + shard as i32)
 }
 
 /// The node whose shard is Kafka broker `broker` (the inverse of [`broker_id`]).
-pub fn node_of(broker: i32) -> i32 {
-    broker.div_euclid(1000)
+pub fn node_of(broker: i32) -> NodeId {
+    NodeId(broker.div_euclid(1000))
 }
 
 /// The shard (of node [`node_of`]) that is Kafka broker `broker`.

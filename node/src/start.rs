@@ -134,7 +134,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
             };
             let inter = config.inter_broker_listener();
             let me = NodeInfo {
-                node: config.node_id.0,
+                node: config.node_id,
                 host: inter.advertised_host.clone(),
                 port: inter.advertised_port,
                 shards: config.shards,
@@ -231,7 +231,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
     drop(commands);
     let controller_stopping = stopping.clone();
     let settings = ControllerSettings {
-        node: config.node_id.0,
+        node: config.node_id,
         min_insync_replicas: config.min_insync_replicas,
     };
     let controller = std::thread::Builder::new()
@@ -248,7 +248,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
                 shards: metrics_asks,
                 request_budget: request_budget.clone(),
                 request_budget_capacity: config.queued_max_request_bytes,
-                node_id: config.node_id.0,
+                node_id: config.node_id,
                 stopping: stopping.clone(),
             };
             Some(

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use node::ids::NodeId;
 use node::metadata::etcd::election::{current_controller, ControllerLease};
 use node::metadata::etcd::partitions::{self, CasOutcome, PartitionRecord};
 use node::metadata::etcd::session::{live_brokers, BrokerSession};
@@ -168,18 +169,26 @@ fn record(epoch: i32) -> PartitionRecord {
 fn a_broker_registers_once_and_its_registration_dies_with_its_lease() {
     let etcd = EtcdProcess::start();
     let client = connect(&etcd, "reg", 2);
-    let first =
-        BrokerSession::register(&client, 1, r#"{"host":"127.0.0.1"}"#, &LeaseClock::leased())
-            .unwrap();
+    let first = BrokerSession::register(
+        &client,
+        NodeId(1),
+        r#"{"host":"127.0.0.1"}"#,
+        &LeaseClock::leased(),
+    )
+    .unwrap();
     assert!(first.holds_lease());
     let brokers = live_brokers(&client).unwrap();
     assert_eq!(brokers.len(), 1);
     assert_eq!(
         (brokers[0].node, brokers[0].broker_epoch),
-        (1, first.broker_epoch())
+        (NodeId(1), first.broker_epoch())
     );
-    match BrokerSession::register(&client, 1, "{}", &LeaseClock::leased()) {
-        Err(EtcdError::DuplicateRegistration { node: 1, epoch, .. }) => {
+    match BrokerSession::register(&client, NodeId(1), "{}", &LeaseClock::leased()) {
+        Err(EtcdError::DuplicateRegistration {
+            node: NodeId(1),
+            epoch,
+            ..
+        }) => {
             assert_eq!(epoch, first.broker_epoch())
         }
         other => panic!(
@@ -203,7 +212,7 @@ fn a_broker_registers_once_and_its_registration_dies_with_its_lease() {
         took <= Duration::from_millis(4500),
         "expired after {took:?}"
     );
-    let again = BrokerSession::register(&client, 1, "{}", &LeaseClock::leased()).unwrap();
+    let again = BrokerSession::register(&client, NodeId(1), "{}", &LeaseClock::leased()).unwrap();
     assert!(again.broker_epoch() > old_epoch, "a new broker epoch");
     again.close().unwrap();
     assert!(
@@ -217,7 +226,7 @@ fn a_broker_cut_off_from_etcd_knows_its_lease_is_gone_before_etcd_does() {
     let mut etcd = EtcdProcess::start();
     let client = connect(&etcd, "cut", 2);
     let clock = LeaseClock::leased();
-    let session = BrokerSession::register(&client, 7, "{}", &clock).unwrap();
+    let session = BrokerSession::register(&client, NodeId(7), "{}", &clock).unwrap();
     clock.metadata_applied();
     assert!(clock.holds(), "the shards see the lease");
     std::thread::sleep(Duration::from_millis(800));
@@ -242,7 +251,7 @@ fn a_broker_cut_off_from_etcd_knows_its_lease_is_gone_before_etcd_does() {
     // It registers again under a new epoch (revoking the old lease if etcd kept it).
     let old = session.broker_epoch();
     session.close().unwrap();
-    let again = BrokerSession::register(&client, 7, "{}", &clock).unwrap();
+    let again = BrokerSession::register(&client, NodeId(7), "{}", &clock).unwrap();
     assert!(again.broker_epoch() > old);
     assert!(
         !clock.holds(),
@@ -263,8 +272,8 @@ fn a_broker_cut_off_from_etcd_knows_its_lease_is_gone_before_etcd_does() {
 fn one_controller_at_a_time_and_a_deposed_one_cannot_write() {
     let etcd = EtcdProcess::start();
     let client = connect(&etcd, "ctl", 2);
-    let a = BrokerSession::register(&client, 1, "{}", &LeaseClock::leased()).unwrap();
-    let b = BrokerSession::register(&client, 2, "{}", &LeaseClock::leased()).unwrap();
+    let a = BrokerSession::register(&client, NodeId(1), "{}", &LeaseClock::leased()).unwrap();
+    let b = BrokerSession::register(&client, NodeId(2), "{}", &LeaseClock::leased()).unwrap();
     let wait = Duration::from_secs(1);
     let ca = ControllerLease::campaign(&client, &a, "1", wait)
         .unwrap()
@@ -312,7 +321,7 @@ fn one_controller_at_a_time_and_a_deposed_one_cannot_write() {
 fn of_concurrent_compare_and_swaps_on_one_revision_exactly_one_commits() {
     let etcd = EtcdProcess::start();
     let client = connect(&etcd, "cas", 5);
-    let s = BrokerSession::register(&client, 1, "{}", &LeaseClock::leased()).unwrap();
+    let s = BrokerSession::register(&client, NodeId(1), "{}", &LeaseClock::leased()).unwrap();
     let c = ControllerLease::campaign(&client, &s, "1", Duration::from_secs(2))
         .unwrap()
         .unwrap();
@@ -354,7 +363,7 @@ fn of_concurrent_compare_and_swaps_on_one_revision_exactly_one_commits() {
 fn the_watch_delivers_every_change_once_in_order_across_an_etcd_restart() {
     let mut etcd = EtcdProcess::start();
     let client = connect(&etcd, "watch", 8);
-    let s = BrokerSession::register(&client, 1, "{}", &LeaseClock::leased()).unwrap();
+    let s = BrokerSession::register(&client, NodeId(1), "{}", &LeaseClock::leased()).unwrap();
     let c = ControllerLease::campaign(&client, &s, "1", Duration::from_secs(2))
         .unwrap()
         .unwrap();
@@ -419,7 +428,7 @@ fn the_watch_delivers_every_change_once_in_order_across_an_etcd_restart() {
 
 fn node_info(node: i32) -> NodeInfo {
     NodeInfo {
-        node,
+        node: NodeId(node),
         host: "127.0.0.1".into(),
         port: 9000 + node as u16,
         shards: 1,
@@ -466,10 +475,10 @@ fn isr_additions_are_decided_on_the_added_brokers_registration_as_read() {
         s.isr_eligible().unwrap()
     };
     wait_for("node 1 seen by node 2", Duration::from_secs(10), || {
-        eligible(&mut b).contains_key(&1)
+        eligible(&mut b).contains_key(&NodeId(1))
     });
-    let first_epoch = eligible(&mut b)[&1];
-    let guard: BTreeSet<i32> = [1].into();
+    let first_epoch = eligible(&mut b)[&NodeId(1)];
+    let guard: BTreeSet<NodeId> = [NodeId(1)].into();
     assert_eq!(b.save_guarded(&with_topic(1), &guard).unwrap(), Saved::Yes);
 
     // Node 1 stops: marked first. An addition decided on what node 2 read before: not saved.
@@ -480,10 +489,10 @@ fn isr_additions_are_decided_on_the_added_brokers_registration_as_read() {
         "node 1's registration changed since node 2 read it"
     );
     wait_for("node 1 no longer eligible", Duration::from_secs(10), || {
-        !eligible(&mut b).contains_key(&1)
+        !eligible(&mut b).contains_key(&NodeId(1))
     });
     assert!(
-        b.live_nodes().unwrap().iter().any(|n| n.node == 1),
+        b.live_nodes().unwrap().iter().any(|n| n.node == NodeId(1)),
         "still live (it serves until it leaves)"
     );
 
@@ -491,13 +500,13 @@ fn isr_additions_are_decided_on_the_added_brokers_registration_as_read() {
     drop(a.take());
     wait_for("node 1 gone", Duration::from_secs(10), || {
         b.poll().unwrap();
-        !b.live_nodes().unwrap().iter().any(|n| n.node == 1)
+        !b.live_nodes().unwrap().iter().any(|n| n.node == NodeId(1))
     });
     let _again = EtcdStore::open(store_config(&etcd, cluster), node_info(1)).unwrap();
     wait_for("node 1 back", Duration::from_secs(10), || {
-        eligible(&mut b).contains_key(&1)
+        eligible(&mut b).contains_key(&NodeId(1))
     });
-    let second_epoch = eligible(&mut b)[&1];
+    let second_epoch = eligible(&mut b)[&NodeId(1)];
     assert!(
         second_epoch > first_epoch,
         "{second_epoch} after {first_epoch}"

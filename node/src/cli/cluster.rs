@@ -107,7 +107,7 @@ fn leases(
             l.lease_id,
             l.remaining_secs.max(0),
             l.granted_secs,
-            if seen.contains_key(&l.node) {
+            if seen.contains_key(&l.node.0) {
                 ""
             } else {
                 " (not yet listed by the broker asked)"
@@ -115,7 +115,7 @@ fn leases(
         ));
     }
     for node in seen.keys() {
-        if !leases.iter().any(|l| l.node == *node) {
+        if !leases.iter().any(|l| l.node.0 == *node) {
             out.push_str(&format!(
                 "\tnode {node}: listed by the broker asked but not registered in etcd (its lease expired)\n"
             ));

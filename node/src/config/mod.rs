@@ -459,7 +459,7 @@ impl Properties {
 impl BrokerConfig {
     /// The Kafka broker id of shard `shard` of this node.
     pub fn broker_id(&self, shard: usize) -> BrokerId {
-        crate::ids::broker_id(self.node_id.0, shard)
+        crate::ids::broker_id(self.node_id, shard)
     }
 
     /// Kafka's default timestamp settings (tests that build limits by hand).

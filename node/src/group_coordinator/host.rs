@@ -1,6 +1,7 @@
 //! What the coordinator uses of the shard it runs on — and nothing more: the coordinator
 //! depends on this trait, the shard implements it.
 
+use crate::ids::NodeId;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -14,7 +15,7 @@ pub trait Host {
     /// this shard leads.
     fn shard(&self) -> usize;
     /// The node the shard runs on (`node.id`).
-    fn node(&self) -> i32;
+    fn node(&self) -> NodeId;
     /// The `group.*` and `offsets.*` settings.
     fn settings(&self) -> &GroupConfig;
     /// The cluster metadata the shard last applied.

@@ -1,6 +1,7 @@
 //! Metadata: every shard of the node is a broker; a partition's leader is the shard that owns
 //! it. Unknown topics are created when `auto.create.topics.enable` and the request allow it.
 
+use crate::ids::NodeId;
 use std::rc::Rc;
 
 use kafka_protocol::messages::metadata_request::MetadataRequest;
@@ -198,17 +199,18 @@ pub(crate) fn partition_view(ctx: &ShardCtx, p: &PartitionMeta) -> PartitionView
     let replicas = if p.replicas.is_empty() {
         vec![Slot {
             node: match p.leader {
-                Leader::Local => ctx.config().node_id.0,
-                Leader::Node(n) => n.0,
-                // Kafka's leader id of an offline partition.
-                Leader::Offline => -1,
+                Leader::Local => ctx.config().node_id,
+                Leader::Node(n) => n,
+                // A partition of one replica records no replica list: offline, its node is
+                // not known here, and it is reported as Kafka's "no broker" (-1).
+                Leader::Offline => NodeId(-1),
             },
             shard: p.shard,
         }]
     } else {
         p.replicas.clone()
     };
-    let live = |node: i32| node == ctx.config().node_id.0 || ctx.snapshot().node(node).is_some();
+    let live = |node: NodeId| node == ctx.config().node_id || ctx.snapshot().node(node).is_some();
     let id = |s: &Slot| crate::ids::broker_id(s.node, s.shard);
     let isr = if p.is_replicated() {
         replicas

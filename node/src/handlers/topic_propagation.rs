@@ -60,7 +60,7 @@ async fn await_served_everywhere(ctx: &ShardCtx, topic: &str, timeout: Duration)
                 });
                 p.replicas.iter().copied().chain(led)
             })
-            .filter(|s| s.node != ctx.config().node_id.0)
+            .filter(|s| s.node != ctx.config().node_id)
             .collect();
         (t.partitions.len(), slots)
     };

@@ -9,6 +9,7 @@
 //! decided again on the store's current state (so two nodes creating one topic: one wins, the
 //! other answers TOPIC_ALREADY_EXISTS). Snapshots are immutable and shared by `Arc`.
 
+use crate::ids::NodeId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -109,7 +110,7 @@ pub struct SnapshotUpdate {
 /// What the control plane needs to know of its node.
 #[derive(Debug, Clone, Copy)]
 pub struct ControllerSettings {
-    pub node: i32,
+    pub node: NodeId,
     /// `min.insync.replicas` of topics that do not set it.
     pub min_insync_replicas: usize,
 }
@@ -217,10 +218,10 @@ impl Controller {
         let Some(live) = self.live_replicas() else {
             return;
         };
-        let eligible: BTreeSet<ReplicaId> = self
-            .store
-            .isr_eligible()
-            .map_or_else(BTreeSet::new, |n| n.keys().map(|&n| ReplicaId(n)).collect());
+        let eligible: BTreeSet<ReplicaId> =
+            self.store.isr_eligible().map_or_else(BTreeSet::new, |n| {
+                n.keys().map(|&n| ReplicaId::from(n)).collect()
+            });
         let mut next = self.snapshot.clone();
         let mut changed = Vec::new();
         for topic in next.topics.values_mut() {
@@ -295,7 +296,7 @@ impl Controller {
         if let Err(e) = self.store.begin_controlled_shutdown() {
             tracing::warn!(error = %e, "controlled shutdown: cannot mark this node as stopping");
         }
-        let me = ReplicaId(self.settings.node);
+        let me = ReplicaId::from(self.settings.node);
         others.remove(&me);
         for attempt in 0..2 {
             let mut next = self.snapshot.clone();
@@ -341,7 +342,7 @@ impl Controller {
     /// node (its own metadata).
     fn live_replicas(&mut self) -> Option<BTreeSet<ReplicaId>> {
         let nodes = self.store.live_nodes()?;
-        Some(nodes.iter().map(|n| ReplicaId(n.node)).collect())
+        Some(nodes.iter().map(|n| ReplicaId::from(n.node)).collect())
     }
 
     /// A topic's `min.insync.replicas`.
@@ -370,10 +371,16 @@ impl Controller {
         // shutdown), each under the broker epoch it is registered with now.
         let (live, broker_epochs) = match self.store.isr_eligible() {
             Some(nodes) => (
-                nodes.keys().map(|&n| ReplicaId(n)).collect(),
-                nodes.iter().map(|(&n, &e)| (ReplicaId(n), e)).collect(),
+                nodes.keys().map(|&n| ReplicaId::from(n)).collect(),
+                nodes
+                    .iter()
+                    .map(|(&n, &e)| (ReplicaId::from(n), e))
+                    .collect(),
             ),
-            None => ([ReplicaId(self.settings.node)].into(), BTreeMap::new()),
+            None => (
+                [ReplicaId::from(self.settings.node)].into(),
+                BTreeMap::new(),
+            ),
         };
         let t = snapshot.topics.get_mut(topic).ok_or_else(unknown)?;
         let min_insync = self.min_insync(&t.configs);
@@ -405,13 +412,13 @@ impl Controller {
     }
 
     /// The nodes `change` adds to the partition's ISR as this node last read it.
-    fn isr_additions(&self, topic: &str, partition: i32, change: &IsrChange) -> BTreeSet<i32> {
+    fn isr_additions(&self, topic: &str, partition: i32, change: &IsrChange) -> BTreeSet<NodeId> {
         let current = partition_state(&self.snapshot, topic, partition).map(|s| s.isr);
         change
             .new_isr
             .iter()
             .filter(|r| current.as_ref().is_none_or(|isr| !isr.contains(r)))
-            .map(|r| r.0)
+            .map(|&r| NodeId::from(r))
             .collect()
     }
 

@@ -11,6 +11,7 @@
 //!
 //! Deterministic: the same nodes, load and request give the same placement.
 
+use crate::ids::NodeId;
 use std::collections::BTreeMap;
 
 use super::snapshot::{Leader, PartitionMeta, Slot};
@@ -19,7 +20,7 @@ use crate::limits::REPLICATION_FACTOR_MAX;
 /// A live node and how many shards it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NodeShards {
-    pub node: i32,
+    pub node: NodeId,
     pub shards: usize,
 }
 
@@ -41,7 +42,7 @@ impl Load {
         }
     }
 
-    fn leaders_on_node(&self, node: i32) -> usize {
+    fn leaders_on_node(&self, node: NodeId) -> usize {
         self.leaders
             .iter()
             .filter(|(s, _)| s.node == node)
@@ -49,7 +50,7 @@ impl Load {
             .sum()
     }
 
-    fn replicas_on_node(&self, node: i32) -> usize {
+    fn replicas_on_node(&self, node: NodeId) -> usize {
         self.replicas
             .iter()
             .filter(|(s, _)| s.node == node)
@@ -165,7 +166,7 @@ pub enum AssignmentError {
     #[error("partition {partition}: two replicas on node {node} (brokers {brokers}): the shards of a node share its machine")]
     TwoOnOneNode {
         partition: usize,
-        node: i32,
+        node: NodeId,
         brokers: String,
     },
 }
@@ -243,7 +244,12 @@ mod tests {
     use super::*;
 
     fn nodes(n: i32, shards: usize) -> Vec<NodeShards> {
-        (1..=n).map(|node| NodeShards { node, shards }).collect()
+        (1..=n)
+            .map(|node| NodeShards {
+                node: NodeId(node),
+                shards,
+            })
+            .collect()
     }
 
     #[test]
@@ -281,7 +287,7 @@ mod tests {
             let mut replicas_per_node = BTreeMap::new();
             for replicas in &placed {
                 assert_eq!(replicas.len(), rf as usize);
-                let mut seen: Vec<i32> = replicas.iter().map(|s| s.node).collect();
+                let mut seen: Vec<NodeId> = replicas.iter().map(|s| s.node).collect();
                 seen.sort_unstable();
                 seen.dedup();
                 assert_eq!(
@@ -337,7 +343,10 @@ mod tests {
 
     #[test]
     fn one_node_places_like_the_single_node_layout() {
-        let one = [NodeShards { node: 0, shards: 3 }];
+        let one = [NodeShards {
+            node: NodeId(0),
+            shards: 3,
+        }];
         let placed = place_replicas(&one, &mut Load::default(), 0, 7, 1).unwrap();
         let single = place_partitions(0, 7, 3);
         let shards: Vec<usize> = placed.iter().map(|r| r[0].shard).collect();
@@ -350,7 +359,16 @@ mod tests {
         let ok = assigned_replicas(&[vec![1000, 2001], vec![3001, 1000]], &live).unwrap();
         assert_eq!(
             ok[1],
-            [Slot { node: 3, shard: 1 }, Slot { node: 1, shard: 0 }]
+            [
+                Slot {
+                    node: NodeId(3),
+                    shard: 1
+                },
+                Slot {
+                    node: NodeId(1),
+                    shard: 0
+                }
+            ]
         );
         for (bad, why) in [
             (vec![vec![1000, 1001]], "two replicas on node 1"),

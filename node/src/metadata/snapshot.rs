@@ -15,7 +15,7 @@ use crate::security::sasl::UserCredentials;
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
 )]
 pub struct Slot {
-    pub node: i32,
+    pub node: NodeId,
     pub shard: usize,
 }
 
@@ -37,9 +37,9 @@ impl Leader {
     }
 
     /// The cluster node it names: `None` for [`Leader::Local`] and [`Leader::Offline`].
-    pub fn node(self) -> Option<i32> {
+    pub fn node(self) -> Option<NodeId> {
         match self {
-            Leader::Node(n) => Some(n.0),
+            Leader::Node(n) => Some(n),
             Leader::Local | Leader::Offline => None,
         }
     }
@@ -90,10 +90,10 @@ pub struct PartitionMeta {
     pub replicas: Vec<Slot>,
     /// The in-sync replicas (nodes), when replicated.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub isr: Vec<i32>,
+    pub isr: Vec<NodeId>,
     /// The eligible leader replicas (KIP-966), when replicated.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub elr: Vec<i32>,
+    pub elr: Vec<NodeId>,
     /// Bumped by every change of the replicas, ISR or leader (Kafka's partition epoch): the
     /// compare of an ISR change.
     #[serde(default)]
@@ -118,20 +118,20 @@ impl PartitionMeta {
     pub fn placed(replicas: Vec<Slot>) -> PartitionMeta {
         let leader = replicas[0];
         if replicas.len() == 1 {
-            return PartitionMeta::single(Leader::Node(NodeId(leader.node)), leader.shard);
+            return PartitionMeta::single(Leader::Node(leader.node), leader.shard);
         }
         PartitionMeta {
             isr: replicas.iter().map(|s| s.node).collect(),
             replicas,
-            ..PartitionMeta::single(Leader::Node(NodeId(leader.node)), leader.shard)
+            ..PartitionMeta::single(Leader::Node(leader.node), leader.shard)
         }
     }
 
     /// Whether shard `shard` of node `node` leads it.
-    pub fn is_led_by(&self, node: i32, shard: usize) -> bool {
+    pub fn is_led_by(&self, node: NodeId, shard: usize) -> bool {
         let led = match self.leader {
             Leader::Local => true,
-            Leader::Node(n) => n.0 == node,
+            Leader::Node(n) => n == node,
             Leader::Offline => false,
         };
         led && self.shard == shard
@@ -143,25 +143,33 @@ impl PartitionMeta {
     }
 
     /// Whether shard `shard` of node `node` holds a replica of it (leader or follower).
-    pub fn has_replica_on(&self, node: i32, shard: usize) -> bool {
+    pub fn has_replica_on(&self, node: NodeId, shard: usize) -> bool {
         self.is_led_by(node, shard) || self.replicas.contains(&Slot { node, shard })
     }
 
     /// The replica on node `node`, if any.
-    pub fn replica_on(&self, node: i32) -> Option<Slot> {
+    pub fn replica_on(&self, node: NodeId) -> Option<Slot> {
         self.replicas.iter().copied().find(|s| s.node == node)
     }
 
     /// The replication state machines' view (replica ids are nodes: never two replicas of a
     /// partition on one node).
     pub fn state(&self) -> PartitionState {
-        let set = |v: &[i32]| v.iter().map(|&n| ReplicaId(n)).collect::<BTreeSet<_>>();
+        let set = |v: &[NodeId]| {
+            v.iter()
+                .map(|&n| ReplicaId::from(n))
+                .collect::<BTreeSet<_>>()
+        };
         let leader = self.leader.node();
         PartitionState {
-            replicas: self.replicas.iter().map(|s| ReplicaId(s.node)).collect(),
+            replicas: self
+                .replicas
+                .iter()
+                .map(|s| ReplicaId::from(s.node))
+                .collect(),
             isr: set(&self.isr),
             elr: set(&self.elr),
-            leader: leader.map(ReplicaId),
+            leader: leader.map(ReplicaId::from),
             leader_epoch: self.leader_epoch,
             partition_epoch: self.partition_epoch,
         }
@@ -170,14 +178,15 @@ impl PartitionMeta {
     /// Takes `state`'s ISR, ELR, leader and epochs (the replicas stay where they are); the
     /// leader's shard is its replica's.
     pub fn apply_state(&mut self, state: &PartitionState) {
-        let nodes = |s: &BTreeSet<ReplicaId>| s.iter().map(|r| r.0).collect::<Vec<_>>();
+        let nodes =
+            |s: &BTreeSet<ReplicaId>| s.iter().map(|&r| NodeId::from(r)).collect::<Vec<_>>();
         self.isr = nodes(&state.isr);
         self.elr = nodes(&state.elr);
         self.leader_epoch = state.leader_epoch;
         self.partition_epoch = state.partition_epoch;
-        match state.leader.and_then(|r| self.replica_on(r.0)) {
+        match state.leader.and_then(|r| self.replica_on(r.into())) {
             Some(slot) => {
-                self.leader = Leader::Node(NodeId(slot.node));
+                self.leader = Leader::Node(slot.node);
                 self.shard = slot.shard;
             }
             None => self.leader = Leader::Offline,
@@ -197,7 +206,7 @@ pub struct TopicMeta {
 /// on `port + shard`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct NodeInfo {
-    pub node: i32,
+    pub node: NodeId,
     /// The inter-broker listener's advertised host and shard 0's port.
     pub host: String,
     pub port: u16,
@@ -228,7 +237,7 @@ pub struct Snapshot {
     pub nodes: Vec<NodeInfo>,
     /// The node elected controller, in a cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub controller: Option<i32>,
+    pub controller: Option<NodeId>,
     /// Each user's SCRAM credentials (salted; no password is stored), by mechanism name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub scram: BTreeMap<String, UserCredentials>,
@@ -246,7 +255,7 @@ impl Snapshot {
     }
 
     /// The live node `node`, in a cluster.
-    pub fn node(&self, node: i32) -> Option<&NodeInfo> {
+    pub fn node(&self, node: NodeId) -> Option<&NodeInfo> {
         self.nodes.iter().find(|n| n.node == node)
     }
 }

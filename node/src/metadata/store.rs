@@ -51,7 +51,7 @@ pub trait MetadataStore: Send {
     }
     /// The nodes an ISR may take in, by broker epoch: registered and not in controlled
     /// shutdown; `None`: this node alone.
-    fn isr_eligible(&mut self) -> Option<BTreeMap<i32, i64>> {
+    fn isr_eligible(&mut self) -> Option<BTreeMap<crate::ids::NodeId, i64>> {
         None
     }
     /// Saves as [`MetadataStore::save`] does, and only if the registrations of `brokers` are
@@ -60,7 +60,7 @@ pub trait MetadataStore: Send {
     fn save_guarded(
         &mut self,
         snapshot: &Snapshot,
-        brokers: &BTreeSet<i32>,
+        brokers: &BTreeSet<crate::ids::NodeId>,
     ) -> Result<Saved, StoreError> {
         let _ = brokers;
         self.save(snapshot)

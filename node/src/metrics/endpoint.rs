@@ -5,6 +5,7 @@
 //! One scrape at a time, each connection closed after its answer: Prometheus scrapes every few
 //! seconds, nothing here is on the data path.
 
+use crate::ids::NodeId;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,7 +30,7 @@ pub struct Endpoint {
     pub shards: Vec<fmpsc::UnboundedSender<Ask>>,
     pub request_budget: Arc<RequestBudget>,
     pub request_budget_capacity: Option<usize>,
-    pub node_id: i32,
+    pub node_id: NodeId,
     pub stopping: Arc<AtomicBool>,
 }
 

@@ -2,6 +2,7 @@
 //! Kafka's vocabulary in names and labels (`request="Produce"`, log end offset, high
 //! watermark, log start offset, consumer group lag).
 
+use crate::ids::NodeId;
 use std::collections::HashMap;
 
 use kafka_protocol::messages::ApiKey;
@@ -15,7 +16,7 @@ use iouring_log::{IoTimes, ShardIoTimes};
 
 /// What the endpoint knows of the node itself.
 pub struct NodeFacts {
-    pub node_id: i32,
+    pub node_id: NodeId,
     /// `queued.max.request.bytes` (`None`: unbounded).
     pub request_budget_capacity: Option<usize>,
     pub request_budget_available: usize,
@@ -659,7 +660,7 @@ mod tests {
 
     fn facts() -> NodeFacts {
         NodeFacts {
-            node_id: 1,
+            node_id: NodeId(1),
             request_budget_capacity: Some(1024),
             request_budget_available: 1000,
             request_budget_waiting: 0,

@@ -43,7 +43,7 @@ pub fn start_fetchers(ctx: &Rc<ShardCtx>) {
         if ctx.fetchers().borrow_mut().insert(slot) {
             tracing::info!(
                 shard = ctx.shard(),
-                leader_node = slot.node,
+                leader_node = %slot.node,
                 leader_shard = slot.shard,
                 "starting follower fetcher"
             );

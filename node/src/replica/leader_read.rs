@@ -57,7 +57,7 @@ pub fn answer(
     now_ms: i64,
 ) -> LeaderAnswer {
     let fetch = FollowerFetch {
-        replica: ReplicaId(crate::ids::node_of(follower.broker)),
+        replica: ReplicaId::from(crate::ids::node_of(follower.broker)),
         fetch_offset: Offset(fp.fetch_offset),
         last_fetched_epoch: (fp.last_fetched_epoch >= 0)
             .then_some(LeaderEpoch(fp.last_fetched_epoch)),

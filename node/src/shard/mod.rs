@@ -22,6 +22,7 @@ use crate::config::{BrokerConfig, GroupConfig};
 use crate::error::Refused;
 use crate::group_coordinator::{Coordinator, Host};
 use crate::handlers::fetch::sessions::FetchSessions;
+use crate::ids::NodeId;
 use crate::metadata::lease::LeaseClock;
 use crate::metadata::{Command, Snapshot, TopicMeta};
 use crate::metadata::{Leader, PartitionMeta};
@@ -262,7 +263,7 @@ impl ShardCtx {
                 ResponseError::NotLeaderOrFollower,
                 format!(
                     "{topic}-{index}: node {} cannot confirm its lease on the cluster metadata, and its in-sync followers can or do not fetch from it: its leadership may have moved",
-                    self.config.node_id.0
+                    self.config.node_id
                 ),
             ));
         }
@@ -310,13 +311,13 @@ impl ShardCtx {
         meta: &PartitionMeta,
         listener: usize,
     ) -> Option<(BrokerId, String, i32)> {
-        let me = self.config.node_id.0;
+        let me = self.config.node_id;
         match meta.leader {
             Leader::Local => Some(self.local_endpoint(meta.shard, listener)),
-            Leader::Node(n) if n.0 == me => Some(self.local_endpoint(meta.shard, listener)),
+            Leader::Node(n) if n == me => Some(self.local_endpoint(meta.shard, listener)),
             Leader::Node(n) => {
                 let snapshot = self.snapshot.borrow();
-                let node = snapshot.node(n.0)?;
+                let node = snapshot.node(n)?;
                 self.remote_endpoint(node, meta.shard, listener)
             }
             Leader::Offline => None,
@@ -379,7 +380,7 @@ impl ShardCtx {
     /// Every broker clients of listener `listener` may talk to: each shard of each live node
     /// that has the listener (this node's own always).
     pub fn brokers(&self, listener: usize) -> Vec<(BrokerId, String, i32)> {
-        let me = self.config.node_id.0;
+        let me = self.config.node_id;
         let mut out: Vec<_> = (0..self.config.shards)
             .map(|s| self.local_endpoint(s, listener))
             .collect();
@@ -457,8 +458,8 @@ impl Host for ShardCtx {
         self.shard
     }
 
-    fn node(&self) -> i32 {
-        self.config.node_id.0
+    fn node(&self) -> NodeId {
+        self.config.node_id
     }
 
     fn settings(&self) -> &GroupConfig {

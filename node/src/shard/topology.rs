@@ -25,7 +25,7 @@ impl ShardCtx {
         let mut wanted = Vec::new();
         for topic in snapshot.topics.values() {
             for (p, meta) in topic.partitions.iter().enumerate() {
-                if meta.has_replica_on(self.config.node_id.0, self.shard) {
+                if meta.has_replica_on(self.config.node_id, self.shard) {
                     wanted.push((topic, p as i32));
                 }
             }
@@ -51,7 +51,7 @@ impl ShardCtx {
             }
         }
         self.apply_roles(&snapshot, &opened).await;
-        let me = (self.config.node_id.0, self.shard);
+        let me = (self.config.node_id, self.shard);
         let gone: Vec<(String, i32)> = self
             .partitions
             .borrow()
@@ -270,7 +270,7 @@ impl ShardCtx {
         snapshot: &Snapshot,
         opened: &std::collections::HashSet<(String, i32)>,
     ) {
-        let me = ReplicaId(self.config.node_id.0);
+        let me = ReplicaId::from(self.config.node_id);
         let cx = RoleContext {
             me,
             now_ms: now_ms(),

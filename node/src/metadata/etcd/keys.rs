@@ -1,5 +1,7 @@
 //! The key layout under `/ringlog/<cluster.id>/`.
 
+use crate::ids::NodeId;
+
 /// Key names for one cluster.
 #[derive(Debug, Clone)]
 pub struct Keys {
@@ -24,7 +26,7 @@ impl Keys {
     }
 
     /// A broker's registration, under its lease.
-    pub fn broker(&self, node: i32) -> String {
+    pub fn broker(&self, node: NodeId) -> String {
         format!("{}brokers/{node}", self.root)
     }
 
@@ -81,7 +83,7 @@ impl Keys {
     }
 
     /// Parses a broker registration key back into its node id.
-    pub fn broker_of(&self, key: &str) -> Option<i32> {
+    pub fn broker_of(&self, key: &str) -> Option<NodeId> {
         key.strip_prefix(&self.brokers())?.parse().ok()
     }
 
@@ -100,11 +102,11 @@ mod tests {
     #[test]
     fn keys_round_trip() {
         let k = Keys::new("c1");
-        assert_eq!(k.broker(3), "/ringlog/c1/brokers/3");
-        assert_eq!(k.broker_of(&k.broker(3)), Some(3));
+        assert_eq!(k.broker(NodeId(3)), "/ringlog/c1/brokers/3");
+        assert_eq!(k.broker_of(&k.broker(NodeId(3))), Some(NodeId(3)));
         assert_eq!(k.broker_of("/ringlog/c2/brokers/3"), None);
         assert_eq!(k.partition_of(&k.partition("a/b", 7)), Some(("a/b", 7)));
-        assert_eq!(k.partition_of(&k.broker(1)), None);
+        assert_eq!(k.partition_of(&k.broker(NodeId(1))), None);
         assert_eq!(k.scram_of(&k.scram("a/b=c")), Some("a/b=c"));
         assert_eq!(k.scram_of(&k.topic("t")), None);
     }

@@ -16,6 +16,7 @@
 //! proves nothing, and pauses that node's probes for a second so the control plane is not held
 //! up); the probe is one connect with a short timeout, closed at once.
 
+use crate::ids::NodeId;
 use crate::limits::LIVENESS_CONNECT_TIMEOUT;
 use crate::limits::LIVENESS_PROBE_INTERVAL;
 use crate::limits::LIVENESS_REFUSALS;
@@ -40,12 +41,12 @@ struct Probe {
 
 #[derive(Default)]
 pub struct Liveness {
-    probes: BTreeMap<i32, Probe>,
+    probes: BTreeMap<NodeId, Probe>,
 }
 
 impl Liveness {
     /// Node `node` is registered as `broker_epoch`, listening on `host:port`.
-    pub fn registered(&mut self, node: i32, broker_epoch: i64, host: &str, port: u16) {
+    pub fn registered(&mut self, node: NodeId, broker_epoch: i64, host: &str, port: u16) {
         if self
             .probes
             .get(&node)
@@ -70,13 +71,13 @@ impl Liveness {
         );
     }
 
-    pub fn deregistered(&mut self, node: i32) {
+    pub fn deregistered(&mut self, node: NodeId) {
         self.probes.remove(&node);
     }
 
     /// Probes the nodes `which` selects that are due; returns each node (with its broker
     /// epoch) whose listener has refused long enough: its process is gone.
-    pub fn probe(&mut self, which: impl Fn(i32) -> bool) -> Vec<(i32, i64)> {
+    pub fn probe(&mut self, which: impl Fn(NodeId) -> bool) -> Vec<(NodeId, i64)> {
         let now = Instant::now();
         let mut gone = Vec::new();
         for (&node, p) in &mut self.probes {
@@ -120,7 +121,7 @@ mod tests {
     use std::net::TcpListener;
     use std::time::Duration;
 
-    fn probe_until(l: &mut Liveness, me: i32, within: Duration) -> Vec<(i32, i64)> {
+    fn probe_until(l: &mut Liveness, me: NodeId, within: Duration) -> Vec<(NodeId, i64)> {
         let deadline = Instant::now() + within;
         while Instant::now() < deadline {
             let gone = l.probe(|n| n != me);
@@ -137,17 +138,17 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let mut l = Liveness::default();
-        l.registered(2, 41, "127.0.0.1", port);
-        assert!(l.probe(|n| n != 1).is_empty(), "listening");
+        l.registered(NodeId(2), 41, "127.0.0.1", port);
+        assert!(l.probe(|n| n != NodeId(1)).is_empty(), "listening");
         drop(listener);
         let started = Instant::now();
         assert_eq!(
-            probe_until(&mut l, 1, Duration::from_secs(3)),
-            vec![(2, 41)]
+            probe_until(&mut l, NodeId(1), Duration::from_secs(3)),
+            vec![(NodeId(2), 41)]
         );
         assert!(started.elapsed() >= LIVENESS_REFUSED_FOR);
         assert!(
-            probe_until(&mut l, 1, Duration::from_millis(500)).is_empty(),
+            probe_until(&mut l, NodeId(1), Duration::from_millis(500)).is_empty(),
             "reported once"
         );
     }
@@ -161,13 +162,18 @@ mod tests {
             .unwrap()
             .port();
         let mut l = Liveness::default();
-        l.registered(2, 41, "127.0.0.1", port);
-        assert!(probe_until(&mut l, 1, Duration::from_millis(800)).is_empty());
+        l.registered(NodeId(2), 41, "127.0.0.1", port);
+        assert!(probe_until(&mut l, NodeId(1), Duration::from_millis(800)).is_empty());
         // Nor a node not selected.
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        l.registered(3, 7, "127.0.0.1", listener.local_addr().unwrap().port());
-        assert!(l.probe(|n| n != 3).is_empty());
+        l.registered(
+            NodeId(3),
+            7,
+            "127.0.0.1",
+            listener.local_addr().unwrap().port(),
+        );
+        assert!(l.probe(|n| n != NodeId(3)).is_empty());
         drop(listener);
-        assert!(probe_until(&mut l, 3, Duration::from_millis(800)).is_empty());
+        assert!(probe_until(&mut l, NodeId(3), Duration::from_millis(800)).is_empty());
     }
 }

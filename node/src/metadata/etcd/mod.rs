@@ -29,6 +29,7 @@ pub mod session;
 pub mod store;
 pub mod watch;
 
+use crate::ids::NodeId;
 use crate::limits::ETCD_KEEP_ALIVE_INTERVAL;
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,7 +71,7 @@ pub enum EtcdError {
     },
     #[error("node {node} is already registered in cluster {cluster} (broker epoch {epoch}): another process runs with this node.id, or the old one's lease has not expired yet")]
     DuplicateRegistration {
-        node: i32,
+        node: NodeId,
         cluster: String,
         epoch: i64,
     },

@@ -9,6 +9,7 @@
 //! deadline passes, or etcd answers that the lease is gone, the session is lost for good; the
 //! broker registers again under a new epoch.
 
+use crate::ids::NodeId;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -29,7 +30,7 @@ struct LeaseView {
 /// A registered broker.
 pub struct BrokerSession {
     etcd: Etcd,
-    node: i32,
+    node: NodeId,
     lease_id: i64,
     broker_epoch: i64,
     view: Arc<Mutex<LeaseView>>,
@@ -41,7 +42,7 @@ pub struct BrokerSession {
 /// A registered broker as everyone sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerRegistration {
-    pub node: i32,
+    pub node: NodeId,
     /// The key's create revision.
     pub broker_epoch: i64,
     /// What the broker registered (its endpoints, as JSON).
@@ -59,7 +60,7 @@ impl BrokerSession {
     /// deadline is published on `clock` while the session lives.
     pub fn register(
         etcd: &Etcd,
-        node: i32,
+        node: NodeId,
         info: &str,
         clock: &LeaseClock,
     ) -> Result<BrokerSession, EtcdError> {
@@ -119,7 +120,7 @@ impl BrokerSession {
         })
     }
 
-    pub fn node(&self) -> i32 {
+    pub fn node(&self) -> NodeId {
         self.node
     }
 
@@ -289,7 +290,7 @@ pub fn live_brokers(etcd: &Etcd) -> Result<Vec<BrokerRegistration>, EtcdError> {
 /// A registered broker's lease as etcd holds it: how long it lasts without another keep-alive.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseHealth {
-    pub node: i32,
+    pub node: NodeId,
     pub broker_epoch: i64,
     pub lease_id: i64,
     /// Seconds etcd keeps the lease without a keep-alive; negative: already gone.

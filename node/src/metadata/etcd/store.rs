@@ -9,6 +9,7 @@
 //! watch's events and, if this node's lease was lost, registers it again under a new broker
 //! epoch. Dropping the store revokes the lease: the node leaves at once.
 
+use crate::ids::NodeId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -52,11 +53,11 @@ pub struct EtcdStore {
     scram: BTreeMap<String, (UserCredentials, i64)>,
     /// Every resource pattern's ACL entries as last read, with the key's mod revision.
     acls: BTreeMap<String, (BTreeSet<AclEntry>, i64)>,
-    nodes: BTreeMap<i32, NodeInfo>,
+    nodes: BTreeMap<NodeId, NodeInfo>,
     /// Every registration as last read: node → (broker epoch, the key's mod revision).
-    registrations: BTreeMap<i32, (i64, i64)>,
+    registrations: BTreeMap<NodeId, (i64, i64)>,
     /// Controller candidacies: key → (create revision, node); the oldest leads.
-    candidates: BTreeMap<String, (i64, i32)>,
+    candidates: BTreeMap<String, (i64, NodeId)>,
     /// This node's campaign, running in the background under its lease.
     campaign: Option<tokio::task::JoinHandle<()>>,
     /// Set when this node is elected controller (its fence for controller writes).
@@ -88,7 +89,7 @@ impl EtcdStore {
         let clock = LeaseClock::leased();
         let session = register_waiting_for_predecessor(&etcd, me.node, &registration, &clock)?;
         tracing::info!(
-            node = me.node,
+            node = %me.node,
             broker_epoch = session.broker_epoch(),
             cluster = %etcd.config().cluster_id,
             "registered in etcd"
@@ -148,7 +149,7 @@ impl EtcdStore {
         } else if let Some(pattern) = keys.acls_of(&e.key) {
             return put_doc(&mut self.acls, pattern, e, "ACLs");
         } else if keys.is_controller_candidacy(&e.key) {
-            let node = String::from_utf8_lossy(&e.value).parse::<i32>();
+            let node = String::from_utf8_lossy(&e.value).parse::<NodeId>();
             if let Ok(node) = node {
                 let old = self
                     .candidates
@@ -204,7 +205,7 @@ impl EtcdStore {
     }
 
     /// The node in line first for controller (the elected one, or about to be).
-    fn snapshot_controller(&self) -> Option<i32> {
+    fn snapshot_controller(&self) -> Option<NodeId> {
         self.candidates
             .values()
             .min_by_key(|(rev, _)| *rev)
@@ -238,10 +239,10 @@ impl EtcdStore {
         self.campaign = Some(self.etcd.runtime().spawn(async move {
             match campaign_until_elected(&etcd, lease, &node.to_string()).await {
                 Ok(won) => {
-                    tracing::info!(node, controller_epoch = won.epoch(), "elected controller");
+                    tracing::info!(node = %node, controller_epoch = won.epoch(), "elected controller");
                     *elected.lock().expect("elected lock") = Some(won);
                 }
-                Err(e) => tracing::warn!(node, error = %e, "campaign for controller ended"),
+                Err(e) => tracing::warn!(node = %node, error = %e, "campaign for controller ended"),
             }
         }));
     }
@@ -268,7 +269,7 @@ impl EtcdStore {
         }
         if let Some(old) = self.session.take() {
             tracing::warn!(
-                node = self.me.node,
+                node = %self.me.node,
                 broker_epoch = old.broker_epoch(),
                 "lost the etcd lease; registering again"
             );
@@ -281,7 +282,7 @@ impl EtcdStore {
         match BrokerSession::register(&self.etcd, self.me.node, &self.registration, &self.clock) {
             Ok(s) => {
                 tracing::info!(
-                    node = self.me.node,
+                    node = %self.me.node,
                     broker_epoch = s.broker_epoch(),
                     "registered in etcd again"
                 );
@@ -307,7 +308,7 @@ impl EtcdStore {
         let me = self.me.node;
         let controller = self.snapshot_controller();
         let elected = self.controller_lease().is_some();
-        let which = |node: i32| node != me && (elected || Some(node) == controller);
+        let which = |node: NodeId| node != me && (elected || Some(node) == controller);
         let gone = self.liveness.probe(which);
         if gone.is_empty() {
             return;
@@ -329,7 +330,7 @@ impl EtcdStore {
                 continue;
             };
             tracing::warn!(
-                node,
+                node = %node,
                 broker_epoch = epoch,
                 "node {node} refuses connections: its process is gone; revoking its lease"
             );
@@ -337,7 +338,7 @@ impl EtcdStore {
                 "revoking a dead node's lease",
                 client.lease_revoke(b.lease_id),
             ) {
-                tracing::warn!(node, error = %e, "revoking a dead node's lease");
+                tracing::warn!(node = %node, error = %e, "revoking a dead node's lease");
             }
         }
     }
@@ -365,7 +366,7 @@ impl EtcdStore {
 /// registration still held after that belongs to a live process: refused.
 fn register_waiting_for_predecessor(
     etcd: &Etcd,
-    node: i32,
+    node: NodeId,
     info: &str,
     clock: &LeaseClock,
 ) -> Result<BrokerSession, EtcdError> {
@@ -376,7 +377,7 @@ fn register_waiting_for_predecessor(
             Err(EtcdError::DuplicateRegistration { epoch, .. }) if Instant::now() < give_up => {
                 if !told {
                     tracing::warn!(
-                        node,
+                        node = %node,
                         broker_epoch = epoch,
                         "node {node} is still registered (a previous process that did not stop cleanly?); waiting for its lease to expire"
                     );
@@ -487,7 +488,7 @@ impl MetadataStore for EtcdStore {
     fn save_guarded(
         &mut self,
         snapshot: &Snapshot,
-        brokers: &BTreeSet<i32>,
+        brokers: &BTreeSet<NodeId>,
     ) -> Result<Saved, StoreError> {
         let keys = self.etcd.keys();
         let mut txn = TxnParts::default();
@@ -561,7 +562,7 @@ impl MetadataStore for EtcdStore {
         }
     }
 
-    fn isr_eligible(&mut self) -> Option<BTreeMap<i32, i64>> {
+    fn isr_eligible(&mut self) -> Option<BTreeMap<NodeId, i64>> {
         Some(
             self.nodes
                 .values()
