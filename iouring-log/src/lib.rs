@@ -15,7 +15,6 @@ mod aligned_buf;
 mod appender;
 mod batch;
 mod checkpoint;
-mod cleaner;
 mod config;
 mod error;
 pub mod fault_injection;
@@ -23,17 +22,12 @@ mod helper_thread;
 mod leader_epoch_cache;
 pub mod limits;
 mod log;
-mod log_durability;
-mod log_open;
-mod log_read;
-mod log_roll;
 mod notify;
 mod offset_index;
 mod read_cache;
 mod read_gate;
 mod reader;
 mod recovery;
-mod retention;
 mod segment;
 mod segment_io;
 mod slow;
@@ -47,12 +41,12 @@ mod write_planner;
 // the bounds in `limits` and the test facility `fault_injection`).
 
 // A log: open, append, wait, read, roll, flush, retention, compaction.
-pub use cleaner::{first_unkeyed_record, CleanStats, CleanerLimits};
 pub use config::{Compaction, ConfigError as LogConfigError, LogConfig};
+pub use log::cleaner::{first_unkeyed_record, CleanStats, CleanerLimits};
+pub use log::durability::Durability;
+pub use log::open::LogOptions;
+pub use log::read::{ReadOptions, ReadResult};
 pub use log::{AppendInfo, Log};
-pub use log_durability::Durability;
-pub use log_open::LogOptions;
-pub use log_read::{ReadOptions, ReadResult};
 pub use types::{FilePosition, LeaderEpoch, Offset, RelativeOffset, TimestampMs};
 
 // Errors.

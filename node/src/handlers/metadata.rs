@@ -196,19 +196,20 @@ pub(crate) struct PartitionView {
 }
 
 pub(crate) fn partition_view(ctx: &ShardCtx, p: &PartitionMeta) -> PartitionView {
-    let replicas = if p.replicas.is_empty() {
+    // A partition of one replica keeps no replica list: its leader is its replica.
+    let single = |node| {
         vec![Slot {
-            node: match p.leader {
-                Leader::Local => ctx.config().node_id,
-                Leader::Node(n) => n,
-                // A partition of one replica records no replica list: offline, its node is
-                // not known here, and it is reported as Kafka's "no broker" (-1).
-                Leader::Offline => NodeId(-1),
-            },
+            node,
             shard: p.shard,
         }]
-    } else {
-        p.replicas.clone()
+    };
+    let replicas = match (p.replicas.is_empty(), p.leader) {
+        (false, _) => p.replicas.clone(),
+        (true, Leader::Local) => single(ctx.config().node_id),
+        (true, Leader::Node(n)) => single(n),
+        // Offline with no replica recorded (not written by the controller, which marks only
+        // replicated partitions offline): no replica to name.
+        (true, Leader::Offline) => Vec::new(),
     };
     let live = |node: NodeId| node == ctx.config().node_id || ctx.snapshot().node(node).is_some();
     let id = |s: &Slot| crate::ids::broker_id(s.node, s.shard);

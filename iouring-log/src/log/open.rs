@@ -229,7 +229,7 @@ impl Log {
         // glommio's directory operations need an absolute path.
         let dir = std::path::absolute(&dir).map_err(|e| IoError::new("resolving", &dir, e))?;
         let cleaned_below = read_offset_checkpoint(&dir, CLEANER_OFFSET_FILE).await?;
-        crate::cleaner::finish_interrupted_cleaning(&dir, &config).await?;
+        super::cleaner::finish_interrupted_cleaning(&dir, &config).await?;
         let bases = list_segments(&dir)?;
         let checkpointed_recovery_point =
             read_offset_checkpoint_as_written(&dir, RECOVERY_POINT_FILE).await?;

@@ -1,8 +1,8 @@
 //! [`Log`]: one partition's log — its segments, leader epoch cache and recovery point — and
-//! the ordered appends that change it. Waiting for appended offsets to be written or flushed
-//! lives in `log_durability.rs`, rolls and background sealing in `log_roll.rs`, reads in
-//! `log_read.rs`, opening and recovery in `log_open.rs`, retention and truncation in
-//! `retention.rs`.
+//! the ordered appends that change it. The rest of `Log`'s methods live beside it in this
+//! folder: waiting for appended offsets to be written or flushed in `durability.rs`, rolls and
+//! background sealing in `roll.rs`, reads in `read.rs`, opening and recovery in `open.rs`,
+//! retention and truncation in `retention.rs`, compaction (the log cleaner) in `cleaner.rs`.
 //!
 //! Contract:
 //! - One `Log` belongs to one shard (thread). Its handle is cheap to clone; clones share state.
@@ -21,6 +21,13 @@
 //!   until the log is reopened (which re-validates the tail). An fsync is never retried.
 //!
 //! [`SegmentWatermarks`]: crate::watermarks::SegmentWatermarks
+
+pub(crate) mod cleaner;
+pub(crate) mod durability;
+pub(crate) mod open;
+pub(crate) mod read;
+mod retention;
+mod roll;
 
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
