@@ -97,8 +97,9 @@ pub struct ShardIoTimes {
     pub data_writes: IoTimes,
     /// `fdatasync`s of segment files (a produce under `flush.messages=1` waits for one).
     pub syncs: IoTimes,
-    /// Seals of rolled segments, from the roll to the sealed segment's data being durable (a
-    /// produce waiting for its offsets to be flushed waits for the seal of the segment before).
+    /// Seals of rolled segments, from the roll until the seal finished (writes drained, file
+    /// trimmed and synced, indexes written). Offsets waited for as flushed after a roll wait
+    /// for the part of it up to the trimmed file's `fdatasync`.
     pub seals: IoTimes,
 }
 

@@ -36,22 +36,24 @@ pub fn handle(
             .collect()
     });
     let mut by_topic: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
-    for part in ctx.replicas() {
-        let (topic, index) = (&part.topic, &part.index);
-        let listed = wanted
-            .as_ref()
-            .is_none_or(|w| w.get(topic).is_some_and(|ps| ps.contains(index)));
-        if !listed {
-            continue;
+    ctx.with_replicas(|replicas| {
+        for part in replicas {
+            let (topic, index) = (&part.topic, &part.index);
+            let listed = wanted
+                .as_ref()
+                .is_none_or(|w| w.get(topic).is_some_and(|ps| ps.contains(index)));
+            if !listed {
+                continue;
+            }
+            let mut p = DescribeLogDirsPartition::default();
+            p.partition_index = *index;
+            p.partition_size = part.log.size_bytes() as i64;
+            // Kafka: how far a replica's log end is behind its high watermark (0 once caught up).
+            p.offset_lag = (part.high_watermark().0 - part.log.log_end_offset().0).max(0);
+            p.is_future_key = false;
+            by_topic.entry(topic.clone()).or_default().push(p);
         }
-        let mut p = DescribeLogDirsPartition::default();
-        p.partition_index = *index;
-        p.partition_size = part.log.size_bytes() as i64;
-        // Kafka: how far a replica's log end is behind its high watermark (0 once caught up).
-        p.offset_lag = (part.high_watermark().0 - part.log.log_end_offset().0).max(0);
-        p.is_future_key = false;
-        by_topic.entry(topic.clone()).or_default().push(p);
-    }
+    });
     let mut result = DescribeLogDirsResult::default();
     let dir = std::path::absolute(&ctx.config().log_dir).unwrap_or(ctx.config().log_dir.clone());
     result.log_dir = StrBytes::from_string(dir.display().to_string());

@@ -424,7 +424,7 @@ impl IoFamily {
     };
     const SEALS: IoFamily = IoFamily {
         prefix: "seal",
-        what: "Seals of rolled segments, from the roll to the sealed segment durable (flushed offsets after a roll wait for it)",
+        what: "Seals of rolled segments, from the roll until the seal finished (writes drained, file trimmed and synced, indexes written; flushed offsets after a roll wait for it up to that sync)",
         pick: |t| &t.seals,
     };
 }

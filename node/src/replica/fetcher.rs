@@ -55,17 +55,18 @@ pub fn start_fetchers(ctx: &Rc<ShardCtx>) {
 /// The leader shards of the partitions this shard follows.
 fn followed_leaders(ctx: &ShardCtx) -> BTreeSet<Slot> {
     let snapshot = ctx.snapshot().clone();
-    ctx.replicas()
-        .iter()
-        .filter(|p| p.following().is_some())
-        .filter_map(|p| snapshot.partition(&p.topic, p.index))
-        .filter_map(|m| {
-            m.leader.node().map(|node| Slot {
-                node,
-                shard: m.shard,
+    ctx.with_replicas(|replicas| {
+        replicas
+            .filter(|p| p.following().is_some())
+            .filter_map(|p| snapshot.partition(&p.topic, p.index))
+            .filter_map(|m| {
+                m.leader.node().map(|node| Slot {
+                    node,
+                    shard: m.shard,
+                })
             })
-        })
-        .collect()
+            .collect()
+    })
 }
 
 /// A followed partition: its replica here and its topic id.
@@ -78,23 +79,24 @@ struct Followed {
 /// The partitions this shard follows on `leader`, by (topic, partition).
 fn followed_on(ctx: &ShardCtx, leader: Slot) -> BTreeMap<(String, i32), Followed> {
     let snapshot = ctx.snapshot().clone();
-    ctx.replicas()
-        .iter()
-        .filter_map(|p| {
-            let (_, epoch) = p.following()?;
-            let topic = snapshot.topics.get(&p.topic)?;
-            let meta = topic.partitions.get(usize::try_from(p.index).ok()?)?;
-            let here = meta.leader.node() == Some(leader.node) && meta.shard == leader.shard;
-            here.then(|| {
-                let f = Followed {
-                    part: p.clone(),
-                    topic_id: topic.id,
-                    leader_epoch: epoch,
-                };
-                ((p.topic.clone(), p.index), f)
+    ctx.with_replicas(|replicas| {
+        replicas
+            .filter_map(|p| {
+                let (_, epoch) = p.following()?;
+                let topic = snapshot.topics.get(&p.topic)?;
+                let meta = topic.partitions.get(usize::try_from(p.index).ok()?)?;
+                let here = meta.leader.node() == Some(leader.node) && meta.shard == leader.shard;
+                here.then(|| {
+                    let f = Followed {
+                        part: p.clone(),
+                        topic_id: topic.id,
+                        leader_epoch: epoch,
+                    };
+                    ((p.topic.clone(), p.index), f)
+                })
             })
-        })
-        .collect()
+            .collect()
+    })
 }
 
 async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {

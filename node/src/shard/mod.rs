@@ -214,9 +214,14 @@ impl ShardCtx {
         &self.request_budget
     }
 
-    /// Every replica this shard holds, whatever its role.
-    pub fn replicas(&self) -> Vec<Rc<Partition>> {
-        self.partitions.borrow().values().cloned().collect()
+    /// Calls `f` with every replica this shard holds, whatever its role, without copying the
+    /// registry (a follower's fetch loop looks at it every round). The registry stays borrowed
+    /// while `f` runs: `f` must not open or close a partition.
+    pub fn with_replicas<R>(
+        &self,
+        f: impl FnOnce(&mut dyn Iterator<Item = &Rc<Partition>>) -> R,
+    ) -> R {
+        f(&mut self.partitions.borrow().values())
     }
 
     /// Sends `cmd` to the control plane without waiting for its answer.
