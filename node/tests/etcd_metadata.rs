@@ -162,6 +162,8 @@ fn record(epoch: i32) -> PartitionRecord {
         leader: 1,
         leader_epoch: 0,
         partition_epoch: epoch,
+        adding_replicas: vec![],
+        removing_replicas: vec![],
     }
 }
 

@@ -187,11 +187,15 @@ pub fn on_replica_back(
     next_state(state, leader, isr, elr)
 }
 
-/// Moves leadership to the preferred replica (the first) if it is live and in the ISR.
+/// Moves leadership to the preferred replica (the first) if it is live and in the ISR; not
+/// while the partition's replicas are moving (the move elects a leader when it completes).
 pub fn preferred_leader_election(
     state: &PartitionState,
     live: &BTreeSet<ReplicaId>,
 ) -> Option<PartitionState> {
+    if crate::reassignment::is_reassigning(state) {
+        return None;
+    }
     let preferred = *state.replicas.first()?;
     let eligible = state.isr.contains(&preferred) && live.contains(&preferred);
     if !eligible || state.leader == Some(preferred) {
@@ -293,6 +297,8 @@ mod tests {
             leader: Some(ReplicaId(leader)),
             leader_epoch: LeaderEpoch(5),
             partition_epoch: 10,
+            adding: BTreeSet::new(),
+            removing: BTreeSet::new(),
         }
     }
 

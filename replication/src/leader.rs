@@ -408,11 +408,25 @@ impl LeaderState {
     /// change was made against settles that change: applied (its ISR is in `state`) or refused
     /// for good (stale against `state`; the controller fences a refused change by committing
     /// a new partition epoch, [`crate::controller::fence_isr_proposals`]).
-    pub fn on_committed(&mut self, state: &PartitionState) -> StillLeader {
+    pub fn on_committed(&mut self, state: &PartitionState, now_ms: i64) -> StillLeader {
         if state.leader != Some(self.me) || state.leader_epoch != self.epoch {
             return StillLeader::No;
         }
         if state.partition_epoch > self.partition_epoch {
+            // A move added replicas (they fetch from nothing known yet) or removed some.
+            self.followers
+                .retain(|r, _| state.replicas.contains(r) && *r != self.me);
+            for &r in state.replicas.iter().filter(|r| **r != self.me) {
+                self.followers.entry(r).or_insert(Progress {
+                    log_end: None,
+                    last_caught_up_ms: now_ms,
+                    last_fetch_ms: now_ms,
+                    last_unleased_fetch_ms: None,
+                    broker_epoch: None,
+                    leader_end_at_last_fetch: self.written_end,
+                });
+            }
+            self.replicas = state.replicas.clone();
             // Followers the controller took out (their node lost its session, or a refused
             // change) must fetch again before they count as caught up: what the leader knew of
             // them may be stale.
@@ -452,6 +466,8 @@ mod tests {
             leader: Some(ReplicaId(1)),
             leader_epoch: LeaderEpoch(3),
             partition_epoch: 7,
+            adding: BTreeSet::new(),
+            removing: BTreeSet::new(),
         }
     }
 
@@ -598,7 +614,7 @@ mod tests {
         let mut committed = state();
         committed.isr = shrink.new_isr.clone();
         committed.partition_epoch = 8;
-        assert_eq!(l.on_committed(&committed), StillLeader::Yes);
+        assert_eq!(l.on_committed(&committed, 0), StillLeader::Yes);
         assert_eq!(l.high_watermark(), Offset(100), "3 no longer holds it back");
         l.on_fetch(fetch(3, 90, 3), &epochs(), Offset(100), 1600);
         assert_eq!(
@@ -617,7 +633,7 @@ mod tests {
         let mut other = committed.clone();
         other.leader = Some(ReplicaId(2));
         other.leader_epoch = LeaderEpoch(4);
-        assert_eq!(l.on_committed(&other), StillLeader::No);
+        assert_eq!(l.on_committed(&other, 0), StillLeader::No);
     }
 
     /// The controller takes a dead follower out of the ISR: the leader must not propose it
@@ -631,7 +647,7 @@ mod tests {
         let mut lost = state();
         lost.isr = [ReplicaId(1), ReplicaId(2)].into();
         lost.partition_epoch = 8;
-        l.on_committed(&lost);
+        l.on_committed(&lost, 0);
         assert_eq!(
             l.isr_proposal(20),
             None,
@@ -643,7 +659,7 @@ mod tests {
         // Refused (the controller does not see 3 live yet): fenced with a new epoch.
         let mut fenced = lost.clone();
         fenced.partition_epoch = 9;
-        l.on_committed(&fenced);
+        l.on_committed(&fenced, 0);
         l.on_fetch(fetch(3, 100, 3), &epochs(), Offset(100), 40);
         assert_eq!(l.isr_proposal(40), None, "not again at once");
         assert!(l.isr_proposal(30 + CONFIG.isr_change_retry_ms).is_some());

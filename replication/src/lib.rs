@@ -3,7 +3,7 @@
 //! watermark, `acks=all` readiness), the follower's side ([`follower`]: what to fetch next, how to
 //! resolve a diverging log), and the controller's decisions ([`controller`]: leader election from
 //! the ISR or the eligible leader replicas, ISR changes by compare-and-swap on the partition
-//! epoch). Time comes in as
+//! epoch; moving replicas, [`reassignment`]). Time comes in as
 //! milliseconds, the logs' ends and epochs as arguments, so a seeded simulation
 //! (`tests/simulation.rs`) drives them through delays, drops, duplicates, crashes and partitions.
 //!
@@ -18,6 +18,7 @@ pub mod controller;
 pub mod follower;
 pub mod high_watermark;
 pub mod leader;
+pub mod reassignment;
 pub mod types;
 
 pub use types::{IsrChange, PartitionState, ReplicaId};

@@ -36,6 +36,12 @@ pub struct PartitionState {
     pub leader_epoch: LeaderEpoch,
     /// Bumped with every change of this state.
     pub partition_epoch: i32,
+    /// Replicas a move in progress adds (Kafka's KIP-455 `adding_replicas`): in `replicas`,
+    /// fetching as followers, not yet all in the ISR. Empty when no move is in progress.
+    pub adding: BTreeSet<ReplicaId>,
+    /// Replicas a move in progress removes once every adding replica is in sync (Kafka's
+    /// `removing_replicas`): still in `replicas` and serving until then.
+    pub removing: BTreeSet<ReplicaId>,
 }
 
 /// A leader asks the controller to change the ISR (Kafka's AlterPartition): valid only against

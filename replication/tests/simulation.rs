@@ -239,6 +239,8 @@ impl Sim {
             leader: Some(ReplicaId(0)),
             leader_epoch: LeaderEpoch(0),
             partition_epoch: 0,
+            adding: BTreeSet::new(),
+            removing: BTreeSet::new(),
         };
         let nodes = (0..NODES)
             .map(|i| Node {
@@ -497,6 +499,7 @@ impl Sim {
     }
 
     fn apply_metadata(&mut self, n: usize, state: PartitionState) {
+        let now = self.now;
         let node = &mut self.nodes[n];
         let newer = node
             .known
@@ -506,7 +509,7 @@ impl Sim {
             return;
         }
         if let Role::Leader(l) = &mut node.role {
-            if l.on_committed(&state) == StillLeader::No {
+            if l.on_committed(&state, now) == StillLeader::No {
                 node.role = Role::None;
                 node.waiting.clear();
             }

@@ -20,6 +20,7 @@ pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod reassignments;
 pub mod scram_credentials;
 pub mod topic_propagation;
 pub mod topics;
@@ -86,6 +87,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeAcls, 2, 3),
     (ApiKey::CreateAcls, 2, 3),
     (ApiKey::DeleteAcls, 2, 3),
+    // v1 carries allow_replication_factor_change (KIP-860).
+    (ApiKey::AlterPartitionReassignments, 0, 1),
+    (ApiKey::ListPartitionReassignments, 0, 0),
 ];
 
 pub fn supported_versions(api: ApiKey) -> Option<(i16, i16)> {
@@ -202,6 +206,12 @@ pub async fn dispatch(
         RequestKind::CreateAcls(r) => encode(&acls::create(ctx, client, r).await, version)?,
         RequestKind::DescribeAcls(r) => encode(&acls::describe(ctx, client, r), version)?,
         RequestKind::DeleteAcls(r) => encode(&acls::delete(ctx, client, r).await, version)?,
+        RequestKind::AlterPartitionReassignments(r) => {
+            encode(&reassignments::alter(ctx, client, r).await, version)?
+        }
+        RequestKind::ListPartitionReassignments(r) => {
+            encode(&reassignments::list(ctx, client, r), version)?
+        }
         other => return Err(HandlerError::Unhandled(format!("{other:?}"))),
     };
     Ok(Some(out))

@@ -23,6 +23,7 @@ use replication::controller::{
 };
 use replication::{IsrChange, ReplicaId};
 
+use super::moves::{apply_moves, complete_moves, Cluster, Move};
 use super::names::{refuse_internal, validate_topic_name};
 use super::placement::{assigned_replicas, place_partitions, place_replicas, Load, NodeShards};
 use super::snapshot::{Leader, PartitionMeta, Slot, Snapshot, TopicMeta};
@@ -37,6 +38,10 @@ use crate::security::scram::ScramCredential;
 
 /// The answer to a [`Command`].
 pub type Reply = oneshot::Sender<Result<(), Refused>>;
+
+/// The answer to [`Command::AlterReassignments`]: one result per move, in order; `Err` when
+/// none could be decided (no cluster, the store unreachable).
+pub type MovesReply = oneshot::Sender<Result<Vec<Result<(), Refused>>, Refused>>;
 
 /// A request to the control plane; the reply carries Kafka's error if it is refused.
 pub enum Command {
@@ -91,6 +96,9 @@ pub enum Command {
         remove: Vec<(Pattern, AclEntry)>,
         reply: Reply,
     },
+    /// Replica moves started or cancelled (AlterPartitionReassignments), decided together and
+    /// saved in one compare-and-swap.
+    AlterReassignments { moves: Vec<Move>, reply: MovesReply },
     /// The metadata store has news from other nodes (a cluster store's watch delivered
     /// changes): apply them now rather than at the next poll. Nothing to answer.
     MetadataChanged,
@@ -215,9 +223,10 @@ impl Controller {
     /// the preferred leader takes leadership back once it is in the ISR again.
     /// Saved by compare-and-swap: a conflict is decided again on the next poll.
     fn elect_leaders(&mut self) {
-        let Some(live) = self.live_replicas() else {
+        let Some(nodes) = self.store.live_nodes() else {
             return;
         };
+        let live: BTreeSet<ReplicaId> = nodes.iter().map(|n| ReplicaId::from(n.node)).collect();
         let eligible: BTreeSet<ReplicaId> =
             self.store.isr_eligible().map_or_else(BTreeSet::new, |n| {
                 n.keys().map(|&n| ReplicaId::from(n)).collect()
@@ -265,7 +274,14 @@ impl Controller {
                 }
             }
         }
-        if changed.is_empty() {
+        // Moves whose new replicas are all in sync complete (a leader's ISR change usually
+        // completes its own; this catches the rest, such as after a controller failover).
+        let cluster = Cluster {
+            nodes: &nodes,
+            default_min_insync: self.settings.min_insync_replicas,
+        };
+        let completed = complete_moves(&mut next, &cluster);
+        if changed.is_empty() && completed.is_empty() {
             return;
         }
         next.version += 1;
@@ -411,6 +427,53 @@ impl Controller {
         Ok(true)
     }
 
+    /// Completes the moves an ISR change made ready (their new replicas all in sync).
+    fn complete_moves(&mut self, snapshot: &mut Snapshot) {
+        if let Some(nodes) = self.store.live_nodes() {
+            let cluster = Cluster {
+                nodes: &nodes,
+                default_min_insync: self.settings.min_insync_replicas,
+            };
+            complete_moves(snapshot, &cluster);
+        }
+    }
+
+    /// Starts or cancels replica moves (see [`super::moves`]) and saves them in one
+    /// compare-and-swap; moves needing no catch-up complete at once.
+    fn alter_reassignments(
+        &mut self,
+        moves: &[Move],
+    ) -> Result<Vec<Result<(), Refused>>, Attempt> {
+        let Some(nodes) = self.store.live_nodes() else {
+            return Err(Attempt::Refused(Refused::new(
+                ResponseError::InvalidReplicaAssignment,
+                "replicas move between the nodes of a cluster; this node keeps its own metadata (metadata.store=embedded)",
+            )));
+        };
+        let cluster = Cluster {
+            nodes: &nodes,
+            default_min_insync: self.settings.min_insync_replicas,
+        };
+        let mut next = self.snapshot.clone();
+        let (results, changed) = apply_moves(&mut next, moves, &cluster);
+        if !changed {
+            return Ok(results);
+        }
+        next.version += 1;
+        match self.store.save(&next) {
+            Ok(Saved::Yes) => {
+                self.snapshot = next;
+                self.broadcast();
+                Ok(results)
+            }
+            Ok(Saved::Conflict) => Err(Attempt::Conflict),
+            Err(e) => Err(Attempt::Refused(Refused::new(
+                ResponseError::KafkaStorageError,
+                format!("persisting metadata: {e}"),
+            ))),
+        }
+    }
+
     /// The nodes `change` adds to the partition's ISR as this node last read it.
     fn isr_additions(&self, topic: &str, partition: i32, change: &IsrChange) -> BTreeSet<NodeId> {
         let current = partition_state(&self.snapshot, topic, partition).map(|s| s.isr);
@@ -423,6 +486,15 @@ impl Controller {
     }
 
     fn execute(&mut self, cmd: Command) {
+        if let Command::AlterReassignments { moves, reply } = cmd {
+            let mut result = self.alter_reassignments(&moves);
+            if matches!(result, Err(Attempt::Conflict)) {
+                self.catch_up();
+                result = self.alter_reassignments(&moves);
+            }
+            reply.send(result.map_err(Attempt::into_refused)).ok();
+            return;
+        }
         let Some((op, reply)) = cmd.split() else {
             return; // news from the store only: applied by the caller's catch-up
         };
@@ -432,13 +504,7 @@ impl Controller {
             self.catch_up();
             result = self.attempt(&op);
         }
-        let result = result.map_err(|e| match e {
-            Attempt::Refused(r) => r,
-            Attempt::Conflict => Refused::new(
-                ResponseError::UnknownServerError,
-                "the cluster metadata changed concurrently twice; retry",
-            ),
-        });
+        let result = result.map_err(Attempt::into_refused);
         // The requester may have gone (connection closed); nothing to tell then.
         reply.send(result).ok();
     }
@@ -471,7 +537,9 @@ impl Controller {
                 topic,
                 partition,
                 change,
-            } => self.alter_partition(&mut next, topic, *partition, change),
+            } => self
+                .alter_partition(&mut next, topic, *partition, change)
+                .inspect(|_| self.complete_moves(&mut next)),
             Op::AlterScram {
                 user,
                 upsert,
@@ -802,6 +870,19 @@ enum Attempt {
     Conflict,
 }
 
+impl Attempt {
+    /// What the requester is told after the retry.
+    fn into_refused(self) -> Refused {
+        match self {
+            Attempt::Refused(r) => r,
+            Attempt::Conflict => Refused::new(
+                ResponseError::UnknownServerError,
+                "the cluster metadata changed concurrently twice; retry",
+            ),
+        }
+    }
+}
+
 impl Command {
     /// The operation and its reply; `None` for [`Command::MetadataChanged`], which asks for none.
     fn split(self) -> Option<(Op, Reply)> {
@@ -867,7 +948,7 @@ impl Command {
                 },
                 reply,
             ),
-            Command::MetadataChanged => return None,
+            Command::MetadataChanged | Command::AlterReassignments { .. } => return None,
         };
         Some(split)
     }

@@ -7,6 +7,7 @@ pub mod controller;
 pub mod embedded;
 pub mod etcd;
 pub mod lease;
+pub mod moves;
 pub mod names;
 pub mod placement;
 pub mod snapshot;

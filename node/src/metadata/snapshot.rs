@@ -98,6 +98,13 @@ pub struct PartitionMeta {
     /// compare of an ISR change.
     #[serde(default)]
     pub partition_epoch: i32,
+    /// Replicas a move in progress adds (Kafka's `adding_replicas`, KIP-455): in `replicas`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding: Vec<NodeId>,
+    /// Replicas a move in progress removes once the adding ones are in sync (Kafka's
+    /// `removing_replicas`): in `replicas` until then.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing: Vec<NodeId>,
 }
 
 impl PartitionMeta {
@@ -111,6 +118,8 @@ impl PartitionMeta {
             isr: Vec::new(),
             elr: Vec::new(),
             partition_epoch: 0,
+            adding: Vec::new(),
+            removing: Vec::new(),
         }
     }
 
@@ -172,7 +181,74 @@ impl PartitionMeta {
             leader: leader.map(ReplicaId::from),
             leader_epoch: self.leader_epoch,
             partition_epoch: self.partition_epoch,
+            adding: set(&self.adding),
+            removing: set(&self.removing),
         }
+    }
+
+    /// Every replica's home, the preferred leader first: `replicas`, or the leader's slot for a
+    /// partition of one replica (empty when that one is offline: no replica is recorded).
+    pub fn slots(&self) -> Vec<Slot> {
+        match (self.replicas.is_empty(), self.leader.node()) {
+            (false, _) => self.replicas.clone(),
+            (true, Some(node)) => vec![Slot {
+                node,
+                shard: self.shard,
+            }],
+            (true, None) => Vec::new(),
+        }
+    }
+
+    /// The replication state machines' view of any partition of a cluster, a single replica
+    /// included (its leader alone in sync), as a move starts from.
+    pub fn movable_state(&self) -> PartitionState {
+        let mut state = self.state();
+        if !self.is_replicated() {
+            if let Some(n) = self.leader.node() {
+                state.replicas = vec![ReplicaId::from(n)];
+                state.isr = [ReplicaId::from(n)].into();
+            }
+        }
+        state
+    }
+
+    /// Takes a state whose replicas may have changed (a move started, completed or was
+    /// cancelled): each replica's home is the one it has, else its slot in `new_slots`. A
+    /// partition left with one replica is stored as one (no ISR). `false` (nothing changed) if
+    /// a replica has no home.
+    pub fn apply_moved_state(&mut self, state: &PartitionState, new_slots: &[Slot]) -> bool {
+        let current = self.slots();
+        let homes: Option<Vec<Slot>> = state
+            .replicas
+            .iter()
+            .map(|&r| {
+                let node = NodeId::from(r);
+                current
+                    .iter()
+                    .chain(new_slots)
+                    .find(|s| s.node == node)
+                    .copied()
+            })
+            .collect();
+        let Some(homes) = homes else {
+            return false;
+        };
+        let nodes = |s: &BTreeSet<ReplicaId>| s.iter().map(|&r| NodeId::from(r)).collect();
+        self.adding = nodes(&state.adding);
+        self.removing = nodes(&state.removing);
+        self.replicas = homes;
+        self.apply_state(state);
+        if self.replicas.len() == 1 {
+            self.replicas.clear();
+            self.isr.clear();
+            self.elr.clear();
+        }
+        true
+    }
+
+    /// Whether a move of its replicas is in progress.
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding.is_empty() || !self.removing.is_empty()
     }
 
     /// Takes `state`'s ISR, ELR, leader and epochs (the replicas stay where they are); the

@@ -65,7 +65,7 @@ impl Partition {
             (Role::Leader(l), Some(leader))
                 if leader == cx.me && l.epoch() == state.leader_epoch =>
             {
-                l.on_committed(state);
+                l.on_committed(state, cx.now_ms);
                 false
             }
             (_, Some(leader)) if leader == cx.me => {

@@ -21,6 +21,10 @@ pub struct PartitionRecord {
     pub leader: i32,
     pub leader_epoch: i32,
     pub partition_epoch: i32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding_replicas: Vec<i32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing_replicas: Vec<i32>,
 }
 
 impl From<&PartitionState> for PartitionRecord {
@@ -32,6 +36,8 @@ impl From<&PartitionState> for PartitionRecord {
             leader: s.leader.map_or(-1, |r| r.0),
             leader_epoch: s.leader_epoch.0,
             partition_epoch: s.partition_epoch,
+            adding_replicas: s.adding.iter().map(|r| r.0).collect(),
+            removing_replicas: s.removing.iter().map(|r| r.0).collect(),
         }
     }
 }
@@ -46,6 +52,8 @@ impl From<&PartitionRecord> for PartitionState {
             leader: (r.leader >= 0).then_some(ReplicaId(r.leader)),
             leader_epoch: LeaderEpoch(r.leader_epoch),
             partition_epoch: r.partition_epoch,
+            adding: set(&r.adding_replicas),
+            removing: set(&r.removing_replicas),
         }
     }
 }
