@@ -284,6 +284,11 @@ pub const HW_CHECKPOINT_INTERVAL_MS: i64 = 5_000;
 /// How long a fetcher waits before trying its leader again after a failure.
 pub const FOLLOWER_FETCH_RETRY_DELAY: Duration = Duration::from_millis(100);
 
+/// The longest a follower leaves its throttled partitions out of its fetches when its
+/// `follower.replication.throttled.rate` budget is spent (it looks again then; a budget of 0
+/// bytes/s holds them back for good, a second at a time).
+pub const FOLLOWER_THROTTLE_WAIT_MAX: Duration = Duration::from_secs(1);
+
 // ---- Security ----
 
 /// At most this many failed authentications are logged per window on a shard.

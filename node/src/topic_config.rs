@@ -39,6 +39,8 @@ pub const TOPIC_CONFIGS: &[&str] = &[
     "message.timestamp.type",
     "message.timestamp.before.max.ms",
     "message.timestamp.after.max.ms",
+    "leader.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
 ];
 
 /// What DescribeConfigs says of a topic config: the broker property it defaults to (its
@@ -188,6 +190,20 @@ pub const TOPIC_CONFIG_DEFS: &[TopicConfigDef] = &[
         kind: ConfigType::Long,
         doc: "How far in the future a CreateTime record's timestamp may be (INVALID_TIMESTAMP).",
     },
+    TopicConfigDef {
+        name: "leader.replication.throttled.replicas",
+        broker: "",
+        fixed_default: "",
+        kind: ConfigType::List,
+        doc: "Replicas (partition:broker, or * for all) whose leader-side replication to out-of-sync followers is held to the leader broker's leader.replication.throttled.rate.",
+    },
+    TopicConfigDef {
+        name: "follower.replication.throttled.replicas",
+        broker: "",
+        fixed_default: "",
+        kind: ConfigType::List,
+        doc: "Replicas (partition:broker, or * for all) whose fetches, while out of sync, are held to the follower broker's follower.replication.throttled.rate.",
+    },
 ];
 
 /// A topic config refused: the key, the value and why.
@@ -306,6 +322,12 @@ impl TopicOverrides {
                 }
                 "delete.retention.ms" => o.delete_retention_ms = Some(int(0)?),
                 "file.delete.delay.ms" => o.file_delete_delay_ms = Some(int(0)?),
+                "leader.replication.throttled.replicas"
+                | "follower.replication.throttled.replicas" => {
+                    ThrottledReplicas::parse(value).ok_or_else(|| {
+                        invalid(key, value, "* or a list of partition:broker pairs")
+                    })?;
+                }
                 _ => return Err(TopicConfigError::Unknown { key: key.clone() }),
             }
         }
@@ -388,6 +410,55 @@ fn parse_at_least(key: &str, value: &str, min: i64) -> Result<i64, TopicConfigEr
 
 fn unlimited_if_negative(v: i64) -> Option<i64> {
     (v >= 0).then_some(v)
+}
+
+/// A topic's `leader.replication.throttled.replicas` or `follower.replication.throttled.replicas`
+/// (Kafka's format: `*`, or `partition:broker` pairs separated by commas).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ThrottledReplicas {
+    #[default]
+    None,
+    All,
+    Listed(std::collections::BTreeSet<(i32, i32)>),
+}
+
+impl ThrottledReplicas {
+    /// `None` when the value is not in Kafka's format.
+    pub fn parse(value: &str) -> Option<ThrottledReplicas> {
+        let value = value.trim();
+        if value == "*" {
+            return Some(ThrottledReplicas::All);
+        }
+        let mut listed = std::collections::BTreeSet::new();
+        for pair in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (p, b) = pair.split_once(':')?;
+            let p: i32 = p.trim().parse().ok().filter(|p| *p >= 0)?;
+            let b: i32 = b.trim().parse().ok().filter(|b| *b >= 0)?;
+            listed.insert((p, b));
+        }
+        Some(if listed.is_empty() {
+            ThrottledReplicas::None
+        } else {
+            ThrottledReplicas::Listed(listed)
+        })
+    }
+
+    /// From a topic's overrides (`key` one of the two names); unset or malformed: none.
+    pub fn of(configs: &BTreeMap<String, String>, key: &str) -> ThrottledReplicas {
+        configs
+            .get(key)
+            .and_then(|v| ThrottledReplicas::parse(v))
+            .unwrap_or_default()
+    }
+
+    /// Whether the replica of `partition` on `broker` is throttled.
+    pub fn contains(&self, partition: i32, broker: i32) -> bool {
+        match self {
+            ThrottledReplicas::None => false,
+            ThrottledReplicas::All => true,
+            ThrottledReplicas::Listed(l) => l.contains(&(partition, broker)),
+        }
+    }
 }
 
 fn invalid(key: &str, value: &str, reason: &str) -> TopicConfigError {

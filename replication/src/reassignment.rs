@@ -222,10 +222,20 @@ mod tests {
         let s = state(&[1, 2, 3], &[1, 2, 3], 1);
         let moving = reassign(&s, &v(&[4, 2, 3]), &live, 2).unwrap().unwrap();
         assert_eq!(moving.replicas, v(&[4, 2, 3, 1]));
-        assert_eq!((moving.adding.clone(), moving.removing.clone()), (r(&[4]), r(&[1])));
-        assert_eq!(moving.isr, r(&[1, 2, 3]), "the ISR does not change at the start");
+        assert_eq!(
+            (moving.adding.clone(), moving.removing.clone()),
+            (r(&[4]), r(&[1]))
+        );
+        assert_eq!(
+            moving.isr,
+            r(&[1, 2, 3]),
+            "the ISR does not change at the start"
+        );
         assert_eq!(moving.partition_epoch, 11);
-        assert!(complete(&moving, &live, 2).is_none(), "4 is not in sync yet");
+        assert!(
+            complete(&moving, &live, 2).is_none(),
+            "4 is not in sync yet"
+        );
         let mut caught_up = moving.clone();
         caught_up.isr.insert(ReplicaId(4));
         let done = complete(&caught_up, &live, 2).unwrap();
@@ -258,7 +268,10 @@ mod tests {
         let live = r(&[1, 2, 3]);
         let s = state(&[1, 2, 3], &[1, 2, 3], 1);
         let shrunk = reassign(&s, &v(&[2, 3]), &live, 2).unwrap().unwrap();
-        assert_eq!((shrunk.replicas.clone(), shrunk.isr.clone()), (v(&[2, 3]), r(&[2, 3])));
+        assert_eq!(
+            (shrunk.replicas.clone(), shrunk.isr.clone()),
+            (v(&[2, 3]), r(&[2, 3]))
+        );
         assert_eq!(shrunk.leader, Some(ReplicaId(2)));
         let reordered = reassign(&s, &v(&[3, 1, 2]), &live, 2).unwrap().unwrap();
         assert_eq!(reordered.replicas, v(&[3, 1, 2]));
@@ -275,14 +288,23 @@ mod tests {
         moving.leader = Some(ReplicaId(4)); // say it had been elected meanwhile
         let back = cancel(&moving, &live).unwrap();
         // The original set, in the order the move left it (Kafka's KRaft revert does the same).
-        assert_eq!((back.replicas.clone(), back.isr.clone()), (v(&[2, 3, 1]), r(&[1, 2, 3])));
+        assert_eq!(
+            (back.replicas.clone(), back.isr.clone()),
+            (v(&[2, 3, 1]), r(&[1, 2, 3]))
+        );
         assert_eq!(back.leader, Some(ReplicaId(2)));
         assert!(back.adding.is_empty() && back.removing.is_empty());
-        assert_eq!(cancel(&back, &live), Err(ReassignError::NoReassignmentInProgress));
+        assert_eq!(
+            cancel(&back, &live),
+            Err(ReassignError::NoReassignmentInProgress)
+        );
         // Only the new replica holds the data: no way back.
         let mut lost = moving.clone();
         lost.isr = r(&[4]);
-        assert!(matches!(cancel(&lost, &live), Err(ReassignError::CannotRevert(_))));
+        assert!(matches!(
+            cancel(&lost, &live),
+            Err(ReassignError::CannotRevert(_))
+        ));
     }
 
     #[test]

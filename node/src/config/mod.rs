@@ -4,6 +4,7 @@
 
 mod catalogue;
 mod cluster;
+pub mod dynamic;
 mod groups;
 mod security;
 mod storage;

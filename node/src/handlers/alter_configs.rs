@@ -4,8 +4,10 @@
 //! the topic (segment size and age, flush and retention settings, `max.message.bytes`,
 //! `min.insync.replicas`). `validate_only` checks without changing anything.
 //!
-//! Broker configs are all static here (none changes at run time) and group configs tune
-//! protocols ringlog does not serve: altering either is refused with INVALID_REQUEST.
+//! Brokers: only the dynamic broker configs (`config::dynamic`: the replication throttle rates,
+//! the cluster default of `unclean.leader.election.enable`) change at run time, per broker id
+//! or for the cluster (the empty name); others are refused with INVALID_CONFIG naming them.
+//! Group configs tune protocols ringlog does not serve: refused with INVALID_REQUEST.
 
 use crate::handlers::authorized::on_config_resource;
 use crate::handlers::groups::Client;
@@ -27,6 +29,7 @@ use kafka_protocol::ResponseError;
 use crate::error::Refused;
 use crate::handlers::describe_configs::{BROKER, GROUP, TOPIC};
 use crate::metadata::controller::{Command, ConfigAlteration};
+use crate::metadata::snapshot::DEFAULT_BROKER;
 use crate::shard::ShardCtx;
 use crate::topic_config::{TopicOverrides, TOPIC_CONFIG_DEFS};
 
@@ -162,12 +165,7 @@ async fn alter(
 ) -> Result<(), Refused> {
     match kind {
         TOPIC => {}
-        BROKER => {
-            return Err(invalid_request(
-                "broker configs cannot change at run time in ringlog (none is dynamic); \
-                 set them in the config file or with --set and restart",
-            ))
-        }
+        BROKER => return alter_broker(ctx, name, change, validate_only).await,
         GROUP => {
             return Err(invalid_request(
                 "group configs tune KIP-848 consumer groups and share groups, which ringlog \
@@ -201,6 +199,48 @@ async fn alter(
     let name = name.to_owned();
     ctx.control(|reply| Command::AlterTopicConfigs {
         name,
+        alter: validated,
+        reply,
+    })
+    .await
+}
+
+/// Alters a broker's dynamic configs (`name` its Kafka broker id) or the cluster's defaults
+/// (the empty name): only the dynamic ones (`config::dynamic`) may be set.
+async fn alter_broker(
+    ctx: &ShardCtx,
+    name: &str,
+    change: ConfigAlteration,
+    validate_only: bool,
+) -> Result<(), Refused> {
+    let broker = if name.is_empty() {
+        DEFAULT_BROKER.to_owned()
+    } else {
+        match name.parse::<i32>() {
+            Ok(id) if id >= 0 => id.to_string(),
+            _ => {
+                return Err(invalid_request(format!(
+                    "unexpected broker id '{name}': a broker id or the empty name (the cluster default)"
+                )))
+            }
+        }
+    };
+    let validated: ConfigAlteration = Box::new(move |current| {
+        let next = change(current)?;
+        crate::config::dynamic::validate(&next).map_err(|e| invalid_config(e.to_string()))?;
+        Ok(next)
+    });
+    if validate_only {
+        let current = ctx
+            .snapshot()
+            .broker_configs
+            .get(&broker)
+            .cloned()
+            .unwrap_or_default();
+        return validated(&current).map(|_| ());
+    }
+    ctx.control(|reply| Command::AlterBrokerConfigs {
+        broker,
         alter: validated,
         reply,
     })

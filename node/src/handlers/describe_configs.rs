@@ -20,7 +20,10 @@ use kafka_protocol::messages::BrokerId;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use crate::config::dynamic::DYNAMIC_BROKER_CONFIGS;
 use crate::config::{ConfigType, Properties, PROPERTIES};
+use crate::metadata::snapshot::DEFAULT_BROKER;
+use crate::metadata::Snapshot;
 use crate::shard::ShardCtx;
 use crate::topic_config::TOPIC_CONFIG_DEFS;
 
@@ -33,6 +36,8 @@ pub(crate) const GROUP: i8 = 32;
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Source {
     DynamicTopic = 1,
+    DynamicBroker = 2,
+    DynamicDefaultBroker = 3,
     StaticBroker = 4,
     Default = 5,
 }
@@ -125,6 +130,46 @@ fn broker_configs(props: &Properties) -> Vec<Described> {
         .collect()
 }
 
+/// The dynamic broker configs of broker `broker` (`None`: the cluster defaults): every one
+/// with its levels — the broker's own value, the cluster default, the built-in default — or,
+/// `set_only`, only those set (Kafka describes the default resource that way).
+fn dynamic_configs(snapshot: &Snapshot, broker: Option<i32>, set_only: bool) -> Vec<Described> {
+    let own = broker.and_then(|b| snapshot.broker_configs.get(&b.to_string()));
+    let cluster = snapshot.broker_configs.get(DEFAULT_BROKER);
+    DYNAMIC_BROKER_CONFIGS
+        .iter()
+        .filter_map(|d| {
+            let mut levels = Vec::new();
+            let mut at = |configs: Option<&std::collections::BTreeMap<String, String>>, source| {
+                if let Some(v) = configs.and_then(|c| c.get(d.name)) {
+                    levels.push(Level {
+                        name: d.name.to_owned(),
+                        value: v.clone(),
+                        source,
+                    });
+                }
+            };
+            at(own, Source::DynamicBroker);
+            at(cluster, Source::DynamicDefaultBroker);
+            if set_only && levels.is_empty() {
+                return None;
+            }
+            levels.push(Level {
+                name: d.name.to_owned(),
+                value: d.default.to_owned(),
+                source: Source::Default,
+            });
+            Some(Described {
+                name: d.name,
+                levels,
+                kind: d.kind,
+                doc: d.doc.to_owned(),
+                read_only: false,
+            })
+        })
+        .collect()
+}
+
 fn topic_configs(
     props: &Properties,
     overrides: &std::collections::BTreeMap<String, String>,
@@ -143,7 +188,12 @@ fn topic_configs(
             match crate::config::property(def.broker) {
                 Some(p) => levels.extend(broker_levels(props, p.name, p.default)),
                 None => levels.push(Level {
-                    name: def.broker.to_owned(),
+                    name: if def.broker.is_empty() {
+                        def.name
+                    } else {
+                        def.broker
+                    }
+                    .to_owned(),
                     value: def.fixed_default.to_owned(),
                     source: Source::Default,
                 }),
@@ -234,10 +284,12 @@ fn describe(
         },
         // Kafka: the empty name asks for the cluster-wide dynamic defaults (none here, no
         // broker config is dynamic), a broker id for that broker's configs.
-        BROKER if name.is_empty() => Ok(Vec::new()),
+        BROKER if name.is_empty() => Ok(dynamic_configs(&ctx.snapshot(), None, true)),
         BROKER => match name.parse::<i32>() {
             Ok(id) if ctx.config().shard_of_broker(BrokerId(id)).is_some() => {
-                Ok(broker_configs(props))
+                let mut all = dynamic_configs(&ctx.snapshot(), Some(id), false);
+                all.extend(broker_configs(props));
+                Ok(all)
             }
             _ => Err((
                 ResponseError::InvalidRequest,
@@ -382,7 +434,8 @@ mod tests {
     fn every_topic_config_is_described_and_its_broker_synonym_exists_or_has_a_default() {
         let described: Vec<&str> = TOPIC_CONFIG_DEFS.iter().map(|d| d.name).collect();
         assert_eq!(described, crate::topic_config::TOPIC_CONFIGS);
-        for d in TOPIC_CONFIG_DEFS {
+        // Kafka's throttled replica lists have no broker synonym and default to empty.
+        for d in TOPIC_CONFIG_DEFS.iter().filter(|d| !d.broker.is_empty()) {
             assert!(
                 crate::config::property(d.broker).is_some() == d.fixed_default.is_empty(),
                 "{}: a broker property or a fixed default, not both",

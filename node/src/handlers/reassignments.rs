@@ -8,13 +8,11 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::alter_partition_reassignments_request::AlterPartitionReassignmentsRequest;
 use kafka_protocol::messages::alter_partition_reassignments_response::{
-    AlterPartitionReassignmentsResponse, ReassignablePartitionResponse,
-    ReassignableTopicResponse,
+    AlterPartitionReassignmentsResponse, ReassignablePartitionResponse, ReassignableTopicResponse,
 };
 use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsRequest;
 use kafka_protocol::messages::list_partition_reassignments_response::{
-    ListPartitionReassignmentsResponse, OngoingPartitionReassignment,
-    OngoingTopicReassignment,
+    ListPartitionReassignmentsResponse, OngoingPartitionReassignment, OngoingTopicReassignment,
 };
 use kafka_protocol::messages::BrokerId;
 use kafka_protocol::protocol::StrBytes;
@@ -55,10 +53,8 @@ pub async fn alter(
     for t in &req.topics {
         let topic = t.name.0.to_string();
         for p in &t.partitions {
-            let target: Option<Vec<i32>> = p
-                .replicas
-                .as_ref()
-                .map(|r| r.iter().map(|b| b.0).collect());
+            let target: Option<Vec<i32>> =
+                p.replicas.as_ref().map(|r| r.iter().map(|b| b.0).collect());
             let factor_changes = target.as_ref().is_some_and(|target| {
                 snapshot
                     .partition(&topic, p.partition_index)

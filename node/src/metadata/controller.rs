@@ -26,8 +26,9 @@ use replication::{IsrChange, ReplicaId};
 use super::moves::{apply_moves, complete_moves, Cluster, Move};
 use super::names::{refuse_internal, validate_topic_name};
 use super::placement::{assigned_replicas, place_partitions, place_replicas, Load, NodeShards};
-use super::snapshot::{Leader, PartitionMeta, Slot, Snapshot, TopicMeta};
+use super::snapshot::{Leader, PartitionMeta, Slot, Snapshot, TopicMeta, DEFAULT_BROKER};
 use super::store::{MetadataStore, Saved};
+use crate::config::dynamic::UNCLEAN_LEADER_ELECTION;
 use crate::error::Refused;
 use crate::limits::CONTROLLER_ELECTION_INTERVAL;
 use crate::limits::METADATA_POLL_INTERVAL;
@@ -90,6 +91,14 @@ pub enum Command {
         delete: Vec<String>,
         reply: Reply,
     },
+    /// A broker's (or, named `default`, the cluster's) dynamic configs changed
+    /// (IncrementalAlterConfigs, AlterConfigs on a broker): `alter` makes the new ones from the
+    /// current ones, or refuses.
+    AlterBrokerConfigs {
+        broker: String,
+        alter: ConfigAlteration,
+        reply: Reply,
+    },
     /// ACL bindings added (CreateAcls) and removed (DeleteAcls).
     AlterAcls {
         add: Vec<(Pattern, AclEntry)>,
@@ -98,7 +107,10 @@ pub enum Command {
     },
     /// Replica moves started or cancelled (AlterPartitionReassignments), decided together and
     /// saved in one compare-and-swap.
-    AlterReassignments { moves: Vec<Move>, reply: MovesReply },
+    AlterReassignments {
+        moves: Vec<Move>,
+        reply: MovesReply,
+    },
     /// The metadata store has news from other nodes (a cluster store's watch delivered
     /// changes): apply them now rather than at the next poll. Nothing to answer.
     MetadataChanged,
@@ -232,13 +244,15 @@ impl Controller {
                 n.keys().map(|&n| ReplicaId::from(n)).collect()
             });
         let mut next = self.snapshot.clone();
+        let cluster_unclean = next
+            .broker_configs
+            .get(DEFAULT_BROKER)
+            .and_then(|c| c.get(UNCLEAN_LEADER_ELECTION))
+            .cloned();
         let mut changed = Vec::new();
         for topic in next.topics.values_mut() {
             let min_insync = self.min_insync(&topic.configs);
-            let unclean = topic
-                .configs
-                .get("unclean.leader.election.enable")
-                .is_some_and(|v| v == "true");
+            let unclean = unclean_allowed(&cluster_unclean, &topic.configs);
             for (i, meta) in topic.partitions.iter_mut().enumerate() {
                 if !meta.is_replicated() {
                     continue;
@@ -440,10 +454,7 @@ impl Controller {
 
     /// Starts or cancels replica moves (see [`super::moves`]) and saves them in one
     /// compare-and-swap; moves needing no catch-up complete at once.
-    fn alter_reassignments(
-        &mut self,
-        moves: &[Move],
-    ) -> Result<Vec<Result<(), Refused>>, Attempt> {
+    fn alter_reassignments(&mut self, moves: &[Move]) -> Result<Vec<Result<(), Refused>>, Attempt> {
         let Some(nodes) = self.store.live_nodes() else {
             return Err(Attempt::Refused(Refused::new(
                 ResponseError::InvalidReplicaAssignment,
@@ -533,6 +544,9 @@ impl Controller {
                 assignment,
             } => self.create_partitions(&mut next, name, *count, assignment.as_deref()),
             Op::AlterTopicConfigs { name, alter } => alter_topic_configs(&mut next, name, alter),
+            Op::AlterBrokerConfigs { broker, alter } => {
+                alter_broker_configs(&mut next, broker, alter)
+            }
             Op::AlterPartition {
                 topic,
                 partition,
@@ -786,6 +800,15 @@ impl Controller {
     }
 }
 
+/// Whether a topic allows unclean leader election: its own `unclean.leader.election.enable`,
+/// else the cluster's dynamic default, else Kafka's default (no).
+fn unclean_allowed(cluster: &Option<String>, topic: &BTreeMap<String, String>) -> bool {
+    topic
+        .get(UNCLEAN_LEADER_ELECTION)
+        .or(cluster.as_ref())
+        .is_some_and(|v| v == "true")
+}
+
 /// A partition's replication state in `snapshot`, if the partition exists.
 fn partition_state(
     snapshot: &Snapshot,
@@ -813,6 +836,29 @@ fn alter_topic_configs(
     }
     tracing::info!(topic = name, ?configs, "topic configs altered");
     topic.configs = configs;
+    Ok(true)
+}
+
+fn alter_broker_configs(
+    snapshot: &mut Snapshot,
+    broker: &str,
+    alter: &ConfigAlteration,
+) -> Result<bool, Refused> {
+    let current = snapshot
+        .broker_configs
+        .get(broker)
+        .cloned()
+        .unwrap_or_default();
+    let configs = alter(&current)?;
+    if configs == current {
+        return Ok(false);
+    }
+    tracing::info!(broker, ?configs, "dynamic broker configs altered");
+    if configs.is_empty() {
+        snapshot.broker_configs.remove(broker);
+    } else {
+        snapshot.broker_configs.insert(broker.to_owned(), configs);
+    }
     Ok(true)
 }
 
@@ -852,6 +898,10 @@ enum Op {
         topic: String,
         partition: i32,
         change: IsrChange,
+    },
+    AlterBrokerConfigs {
+        broker: String,
+        alter: ConfigAlteration,
     },
     AlterScram {
         user: String,
@@ -935,6 +985,11 @@ impl Command {
                 reply,
             ),
             Command::AlterAcls { add, remove, reply } => (Op::AlterAcls { add, remove }, reply),
+            Command::AlterBrokerConfigs {
+                broker,
+                alter,
+                reply,
+            } => (Op::AlterBrokerConfigs { broker, alter }, reply),
             Command::AlterScram {
                 user,
                 upsert,

@@ -304,8 +304,14 @@ mod tests {
         let (results, changed) = apply_moves(&mut s, &[mv(Some(vec![4001, 2001, 3000]))], &cluster);
         assert!(results[0].is_ok() && changed, "{results:?}");
         let p = s.partition("t", 0).unwrap().clone();
-        assert_eq!(p.replicas, vec![slot(4, 1), slot(2, 1), slot(3, 0), slot(1, 0)]);
-        assert_eq!((p.adding.clone(), p.removing.clone()), (vec![NodeId(4)], vec![NodeId(1)]));
+        assert_eq!(
+            p.replicas,
+            vec![slot(4, 1), slot(2, 1), slot(3, 0), slot(1, 0)]
+        );
+        assert_eq!(
+            (p.adding.clone(), p.removing.clone()),
+            (vec![NodeId(4)], vec![NodeId(1)])
+        );
         assert_eq!(
             ongoing(&s, "t", 0).unwrap(),
             Ongoing {
@@ -315,7 +321,9 @@ mod tests {
             }
         );
         assert!(complete_moves(&mut s, &cluster).is_empty());
-        s.topics.get_mut("t").unwrap().partitions[0].isr.push(NodeId(4));
+        s.topics.get_mut("t").unwrap().partitions[0]
+            .isr
+            .push(NodeId(4));
         assert_eq!(complete_moves(&mut s, &cluster), vec![("t".to_owned(), 0)]);
         let p = s.partition("t", 0).unwrap();
         assert_eq!(p.replicas, vec![slot(4, 1), slot(2, 1), slot(3, 0)]);
@@ -335,7 +343,9 @@ mod tests {
         let (results, _) = apply_moves(&mut s, &[mv(Some(vec![2000]))], &cluster);
         assert!(results[0].is_ok(), "{results:?}");
         assert!(s.partition("t", 0).unwrap().is_replicated());
-        s.topics.get_mut("t").unwrap().partitions[0].isr.push(NodeId(2));
+        s.topics.get_mut("t").unwrap().partitions[0]
+            .isr
+            .push(NodeId(2));
         complete_moves(&mut s, &cluster);
         let p = s.partition("t", 0).unwrap();
         assert!(p.replicas.is_empty() && p.isr.is_empty());
@@ -360,7 +370,11 @@ mod tests {
         for (target, why) in bad {
             let (results, changed) = apply_moves(&mut s, &[mv(Some(target.clone()))], &cluster);
             let err = results[0].as_ref().unwrap_err();
-            assert_eq!(err.error, ResponseError::InvalidReplicaAssignment, "{target:?}");
+            assert_eq!(
+                err.error,
+                ResponseError::InvalidReplicaAssignment,
+                "{target:?}"
+            );
             assert!(err.message.contains(why), "{target:?}: {}", err.message);
             assert!(!changed);
         }

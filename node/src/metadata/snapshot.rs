@@ -320,7 +320,15 @@ pub struct Snapshot {
     /// The ACL bindings, by resource pattern (`TYPE/PATTERN/name`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub acls: Acls,
+    /// Dynamic broker configs (IncrementalAlterConfigs on brokers), by Kafka broker id, and
+    /// the cluster-wide defaults under [`DEFAULT_BROKER`].
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
+
+/// The key of the cluster-wide dynamic broker defaults (Kafka's `--entity-default`, a broker
+/// resource named "").
+pub const DEFAULT_BROKER: &str = "default";
 
 impl Snapshot {
     pub fn partition(&self, topic: &str, partition: i32) -> Option<&PartitionMeta> {
@@ -328,6 +336,15 @@ impl Snapshot {
         usize::try_from(partition)
             .ok()
             .and_then(|p| t.partitions.get(p))
+    }
+
+    /// Dynamic broker config `name` of broker `broker`: its own, else the cluster default.
+    pub fn broker_config(&self, broker: i32, name: &str) -> Option<&str> {
+        let own = self.broker_configs.get(&broker.to_string());
+        let default = self.broker_configs.get(DEFAULT_BROKER);
+        own.and_then(|c| c.get(name))
+            .or_else(|| default.and_then(|c| c.get(name)))
+            .map(String::as_str)
     }
 
     /// The live node `node`, in a cluster.

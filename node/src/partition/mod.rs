@@ -19,6 +19,8 @@ use iouring_log::Notify;
 use producer_state::ProducerStateMap;
 use replica::Role;
 
+use crate::replica::throttle::Throttled;
+
 pub struct Partition {
     pub topic: String,
     pub index: i32,
@@ -49,6 +51,8 @@ pub struct Partition {
     /// writes run beside the leader's own instead of after it. Consumers, who read only below
     /// the high watermark, do not wait on it.
     appended: Rc<Notify>,
+    /// Which sides of replication its topic's throttled replica lists throttle here.
+    throttled: Cell<Throttled>,
 }
 
 /// A partition's topic-level limits on what it accepts.
@@ -61,6 +65,15 @@ pub struct Limits {
 }
 
 impl Partition {
+    /// Which sides of replication throttle this replica (its topic's throttled replica lists).
+    pub fn throttled(&self) -> Throttled {
+        self.throttled.get()
+    }
+
+    pub fn set_throttled(&self, throttled: Throttled) {
+        self.throttled.set(throttled);
+    }
+
     /// A partition over `log`, serving nothing until [`Partition::apply_state`] gives it a role;
     /// `notify` is what its log notifies on writes.
     pub fn new(
@@ -90,6 +103,7 @@ impl Partition {
             }),
             notify,
             appended: Rc::default(),
+            throttled: Cell::default(),
         }
     }
 

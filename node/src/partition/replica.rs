@@ -43,6 +43,14 @@ impl Partition {
         matches!(*self.role.borrow(), Role::Single | Role::Leader(_))
     }
 
+    /// Whether `replica` is in the ISR this leader holds (false when not leading).
+    pub fn leads_in_sync(&self, replica: ReplicaId) -> bool {
+        match &*self.role.borrow() {
+            Role::Leader(l) => l.isr().contains(&replica),
+            _ => false,
+        }
+    }
+
     /// The leader this replica follows (node) and the epoch it believes current.
     pub fn following(&self) -> Option<(ReplicaId, LeaderEpoch)> {
         match &*self.role.borrow() {

@@ -30,6 +30,7 @@ use replication::leader::FetchAnswer;
 use super::follower_session::{Candidate, FollowerSession};
 use crate::limits::FOLLOWER_FETCH_RETRY_DELAY;
 use crate::limits::FOLLOWER_FETCH_TIMEOUT_MARGIN;
+use crate::limits::FOLLOWER_THROTTLE_WAIT_MAX;
 use crate::metadata::Slot;
 use crate::partition::Partition;
 use crate::shard::{now_ms, ShardCtx};
@@ -134,6 +135,7 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
                 }
             }
         }
+        let throttled = hold_back_throttled(&ctx, &followed, &mut session);
         let request = build_request(&ctx, &followed, &mut session);
         let asked_at = Instant::now();
         let c = conn.as_mut().expect("connected above");
@@ -198,6 +200,11 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
                     continue;
                 };
                 let f = &followed[key];
+                if throttled.contains(key) {
+                    let bytes = pd.records.as_ref().map_or(0, |r| r.len());
+                    let quotas = ctx.replication_quotas();
+                    quotas.follower.borrow_mut().record(bytes, Instant::now());
+                }
                 match apply_answer(&ctx, f, pd).await {
                     Applied::Progressed => progressed = true,
                     Applied::Again => {}
@@ -223,6 +230,45 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
     }
     ctx.fetchers().borrow_mut().remove(&leader);
     tracing::info!(shard = ctx.shard(), leader = ?leader, "follower fetcher stopped");
+}
+
+/// The follower-side replication throttle: the followed partitions the topics'
+/// `follower.replication.throttled.replicas` name for this broker and that are out of the ISR;
+/// while this shard's follower budget is spent they are left out of requests until it refills
+/// (as Kafka's fetcher leaves them out of its fetch session). Returns them: their bytes spend
+/// the budget when answered.
+fn hold_back_throttled(
+    ctx: &ShardCtx,
+    followed: &BTreeMap<(String, i32), Followed>,
+    session: &mut FollowerSession,
+) -> BTreeSet<(String, i32)> {
+    let snapshot = ctx.snapshot().clone();
+    let me = ctx.config().node_id;
+    let throttled: BTreeSet<(String, i32)> = followed
+        .iter()
+        .filter(|(_, f)| f.part.throttled().follower)
+        .filter(|(key, _)| {
+            snapshot
+                .partition(&key.0, key.1)
+                .is_some_and(|m| !m.isr.contains(&me))
+        })
+        .map(|(key, _)| key.clone())
+        .collect();
+    if throttled.is_empty() {
+        return throttled;
+    }
+    let now = Instant::now();
+    let quotas = ctx.replication_quotas();
+    if let Some(wait) = quotas.follower.borrow_mut().wait(now) {
+        let until = now + wait.min(FOLLOWER_THROTTLE_WAIT_MAX);
+        for key in &throttled {
+            session.delay(key, followed[key].leader_epoch, until);
+        }
+        quotas
+            .held_back
+            .set(quotas.held_back.get() + throttled.len() as u64);
+    }
+    throttled
 }
 
 /// Kafka's `nextEpoch`: wraps from `i32::MAX` to 1.

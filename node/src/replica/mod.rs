@@ -13,6 +13,9 @@
 //!   its high watermark, `partition/replica.rs`, driving the `replication` crate's state
 //!   machines, which hold the rules.
 //!
+//! - [`throttle`]: the replication throttles' byte budgets, spent only on out-of-sync replicas
+//!   the topics' throttled replica lists name.
+//!
 //! Elections and ISR commits are the control plane's (`metadata/controller.rs`,
 //! `metadata/etcd/partitions.rs`); a leader takes writes only under its lease
 //! (`metadata/lease.rs`).
@@ -21,3 +24,4 @@ pub mod fetcher;
 mod follower_session;
 pub mod isr;
 pub mod leader_read;
+pub mod throttle;

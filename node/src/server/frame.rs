@@ -340,6 +340,13 @@ mod tests {
             ApiKey::DescribeAcls => RequestKind::DescribeAcls(Default::default()),
             ApiKey::DeleteAcls => RequestKind::DeleteAcls(Default::default()),
             ApiKey::DescribeClientQuotas => RequestKind::DescribeClientQuotas(Default::default()),
+            ApiKey::AlterPartitionReassignments => {
+                RequestKind::AlterPartitionReassignments(Default::default())
+            }
+            ApiKey::ListPartitionReassignments => {
+                RequestKind::ListPartitionReassignments(Default::default())
+            }
+            ApiKey::ElectLeaders => RequestKind::ElectLeaders(Default::default()),
             other => panic!("add {other:?} to default_request"),
         }
     }

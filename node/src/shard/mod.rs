@@ -28,6 +28,7 @@ use crate::metadata::{Command, Snapshot, TopicMeta};
 use crate::metadata::{Leader, PartitionMeta};
 use crate::metrics::recorder::ShardMetrics;
 use crate::partition::Partition;
+use crate::replica::throttle::ReplicationQuotas;
 use crate::security::failure_log::FailureLog;
 use crate::server::budget::RequestBudget;
 use crate::stop::StopSignal;
@@ -85,6 +86,8 @@ pub struct ShardCtx {
     metrics: ShardMetrics,
     /// Failed authentications and TLS handshakes, logged rate-limited.
     auth_failures: FailureLog,
+    /// This shard's replication throttle budgets (it is a Kafka broker of its own).
+    replication_quotas: ReplicationQuotas,
 }
 
 /// The control plane stopped: a command sent to it goes nowhere.
@@ -159,7 +162,14 @@ impl ShardCtx {
             request_budget: node.request_budget,
             metrics: ShardMetrics::default(),
             auth_failures: FailureLog::default(),
+            replication_quotas: ReplicationQuotas::default(),
         }
+    }
+
+    /// The replication throttle budgets of this shard (its broker's
+    /// `*.replication.throttled.rate`).
+    pub fn replication_quotas(&self) -> &ReplicationQuotas {
+        &self.replication_quotas
     }
 
     /// This shard's index on its node (its CPU and its listener port offset).

@@ -31,6 +31,9 @@ pub async fn run_shard(
 ) {
     // The first snapshot arrives before any client is served.
     if let Some(u) = updates.next().await {
+        if ctx.shard == 0 {
+            ctx.remove_stray_replicas(&u.snapshot).await;
+        }
         ctx.apply_snapshot(u.snapshot).await;
         u.applied.send(()).ok();
         start_fetchers(&ctx);

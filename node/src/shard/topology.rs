@@ -11,11 +11,15 @@ use iouring_log::{free_bytes, Log, LogOptions};
 use replication::ReplicaId;
 
 use super::{now_ms, ShardCtx};
+use crate::config::dynamic;
 use crate::limits::{LOG_OPEN_CLOSE_CONCURRENCY, LOG_REOPEN_INTERVAL, LOG_REOPEN_MIN_FREE_BYTES};
 use crate::metadata::{Snapshot, TopicMeta};
 use crate::partition::replica::RoleContext;
 use crate::partition::{dir_name, Limits, Partition};
+use crate::replica::throttle::Throttled;
+use crate::topic_config::ThrottledReplicas;
 use futures_util::stream::{self, StreamExt};
+use std::collections::HashMap;
 
 impl ShardCtx {
     /// Opens the logs of partitions this shard now owns, closes and deletes those of topics
@@ -76,7 +80,97 @@ impl ShardCtx {
             })
             .await;
         self.apply_altered_configs(&snapshot);
+        self.apply_throttles(&snapshot);
         *self.snapshot.borrow_mut() = snapshot;
+    }
+
+    /// At start, before any log opens: removes the folders of replicas this node no longer
+    /// holds — moved off it or of a topic deleted while it was down (Kafka's stray replicas) —
+    /// so they are neither served nor reopened if a replica comes back here later (it then
+    /// fetches from the leader's log start like any new replica).
+    pub(super) async fn remove_stray_replicas(&self, snapshot: &Snapshot) {
+        let me = self.config.node_id;
+        let entries = match std::fs::read_dir(&self.config.log_dir) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(dir = %self.config.log_dir.display(), error = %e, "cannot list the log directory for stray replicas");
+                return;
+            }
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some((topic, p)) = name
+                .rsplit_once('-')
+                .and_then(|(t, p)| Some((t, p.parse::<i32>().ok()?)))
+            else {
+                continue;
+            };
+            if !entry.file_type().is_ok_and(|t| t.is_dir())
+                || crate::metadata::validate_topic_name(topic).is_err()
+            {
+                continue;
+            }
+            let held = match snapshot.topics.get(topic) {
+                None => false,
+                Some(t) => usize::try_from(p)
+                    .ok()
+                    .and_then(|i| t.partitions.get(i))
+                    .is_some_and(|m| {
+                        // No replica recorded (an offline partition of one replica): keep it.
+                        let slots = m.slots();
+                        m.leader.is_local()
+                            || slots.is_empty()
+                            || slots.iter().any(|s| s.node == me)
+                    }),
+            };
+            if held {
+                continue;
+            }
+            tracing::warn!(dir = %entry.path().display(), "removing a stray replica: this node no longer holds it (moved away or its topic deleted while the node was down)");
+            let path = entry.path();
+            let removed = glommio::executor()
+                .spawn_blocking(move || std::fs::remove_dir_all(path))
+                .await;
+            if let Err(e) = removed {
+                tracing::warn!(dir = %entry.path().display(), error = %e, "cannot remove a stray replica");
+            }
+        }
+    }
+
+    /// This shard's replication throttle rates (its broker's dynamic configs, else the
+    /// cluster's) and which of its replicas the topics' throttled replica lists name.
+    fn apply_throttles(&self, snapshot: &Snapshot) {
+        let broker = self.broker_id().0;
+        let now = std::time::Instant::now();
+        let quotas = &self.replication_quotas;
+        let rate = |name| dynamic::rate(snapshot.broker_config(broker, name));
+        quotas
+            .leader
+            .borrow_mut()
+            .set_rate(rate(dynamic::LEADER_THROTTLED_RATE), now);
+        quotas
+            .follower
+            .borrow_mut()
+            .set_rate(rate(dynamic::FOLLOWER_THROTTLED_RATE), now);
+        let mut lists: HashMap<&str, (ThrottledReplicas, ThrottledReplicas)> = HashMap::new();
+        for part in self.partitions.borrow().values() {
+            let Some(topic) = snapshot.topics.get(&part.topic) else {
+                continue;
+            };
+            let (leader, follower) = lists.entry(&topic.name).or_insert_with(|| {
+                (
+                    ThrottledReplicas::of(&topic.configs, "leader.replication.throttled.replicas"),
+                    ThrottledReplicas::of(
+                        &topic.configs,
+                        "follower.replication.throttled.replicas",
+                    ),
+                )
+            });
+            part.set_throttled(Throttled {
+                leader: leader.contains(part.index, broker),
+                follower: follower.contains(part.index, broker),
+            });
+        }
     }
 
     /// Gives the open partitions of topics whose configs changed since the last snapshot their

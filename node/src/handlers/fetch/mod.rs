@@ -482,7 +482,8 @@ async fn read_partition(
 ) -> (PartitionData, Vec<ReadSlice>) {
     match fetcher.origin {
         FetchOrigin::Follower(follower) => {
-            follower::read(part, fp, follower, (budget, fetcher.first)).await
+            let quotas = ctx.replication_quotas();
+            follower::read(part, fp, follower, (budget, fetcher.first), quotas).await
         }
         FetchOrigin::Consumer => {
             consumer::read(ctx, part, fp, (budget, fetcher.first), fetcher.version).await

@@ -70,6 +70,18 @@ impl Keys {
         key.strip_prefix(&self.root)?.strip_prefix("acls/")
     }
 
+    /// A broker's dynamic configs (`default`: the cluster-wide defaults, Kafka's
+    /// `--entity-default`).
+    pub fn broker_configs(&self, broker: &str) -> String {
+        format!("{}broker-configs/{broker}", self.root)
+    }
+
+    /// Parses a broker configs key back into its broker (or `default`).
+    pub fn broker_configs_of<'a>(&self, key: &'a str) -> Option<&'a str> {
+        key.strip_prefix(&self.root)?
+            .strip_prefix("broker-configs/")
+    }
+
     /// Whether `key` is a controller candidacy (etcd's election API puts one key per candidate
     /// under the election's name; the oldest is the leader).
     pub fn is_controller_candidacy(&self, key: &str) -> bool {

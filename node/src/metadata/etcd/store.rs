@@ -51,6 +51,8 @@ pub struct EtcdStore {
     topics: BTreeMap<String, (TopicMeta, i64)>,
     /// Every user's SCRAM credentials as last read, with the key's mod revision.
     scram: BTreeMap<String, (UserCredentials, i64)>,
+    /// Dynamic broker configs by broker id (`default`: the cluster's defaults).
+    broker_configs: BTreeMap<String, (BTreeMap<String, String>, i64)>,
     /// Every resource pattern's ACL entries as last read, with the key's mod revision.
     acls: BTreeMap<String, (BTreeSet<AclEntry>, i64)>,
     nodes: BTreeMap<NodeId, NodeInfo>,
@@ -107,6 +109,7 @@ impl EtcdStore {
             bell,
             topics: BTreeMap::new(),
             scram: BTreeMap::new(),
+            broker_configs: BTreeMap::new(),
             acls: BTreeMap::new(),
             nodes: BTreeMap::new(),
             registrations: BTreeMap::new(),
@@ -146,6 +149,8 @@ impl EtcdStore {
             return put_doc(&mut self.topics, name, e, "a topic");
         } else if let Some(user) = keys.scram_of(&e.key) {
             return put_doc(&mut self.scram, user, e, "SCRAM credentials");
+        } else if let Some(broker) = keys.broker_configs_of(&e.key) {
+            return put_doc(&mut self.broker_configs, broker, e, "broker configs");
         } else if let Some(pattern) = keys.acls_of(&e.key) {
             return put_doc(&mut self.acls, pattern, e, "ACLs");
         } else if keys.is_controller_candidacy(&e.key) {
@@ -190,6 +195,9 @@ impl EtcdStore {
         if let Some(user) = keys.scram_of(key) {
             return self.scram.remove(user).is_some();
         }
+        if let Some(broker) = keys.broker_configs_of(key) {
+            return self.broker_configs.remove(broker).is_some();
+        }
         if let Some(pattern) = keys.acls_of(key) {
             return self.acls.remove(pattern).is_some();
         }
@@ -219,6 +227,7 @@ impl EtcdStore {
             nodes: self.nodes.values().cloned().collect(),
             controller: self.snapshot_controller(),
             scram: as_read(&self.scram),
+            broker_configs: as_read(&self.broker_configs),
             acls: as_read(&self.acls),
         }
     }
@@ -349,6 +358,7 @@ impl EtcdStore {
         self.watch = watch;
         self.topics.clear();
         self.scram.clear();
+        self.broker_configs.clear();
         self.acls.clear();
         self.nodes.clear();
         self.registrations.clear();
@@ -494,6 +504,9 @@ impl MetadataStore for EtcdStore {
         let mut txn = TxnParts::default();
         txn.diff(&self.topics, &snapshot.topics, |n| keys.topic(n));
         txn.diff(&self.scram, &snapshot.scram, |u| keys.scram(u));
+        txn.diff(&self.broker_configs, &snapshot.broker_configs, |b| {
+            keys.broker_configs(b)
+        });
         txn.diff(&self.acls, &snapshot.acls, |p| keys.acls(p));
         if txn.ops.is_empty() {
             return Ok(Saved::Yes);
@@ -524,6 +537,7 @@ impl MetadataStore for EtcdStore {
         let revision = answer.header().map_or(0, |h| h.revision());
         saved(&mut self.topics, &snapshot.topics, revision);
         saved(&mut self.scram, &snapshot.scram, revision);
+        saved(&mut self.broker_configs, &snapshot.broker_configs, revision);
         saved(&mut self.acls, &snapshot.acls, revision);
         Ok(Saved::Yes)
     }
