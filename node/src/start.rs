@@ -233,6 +233,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
     let settings = ControllerSettings {
         node: config.node_id,
         min_insync_replicas: config.min_insync_replicas,
+        auto_leader_rebalance: config.auto_leader_rebalance,
     };
     let controller = std::thread::Builder::new()
         .name("control-plane".into())

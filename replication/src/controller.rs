@@ -204,6 +204,56 @@ pub fn preferred_leader_election(
     next_state(state, Some(preferred), state.isr.clone(), state.elr.clone())
 }
 
+/// Why an election an operator asked for (Kafka's ElectLeaders) was not made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ElectionError {
+    /// The partition already has the leader asked for (ELECTION_NOT_NEEDED).
+    #[error("election not needed: {0}")]
+    NotNeeded(&'static str),
+    /// The preferred replica is not live or not in the ISR (PREFERRED_LEADER_NOT_AVAILABLE).
+    #[error("the preferred leader {0} is not live or not in the ISR")]
+    PreferredNotAvailable(ReplicaId),
+    /// No live replica may lead (ELIGIBLE_LEADERS_NOT_AVAILABLE).
+    #[error("no live replica to elect")]
+    NoneEligible,
+}
+
+/// An operator's preferred election (ElectLeaders PREFERRED): leadership to the first replica,
+/// which must be live and in the ISR. Unlike the controller's own preferred elections it runs
+/// during a move too (the operator asked).
+pub fn elect_preferred(
+    state: &PartitionState,
+    live: &BTreeSet<ReplicaId>,
+) -> Result<PartitionState, ElectionError> {
+    let preferred = *state.replicas.first().ok_or(ElectionError::NoneEligible)?;
+    if state.leader == Some(preferred) {
+        return Err(ElectionError::NotNeeded("the preferred replica leads"));
+    }
+    if !state.isr.contains(&preferred) || !live.contains(&preferred) {
+        return Err(ElectionError::PreferredNotAvailable(preferred));
+    }
+    next_state(state, Some(preferred), state.isr.clone(), state.elr.clone())
+        .ok_or(ElectionError::NotNeeded("the preferred replica leads"))
+}
+
+/// An operator's unclean election (ElectLeaders UNCLEAN): for a partition with no leader, a
+/// live ISR or ELR member if there is one, else any live replica, whose log becomes the truth
+/// (records only the lost replicas held are gone, as in Kafka). A partition with a leader needs
+/// none.
+pub fn elect_unclean(
+    state: &PartitionState,
+    live: &BTreeSet<ReplicaId>,
+) -> Result<PartitionState, ElectionError> {
+    if state.leader.is_some() {
+        return Err(ElectionError::NotNeeded("the partition has a leader"));
+    }
+    let (leader, isr, elr) = elect(state, state.isr.clone(), state.elr.clone(), live, true);
+    if leader.is_none() {
+        return Err(ElectionError::NoneEligible);
+    }
+    next_state(state, leader, isr, elr).ok_or(ElectionError::NoneEligible)
+}
+
 /// The state to commit after refusing an ISR change as invalid: the same, with the next
 /// partition epoch. A copy of the refused change still in flight (a retry) is then stale and can
 /// never apply, and the leader, seeing the newer epoch, knows its change is settled.
@@ -458,6 +508,38 @@ mod tests {
             ..change
         };
         assert!(apply_isr_change(&next, &shrink, &live, &restarted, 2).is_ok());
+    }
+
+    #[test]
+    fn operator_elections_say_why_they_were_not_made() {
+        let live = r(&[1, 2, 3]);
+        let moved = elect_preferred(&state(&[1, 2, 3], 2), &live).unwrap();
+        assert_eq!(
+            (moved.leader, moved.leader_epoch),
+            (Some(ReplicaId(1)), LeaderEpoch(6))
+        );
+        assert!(matches!(
+            elect_preferred(&moved, &live),
+            Err(ElectionError::NotNeeded(_))
+        ));
+        assert_eq!(
+            elect_preferred(&state(&[2, 3], 2), &live),
+            Err(ElectionError::PreferredNotAvailable(ReplicaId(1)))
+        );
+        // Unclean: only without a leader; any live replica then, alone in the ISR.
+        assert!(matches!(
+            elect_unclean(&state(&[1, 2, 3], 1), &live),
+            Err(ElectionError::NotNeeded(_))
+        ));
+        let mut offline = state(&[], 1);
+        offline.leader = None;
+        offline.elr = r(&[1]);
+        assert_eq!(
+            elect_unclean(&offline, &r(&[])),
+            Err(ElectionError::NoneEligible)
+        );
+        let u = elect_unclean(&offline, &r(&[3])).unwrap();
+        assert_eq!((u.leader, u.isr), (Some(ReplicaId(3)), r(&[3])));
     }
 
     #[test]

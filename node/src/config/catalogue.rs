@@ -344,6 +344,12 @@ pub const PROPERTIES: &[Property] = &[
         "Largest record batch accepted.",
     ),
     prop(
+        "auto.leader.rebalance.enable",
+        "true",
+        ConfigType::Boolean,
+        "The controller moves leadership back to each partition's preferred replica once it is in sync again; false: only kafka-leader-election does.",
+    ),
+    prop(
         "min.insync.replicas",
         "1",
         ConfigType::Int,

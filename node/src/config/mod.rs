@@ -109,6 +109,8 @@ pub struct BrokerConfig {
     pub message_max_bytes: usize,
     /// `min.insync.replicas`: the default of topics that do not set it.
     pub min_insync_replicas: usize,
+    /// `auto.leader.rebalance.enable`: the controller restores preferred leaders by itself.
+    pub auto_leader_rebalance: bool,
     /// `log.message.timestamp.*`: the default of topics that do not set them.
     pub timestamps: TimestampPolicy,
     pub replica: ReplicaConfig,
@@ -405,6 +407,7 @@ impl Properties {
                 }
                 v as usize
             },
+            auto_leader_rebalance: self.bool("auto.leader.rebalance.enable")?,
             timestamps: self.timestamps()?,
             replica: self.replica()?,
             socket_request_max_bytes: self.int("socket.request.max.bytes")?,

@@ -12,6 +12,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_log_dirs;
 pub mod describe_topic_partitions;
+pub mod elect_leaders;
 pub mod fetch;
 pub mod groups;
 pub mod init_producer_id;
@@ -90,6 +91,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // v1 carries allow_replication_factor_change (KIP-860).
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
+    // v1 carries the election type (PREFERRED, UNCLEAN), v2 flexible versions.
+    (ApiKey::ElectLeaders, 0, 2),
 ];
 
 pub fn supported_versions(api: ApiKey) -> Option<(i16, i16)> {
@@ -209,6 +212,10 @@ pub async fn dispatch(
         RequestKind::AlterPartitionReassignments(r) => {
             encode(&reassignments::alter(ctx, client, r).await, version)?
         }
+        RequestKind::ElectLeaders(r) => encode(
+            &elect_leaders::handle(ctx, client, r, version).await,
+            version,
+        )?,
         RequestKind::ListPartitionReassignments(r) => {
             encode(&reassignments::list(ctx, client, r), version)?
         }

@@ -23,6 +23,7 @@ use replication::controller::{
 };
 use replication::{IsrChange, ReplicaId};
 
+use super::elections::{apply_elections, ElectionType, Key as ElectionKey, Outcomes};
 use super::moves::{apply_moves, complete_moves, Cluster, Move};
 use super::names::{refuse_internal, validate_topic_name};
 use super::placement::{assigned_replicas, place_partitions, place_replicas, Load, NodeShards};
@@ -105,6 +106,12 @@ pub enum Command {
         remove: Vec<(Pattern, AclEntry)>,
         reply: Reply,
     },
+    /// Leader elections an operator asked for (ElectLeaders): `partitions` `None` for all.
+    ElectLeaders {
+        kind: ElectionType,
+        partitions: Option<Vec<ElectionKey>>,
+        reply: oneshot::Sender<Result<Outcomes, Refused>>,
+    },
     /// Replica moves started or cancelled (AlterPartitionReassignments), decided together and
     /// saved in one compare-and-swap.
     AlterReassignments {
@@ -133,6 +140,8 @@ pub struct ControllerSettings {
     pub node: NodeId,
     /// `min.insync.replicas` of topics that do not set it.
     pub min_insync_replicas: usize,
+    /// `auto.leader.rebalance.enable`: preferred replicas take leadership back by themselves.
+    pub auto_leader_rebalance: bool,
 }
 
 /// The control-plane thread's state.
@@ -278,7 +287,12 @@ impl Controller {
                 }
                 // The preferred leader (the first replica) leads again once back in the ISR
                 // (not while its node is in controlled shutdown).
-                if let Some(s) = preferred_leader_election(&state, &eligible) {
+                let preferred = self
+                    .settings
+                    .auto_leader_rebalance
+                    .then(|| preferred_leader_election(&state, &eligible))
+                    .flatten();
+                if let Some(s) = preferred {
                     state = s;
                     moved = true;
                 }
@@ -452,6 +466,46 @@ impl Controller {
         }
     }
 
+    /// Runs the elections an operator asked for (see [`super::elections`]) and saves them in
+    /// one compare-and-swap.
+    fn elect_on_request(
+        &mut self,
+        kind: ElectionType,
+        partitions: Option<&[ElectionKey]>,
+    ) -> Result<Outcomes, Attempt> {
+        let Some(live) = self.store.isr_eligible() else {
+            return Err(Attempt::Refused(Refused::new(
+                ResponseError::ElectionNotNeeded,
+                "a single node (metadata.store=embedded) leads every partition itself",
+            )));
+        };
+        let live: BTreeSet<ReplicaId> = live.keys().map(|&n| ReplicaId::from(n)).collect();
+        let mut next = self.snapshot.clone();
+        let (outcomes, changed) = apply_elections(&mut next, kind, partitions, &live);
+        if !changed {
+            return Ok(outcomes);
+        }
+        next.version += 1;
+        self.save_and_broadcast(next)?;
+        Ok(outcomes)
+    }
+
+    /// Saves `next` (compare-and-swap) and hands it to the shards.
+    fn save_and_broadcast(&mut self, next: Snapshot) -> Result<(), Attempt> {
+        match self.store.save(&next) {
+            Ok(Saved::Yes) => {
+                self.snapshot = next;
+                self.broadcast();
+                Ok(())
+            }
+            Ok(Saved::Conflict) => Err(Attempt::Conflict),
+            Err(e) => Err(Attempt::Refused(Refused::new(
+                ResponseError::KafkaStorageError,
+                format!("persisting metadata: {e}"),
+            ))),
+        }
+    }
+
     /// Starts or cancels replica moves (see [`super::moves`]) and saves them in one
     /// compare-and-swap; moves needing no catch-up complete at once.
     fn alter_reassignments(&mut self, moves: &[Move]) -> Result<Vec<Result<(), Refused>>, Attempt> {
@@ -471,18 +525,8 @@ impl Controller {
             return Ok(results);
         }
         next.version += 1;
-        match self.store.save(&next) {
-            Ok(Saved::Yes) => {
-                self.snapshot = next;
-                self.broadcast();
-                Ok(results)
-            }
-            Ok(Saved::Conflict) => Err(Attempt::Conflict),
-            Err(e) => Err(Attempt::Refused(Refused::new(
-                ResponseError::KafkaStorageError,
-                format!("persisting metadata: {e}"),
-            ))),
-        }
+        self.save_and_broadcast(next)?;
+        Ok(results)
     }
 
     /// The nodes `change` adds to the partition's ISR as this node last read it.
@@ -502,6 +546,20 @@ impl Controller {
             if matches!(result, Err(Attempt::Conflict)) {
                 self.catch_up();
                 result = self.alter_reassignments(&moves);
+            }
+            reply.send(result.map_err(Attempt::into_refused)).ok();
+            return;
+        }
+        if let Command::ElectLeaders {
+            kind,
+            partitions,
+            reply,
+        } = cmd
+        {
+            let mut result = self.elect_on_request(kind, partitions.as_deref());
+            if matches!(result, Err(Attempt::Conflict)) {
+                self.catch_up();
+                result = self.elect_on_request(kind, partitions.as_deref());
             }
             reply.send(result.map_err(Attempt::into_refused)).ok();
             return;
@@ -1003,7 +1061,9 @@ impl Command {
                 },
                 reply,
             ),
-            Command::MetadataChanged | Command::AlterReassignments { .. } => return None,
+            Command::MetadataChanged
+            | Command::AlterReassignments { .. }
+            | Command::ElectLeaders { .. } => return None,
         };
         Some(split)
     }

@@ -4,6 +4,7 @@
 //! immutable [`Snapshot`]s to every shard, which answer Metadata requests from them.
 
 pub mod controller;
+pub mod elections;
 pub mod embedded;
 pub mod etcd;
 pub mod lease;

@@ -236,3 +236,75 @@ def test_a_move_cancelled_midway_goes_back(cluster, tmp_path):
         w.finish()
     final = {p: r for p, (_, r, _) in layout(c, "cancel").items()}
     judge_moved(c, w, "cancel", 2, final)
+
+
+ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"
+
+
+def test_kafka_leader_election_preferred_and_unclean(cluster, tmp_path):
+    """`kafka-leader-election`: PREFERRED after a reorder hands leadership to the new first
+    replica; UNCLEAN leads a partition whose only in-sync replica is gone with a live
+    out-of-sync one, which the controller alone never does (unclean.leader.election.enable is
+    false); the cluster default of that config, set dynamically, does it by itself."""
+    c = cluster
+    c.extra = {"auto.leader.rebalance.enable": "false"}
+    c.start_all()
+    admin = AdminClient({"bootstrap.servers": c.bootstrap()})
+    for topic in ("elect", "dynamic"):
+        admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3,
+                                      config={"min.insync.replicas": "1"})])[topic].result(timeout=15)
+    wait_for("in sync", lambda: len(layout(c, "elect")[0][2]) == 3 and len(layout(c, "dynamic")[0][2]) == 3,
+             timeout=15)
+    # Reordered so that node 2 is preferred where it does not lead.
+    for topic in ("elect", "dynamic"):
+        leader = layout(c, topic)[0][0]
+        reordered = [2, 1, 3] if leader != 2 else [1, 2, 3]
+        execute(c, tmp_path, topic, {0: reordered})
+        wait_for("reordered", lambda: layout(c, topic)[0][1] == reordered, timeout=15)
+        assert layout(c, topic)[0][0] == leader, "a reorder alone does not move leadership"
+    r = kafka_tool(ELECTION, "--bootstrap-server", c.bootstrap(), "--election-type", "PREFERRED",
+                   "--all-topic-partitions")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Successfully completed leader election (PREFERRED) for partitions" in r.stdout, r.stdout
+    assert "elect-0" in r.stdout and "dynamic-0" in r.stdout, r.stdout
+    wait_for("the preferred replicas lead",
+             lambda: all(layout(c, t)[0][0] == layout(c, t)[0][1][0] for t in ("elect", "dynamic")), timeout=15)
+    # Both to [2, 3, 1] and node 2 leading.
+    for topic in ("elect", "dynamic"):
+        execute(c, tmp_path, topic, {0: [2, 3, 1]})
+        wait_for("reordered", lambda: layout(c, topic)[0][1] == [2, 3, 1], timeout=15)
+    r = kafka_tool(ELECTION, "--bootstrap-server", c.bootstrap(), "--election-type", "PREFERRED",
+                   "--all-topic-partitions")
+    assert r.returncode == 0, r.stdout + r.stderr
+    wait_for("node 2 leads both", lambda: layout(c, "elect")[0][0] == layout(c, "dynamic")[0][0] == 2,
+             timeout=15)
+    r = kafka_tool(ELECTION, "--bootstrap-server", c.bootstrap(), "--election-type", "PREFERRED",
+                   "--topic", "elect", "--partition", "0")
+    assert "Valid replica already elected for partitions elect-0" in r.stdout + r.stderr, r.stdout + r.stderr
+
+    # Two followers stop: the leader alone in the ISR; then it dies too.
+    survivor = 2
+    others = [3, 1]
+    for n in others:
+        c.nodes[n].stop()
+    wait_for("ISR shrunk to the leader",
+             lambda: layout(c, "elect")[0][2] == layout(c, "dynamic")[0][2] == [survivor], timeout=30)
+    c.nodes[survivor].proc.send_signal(signal.SIGKILL)
+    c.nodes[survivor].proc.wait()
+    time.sleep(SESSION_S + 1)
+    # Node 3 comes back without the records only node 2 held: not eligible.
+    c.start(others[0])
+    time.sleep(2)
+    assert layout(c, "elect")[0][0] == -1, "no clean leader: offline"
+    r = kafka_tool(ELECTION, "--bootstrap-server", c.bootstrap(), "--election-type", "UNCLEAN",
+                   "--topic", "elect", "--partition", "0")
+    assert r.returncode == 0, r.stdout + r.stderr
+    wait_for("an unclean leader", lambda: layout(c, "elect")[0][0] == others[0], timeout=15)
+    # The cluster default of unclean.leader.election.enable, altered at run time, lets the
+    # controller do the same for a partition whose clean replicas are all gone.
+    assert layout(c, "dynamic")[0][0] == -1
+    r = kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", c.bootstrap(), "--alter",
+                   "--entity-type", "brokers", "--entity-default", "--add-config",
+                   "unclean.leader.election.enable=true")
+    assert r.returncode == 0, r.stdout + r.stderr
+    wait_for("the controller elects uncleanly", lambda: layout(c, "dynamic")[0][0] == others[0], timeout=15)

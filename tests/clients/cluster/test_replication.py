@@ -40,6 +40,8 @@ class Cluster:
         self.all = []
         # Each node's Prometheus endpoint (loopback clusters only), kept across restarts.
         self.metrics_ports = {}
+        # Broker settings every node starts with beyond the ones below.
+        self.extra = {}
 
     def start(self, node_id):
         make = (lambda **kw: NetBroker(self.net, node_id, **kw)) if self.net else Broker
@@ -47,7 +49,7 @@ class Cluster:
             "node.id": node_id, "metadata.store": "etcd", "metadata.etcd.endpoints": self.etcd.endpoint,
             "cluster.id": "repl", "broker.session.timeout.ms": SESSION_MS,
             "replica.lag.time.max.ms": 5000, "group.initial.rebalance.delay.ms": 0,
-            "log.cleaner.backoff.ms": 200}
+            "log.cleaner.backoff.ms": 200, **self.extra}
         if not self.net:
             port = self.metrics_ports.setdefault(node_id, free_port_block(1))
             settings["metrics.listen"] = f"127.0.0.1:{port}"
