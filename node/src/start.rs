@@ -135,6 +135,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
             let inter = config.inter_broker_listener();
             let me = NodeInfo {
                 node: config.node_id,
+                rack: config.rack.clone(),
                 host: inter.advertised_host.clone(),
                 port: inter.advertised_port,
                 shards: config.shards,

@@ -26,6 +26,12 @@ pub const PROPERTIES: &[Property] = &[
         "This node's id; its shards are the Kafka brokers node.id * 1000 + shard.",
     ),
     prop(
+        "broker.rack",
+        "",
+        ConfigType::String,
+        "This node's rack (failure domain): replicas of a partition go to distinct racks where there are enough. Unset: each node is its own rack, reported to clients as ringlog-node-<node.id> for all its shards (brokers), so rack-aware tools never put two replicas on one machine.",
+    ),
+    prop(
         "metadata.store",
         "embedded",
         ConfigType::String,

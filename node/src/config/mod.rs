@@ -98,6 +98,8 @@ pub struct GroupConfig {
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
     pub node_id: NodeId,
+    /// `broker.rack`: this node's failure domain; `None`: the node is its own.
+    pub rack: Option<String>,
     pub log_dir: PathBuf,
     /// Listeners (shard `i` of each listens on its port + i), TLS and SASL.
     pub security: SecuritySettings,
@@ -391,6 +393,7 @@ impl Properties {
         })?;
         Ok(BrokerConfig {
             node_id: NodeId(self.int("node.id")?),
+            rack: Some(self.get("broker.rack").trim().to_owned()).filter(|r| !r.is_empty()),
             log_dir: PathBuf::from(self.get("log.dirs")),
             security,
             shards,

@@ -48,6 +48,7 @@ pub fn handle(
         .into_iter()
         .map(|(id, host, port)| {
             let mut b = DescribeClusterBroker::default();
+            b.rack = Some(StrBytes::from_string(ctx.rack_of(id)));
             b.broker_id = id;
             b.host = StrBytes::from_string(host);
             b.port = port;

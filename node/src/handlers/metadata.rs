@@ -29,7 +29,10 @@ pub async fn handle(
     resp.brokers = ctx
         .brokers(client.listener)
         .into_iter()
-        .map(broker)
+        .map(|b| {
+            let rack = ctx.rack_of(b.0);
+            broker(b, rack)
+        })
         .collect();
     if version >= 2 {
         resp.cluster_id = Some(StrBytes::from_string(ctx.cluster_id()));
@@ -103,9 +106,10 @@ pub async fn handle(
     resp
 }
 
-fn broker((id, host, port): (BrokerId, String, i32)) -> MetadataResponseBroker {
+fn broker((id, host, port): (BrokerId, String, i32), rack: String) -> MetadataResponseBroker {
     let mut b = MetadataResponseBroker::default();
     b.node_id = id;
+    b.rack = Some(StrBytes::from_string(rack));
     b.host = StrBytes::from_string(host);
     b.port = port;
     b

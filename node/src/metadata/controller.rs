@@ -840,6 +840,11 @@ impl Controller {
             return Ok(place_partitions(from, to, self.shards));
         };
         let mut load = Load::default();
+        for n in &snapshot.nodes {
+            if let Some(rack) = &n.rack {
+                load.set_rack(n.node, rack.clone());
+            }
+        }
         for t in snapshot.topics.values() {
             for p in &t.partitions {
                 match (p.replicas.is_empty(), p.leader.node()) {

@@ -11,6 +11,7 @@ pub mod lease;
 pub mod moves;
 pub mod names;
 pub mod placement;
+pub mod planner;
 pub mod snapshot;
 pub mod store;
 

@@ -29,9 +29,20 @@ pub struct NodeShards {
 pub struct Load {
     leaders: BTreeMap<Slot, usize>,
     replicas: BTreeMap<Slot, usize>,
+    /// Each node's `broker.rack` (a node not listed is its own rack).
+    racks: BTreeMap<NodeId, String>,
 }
 
 impl Load {
+    /// Places replicas of a partition in distinct racks where there are enough.
+    pub fn set_rack(&mut self, node: NodeId, rack: String) {
+        self.racks.insert(node, rack);
+    }
+
+    fn rack(&self, node: NodeId) -> Option<&str> {
+        self.racks.get(&node).map(String::as_str)
+    }
+
     /// Counts an existing partition's replicas (the first is its preferred leader).
     pub fn add(&mut self, replicas: &[Slot]) {
         if let Some(first) = replicas.first() {
@@ -125,8 +136,19 @@ pub fn place_replicas(
             .copied()
             .filter(|n| n.node != leader.node)
             .collect();
-        others.sort_by_key(|n| (load.replicas_on_node(n.node), n.node));
-        for n in others.into_iter().take(rf - 1) {
+        // Each next replica: a node in a rack not used yet if there is one, then the fewest
+        // replicas, then the lowest id.
+        let mut racks: Vec<&str> = load.rack(leader.node).into_iter().collect();
+        for _ in 1..rf {
+            let Some(i) = (0..others.len()).min_by_key(|&i| {
+                let n = others[i];
+                let clash = load.rack(n.node).is_some_and(|r| racks.contains(&r));
+                (clash, load.replicas_on_node(n.node), n.node)
+            }) else {
+                break;
+            };
+            let n = others.remove(i);
+            racks.extend(load.rack(n.node));
             replicas.push(least(n, |s| {
                 (load.replicas.get(s).copied().unwrap_or(0), 0)
             }));
@@ -380,6 +402,29 @@ mod tests {
         ] {
             let e = assigned_replicas(&bad, &live).unwrap_err().to_string();
             assert!(e.contains(why), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn replicas_go_to_distinct_racks_where_there_are_enough() {
+        // Nodes 1, 2 in rack a; 3, 4 in rack b: every partition of RF 2 spans both racks.
+        let cluster = nodes(4, 1);
+        let mut load = Load::default();
+        for (n, r) in [(1, "a"), (2, "a"), (3, "b"), (4, "b")] {
+            load.set_rack(NodeId(n), r.into());
+        }
+        let placed = place_replicas(&cluster, &mut load, 0, 8, 2).unwrap();
+        for p in &placed {
+            let racks: std::collections::BTreeSet<_> =
+                p.iter().map(|s| load.rack(s.node).unwrap()).collect();
+            assert_eq!(racks.len(), 2, "{p:?}");
+        }
+        // RF 3 over two racks: both racks used, never two replicas on a node.
+        let three = place_replicas(&cluster, &mut load, 8, 12, 3).unwrap();
+        for p in &three {
+            let racks: std::collections::BTreeSet<_> =
+                p.iter().map(|s| load.rack(s.node).unwrap()).collect();
+            assert_eq!(racks.len(), 2, "{p:?}");
         }
     }
 }

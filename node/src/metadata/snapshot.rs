@@ -295,6 +295,15 @@ pub struct NodeInfo {
     /// ISR takes it in and no leadership moves to it (Kafka's KIP-841).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub controlled_shutdown: bool,
+    /// `broker.rack`; `None`: the node is its own failure domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rack: Option<String>,
+}
+
+/// The rack reported for a node's brokers: its `broker.rack`, else one of its own (every shard
+/// of a node shares its machine).
+pub fn rack_or_own(rack: Option<&str>, node: NodeId) -> String {
+    rack.map_or_else(|| format!("ringlog-node-{node}"), str::to_owned)
 }
 
 impl NodeInfo {

@@ -408,6 +408,17 @@ impl ShardCtx {
         out
     }
 
+    /// The rack of broker `broker`'s node as clients are told it (`snapshot::rack_or_own`).
+    pub fn rack_of(&self, broker: BrokerId) -> String {
+        let node = crate::ids::node_of(broker.0);
+        if node == self.config.node_id {
+            return crate::metadata::snapshot::rack_or_own(self.config.rack.as_deref(), node);
+        }
+        let snapshot = self.snapshot.borrow();
+        let rack = snapshot.node(node).and_then(|n| n.rack.as_deref());
+        crate::metadata::snapshot::rack_or_own(rack, node)
+    }
+
     /// The name of the topic with id `id` (Fetch v13+ names topics by id).
     pub fn topic_name_of(&self, id: uuid::Uuid) -> Option<String> {
         self.snapshot
