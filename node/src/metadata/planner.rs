@@ -131,7 +131,7 @@ impl Loads {
     }
 }
 
-fn rack_of<'a>(nodes: &'a [PlanNode], node: NodeId) -> Option<&'a str> {
+fn rack_of(nodes: &[PlanNode], node: NodeId) -> Option<&str> {
     nodes
         .iter()
         .find(|n| n.node == node)
