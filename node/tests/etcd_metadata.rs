@@ -436,6 +436,7 @@ fn node_info(node: i32) -> NodeInfo {
         shards: 1,
         listeners: BTreeMap::new(),
         controlled_shutdown: false,
+        rack: None,
     }
 }
 
