@@ -145,6 +145,36 @@ enum ClusterAction {
         #[arg(long)]
         etcd: Option<String>,
     },
+    /// Plan moves that even replicas, preferred leaders and bytes over the live nodes (a new
+    /// node takes its share); printed as Kafka's reassignment JSON, started with --execute.
+    Rebalance {
+        /// Only print the plan (the default).
+        #[arg(long, conflicts_with = "execute")]
+        plan: bool,
+        /// Start the moves (AlterPartitionReassignments).
+        #[arg(long)]
+        execute: bool,
+    },
+    /// Plan moving every replica off a live node before it leaves the cluster; started with
+    /// --execute. Once `ringlog cluster status` shows no move in progress, stop the node.
+    Decommission {
+        /// The node (node.id).
+        node: i32,
+        #[arg(long, conflicts_with = "execute")]
+        plan: bool,
+        #[arg(long)]
+        execute: bool,
+    },
+    /// Plan re-creating, on the live nodes, every replica of a node gone for good (its disk
+    /// lost), so each partition returns to its replication factor; started with --execute.
+    RemoveNode {
+        /// The node (node.id); it must not be live.
+        node: i32,
+        #[arg(long, conflicts_with = "execute")]
+        plan: bool,
+        #[arg(long)]
+        execute: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -440,11 +470,25 @@ fn main() -> ExitCode {
         Commands::Cluster {
             bootstrap_server,
             command_config,
-            action: ClusterAction::Status { etcd },
+            action,
         } => admin_outcome(
             "cluster",
-            configure(command_config)
-                .and_then(|()| node::cli::cluster::status(&bootstrap_server, etcd.as_deref())),
+            configure(command_config).and_then(|()| cluster_command(&bootstrap_server, action)),
         ),
+    }
+}
+
+fn cluster_command(bootstrap: &str, action: ClusterAction) -> Result<String, CliError> {
+    use node::cli::moves::{run, Lifecycle};
+    use node::ids::NodeId;
+    match action {
+        ClusterAction::Status { etcd } => node::cli::cluster::status(bootstrap, etcd.as_deref()),
+        ClusterAction::Rebalance { execute, .. } => run(bootstrap, Lifecycle::Rebalance, execute),
+        ClusterAction::Decommission { node, execute, .. } => {
+            run(bootstrap, Lifecycle::Decommission(NodeId(node)), execute)
+        }
+        ClusterAction::RemoveNode { node, execute, .. } => {
+            run(bootstrap, Lifecycle::RemoveNode(NodeId(node)), execute)
+        }
     }
 }

@@ -1,14 +1,16 @@
 //! `ringlog cluster status`: the cluster as one broker sees it — its id, the live nodes (those
 //! holding their etcd lease) and their brokers, the broker answering as controller, and every
 //! partition that is offline (no live leader) or under-replicated (fewer in-sync replicas than
-//! replicas). With `--etcd`, also every node's lease as etcd holds it (broker epoch, seconds
+//! replicas), and the replica moves in progress (adding and removing replicas). With `--etcd`, also every node's lease as etcd holds it (broker epoch, seconds
 //! left of its TTL) and any node the broker and etcd disagree about.
 
 use std::collections::BTreeMap;
 
 use kafka_protocol::messages::describe_cluster_request::DescribeClusterRequest;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterResponse;
-use kafka_protocol::messages::ApiKey;
+use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsRequest;
+use kafka_protocol::messages::list_partition_reassignments_response::ListPartitionReassignmentsResponse;
+use kafka_protocol::messages::{ApiKey, BrokerId};
 use kafka_protocol::ResponseError;
 
 use super::admin_client::AdminClient;
@@ -68,6 +70,38 @@ pub fn status(bootstrap: &str, etcd_endpoints: Option<&str>) -> Result<String, C
     }
     if !under.is_empty() {
         out.push_str(&format!("\tunder-replicated: {}\n", under.join(", ")));
+    }
+    let moving: ListPartitionReassignmentsResponse = c.call(
+        ApiKey::ListPartitionReassignments,
+        0,
+        &ListPartitionReassignmentsRequest::default(),
+    )?;
+    let ongoing: Vec<String> = moving
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| {
+                let ids = |v: &[BrokerId]| {
+                    v.iter()
+                        .map(|b| b.0.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                };
+                format!(
+                    "\t{}-{}: replicas {} adding {} removing {}",
+                    t.name.0,
+                    p.partition_index,
+                    ids(&p.replicas),
+                    ids(&p.adding_replicas),
+                    ids(&p.removing_replicas)
+                )
+            })
+        })
+        .collect();
+    out.push_str(&format!("Reassignments in progress: {}\n", ongoing.len()));
+    for line in ongoing {
+        out.push_str(&line);
+        out.push('\n');
     }
     if let Some(endpoints) = etcd_endpoints {
         out.push_str(&leases(endpoints, &cluster.cluster_id, &nodes)?);

@@ -1,12 +1,14 @@
 //! The command-line tools of `ringlog` that talk to a running node over the Kafka protocol:
 //! `ringlog topic ...` ([`topic`], like `kafka-topics.sh`) and `ringlog group ...` ([`group`],
 //! like `kafka-consumer-groups.sh`), `ringlog user ...` ([`user`], SCRAM users, like
-//! `kafka-configs.sh --entity-type users`) and `ringlog cluster status` ([`cluster`]), through one
+//! `kafka-configs.sh --entity-type users`), `ringlog cluster status` ([`cluster`]) and the node
+//! lifecycle's `ringlog cluster rebalance | decommission | remove-node` ([`moves`]), through one
 //! blocking admin client ([`admin_client`]).
 
 pub mod admin_client;
 pub mod cluster;
 pub mod group;
+pub mod moves;
 pub mod topic;
 pub mod user;
 

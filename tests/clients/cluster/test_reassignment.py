@@ -7,12 +7,15 @@ what was acknowledged: every acknowledged value at its offset, none twice, none 
 the replicas' stored batches identical below the high watermark."""
 import json
 import os
+import shutil
 import signal
+import subprocess
 import time
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
+from support.broker import BINARY
 from support.kafka import kafka_tool
 from support.waiting import wait_for
 from test_replication import Cluster, Writer, check, read_all, stored
@@ -308,3 +311,92 @@ def test_kafka_leader_election_preferred_and_unclean(cluster, tmp_path):
                    "unclean.leader.election.enable=true")
     assert r.returncode == 0, r.stdout + r.stderr
     wait_for("the controller elects uncleanly", lambda: layout(c, "dynamic")[0][0] == others[0], timeout=15)
+
+
+def ringlog(c, *args):
+    r = subprocess.run([BINARY, "cluster", "--bootstrap-server", c.bootstrap().split(",")[0], *args],
+                       capture_output=True, text=True, timeout=120)
+    return r.returncode, r.stdout + r.stderr
+
+
+def moves_done(c):
+    rc, out = ringlog(c, "status")
+    assert rc == 0, out
+    return "Reassignments in progress: 0" in out
+
+
+def replicas_on(c, topic, node):
+    return [p for p, (_, replicas, _) in layout(c, topic).items() if node in replicas]
+
+
+def test_ringlog_rebalance_then_decommission_under_acks_all_load(cluster):
+    """`ringlog cluster rebalance --execute` gives a new node its share (replicas and preferred
+    leaders); `ringlog cluster decommission 2 --execute` empties node 2, which then stops; the
+    producer never stops and the checker finds every acknowledged record."""
+    c = cluster
+    c.start_all()
+    create(c, "life", 6)
+    w = Writer(c, "life", 6)
+    try:
+        wait_for("acks flowing", lambda: len(w.acked) > 500, timeout=30)
+        grow(c, 4)
+        rc, out = ringlog(c, "rebalance")
+        assert rc == 0 and "Not started" in out, out
+        assert not replicas_on(c, "life", 4), "a plan alone moves nothing"
+        rc, out = ringlog(c, "rebalance", "--execute")
+        assert rc == 0 and "Started" in out, out
+        wait_for("moves complete", lambda: moves_done(c), timeout=120)
+        counts = {n: len(replicas_on(c, "life", n)) for n in (1, 2, 3, 4)}
+        assert max(counts.values()) - min(counts.values()) <= 1, counts
+        leaders = [l for l, _, _ in layout(c, "life").values()]
+        assert 4 in leaders, f"node 4 leads its share once preferred: {leaders}"
+        rc, out = ringlog(c, "rebalance")
+        assert rc == 0 and "Plan: 0 partition(s) change" in out, out
+
+        rc, out = ringlog(c, "decommission", "2", "--execute")
+        assert rc == 0 and "Started" in out, out
+        wait_for("moves complete", lambda: moves_done(c), timeout=120)
+        assert not replicas_on(c, "life", 2)
+        assert all(len(isr) == 3 for _, _, isr in layout(c, "life").values())
+        c.nodes[2].stop()
+        acked = len(w.acked)
+        wait_for("acks without node 2", lambda: len(w.acked) > acked + 300, timeout=30)
+        rc, out = ringlog(c, "decommission", "2")
+        assert rc != 0 and "remove-node" in out, out
+    finally:
+        w.finish()
+    targets = {p: r for p, (_, r, _) in layout(c, "life").items()}
+    del c.nodes[2]
+    judge_moved(c, w, "life", 6, targets)
+
+
+def test_a_node_lost_for_good_is_repaired_to_full_replication(cluster):
+    """Node 3 dies with its disk (kill -9, data dir wiped): every partition it held is
+    under-replicated until `ringlog cluster remove-node 3 --execute` re-creates its replicas
+    on the live nodes; then every partition is back to three in-sync replicas."""
+    c = cluster
+    c.start_all()
+    grow(c, 4)
+    create(c, "lost", 4)
+    w = Writer(c, "lost", 4)
+    try:
+        wait_for("acks flowing", lambda: len(w.acked) > 500, timeout=30)
+        rc, out = ringlog(c, "remove-node", "3")
+        assert rc != 0 and "decommission" in out, out
+        c.nodes[3].proc.send_signal(signal.SIGKILL)
+        c.nodes[3].proc.wait()
+        shutil.rmtree(c.dirs[3])
+        del c.nodes[3]
+        wait_for("node 3 gone", lambda: not ringlog(c, "remove-node", "3")[1].count("is live"), timeout=30)
+        rc, out = ringlog(c, "remove-node", "3", "--execute")
+        assert rc == 0 and "Started" in out, out
+        wait_for("moves complete", lambda: moves_done(c), timeout=120)
+        wait_for("full replication", lambda: all(len(isr) == 3 and 3 not in r
+                                                 for _, r, isr in layout(c, "lost").values()), timeout=60)
+        acked = len(w.acked)
+        wait_for("acks after the repair", lambda: len(w.acked) > acked + 300, timeout=30)
+    finally:
+        w.finish()
+    targets = {p: r for p, (_, r, _) in layout(c, "lost").items()}
+    del c.dirs[3]
+    judge_moved(c, w, "lost", 4, targets)
