@@ -235,6 +235,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
         node: config.node_id,
         min_insync_replicas: config.min_insync_replicas,
         auto_leader_rebalance: config.auto_leader_rebalance,
+        replica_repair_delay: config.replica_repair_delay,
     };
     let controller = std::thread::Builder::new()
         .name("control-plane".into())

@@ -186,6 +186,12 @@ impl LeaderState {
         }
     }
 
+    /// What `replica` last fetched from (its log end offset), if it fetched since this
+    /// replica became leader.
+    pub fn follower_log_end(&self, replica: ReplicaId) -> Option<Offset> {
+        self.followers.get(&replica).and_then(|p| p.log_end)
+    }
+
     pub fn epoch(&self) -> LeaderEpoch {
         self.epoch
     }

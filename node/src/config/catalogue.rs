@@ -362,6 +362,12 @@ pub const PROPERTIES: &[Property] = &[
         "Default of topics that do not set it: in-sync replicas an acks=all produce needs.",
     ),
     prop(
+        "replica.repair.delay.ms",
+        "-1",
+        ConfigType::Long,
+        "Once a node has been gone (no lease) this long, the controller re-creates its replicas on the live nodes, as `ringlog cluster remove-node` does, so every partition returns to its replication factor; -1: never (an operator decides).",
+    ),
+    prop(
         "replica.lag.time.max.ms",
         "30000",
         ConfigType::Long,

@@ -113,6 +113,9 @@ pub struct BrokerConfig {
     pub min_insync_replicas: usize,
     /// `auto.leader.rebalance.enable`: the controller restores preferred leaders by itself.
     pub auto_leader_rebalance: bool,
+    /// `replica.repair.delay.ms`: how long a node may be gone before the controller
+    /// re-creates its replicas elsewhere; `None`: never.
+    pub replica_repair_delay: Option<std::time::Duration>,
     /// `log.message.timestamp.*`: the default of topics that do not set them.
     pub timestamps: TimestampPolicy,
     pub replica: ReplicaConfig,
@@ -411,6 +414,9 @@ impl Properties {
                 v as usize
             },
             auto_leader_rebalance: self.bool("auto.leader.rebalance.enable")?,
+            replica_repair_delay: self
+                .optional("replica.repair.delay.ms")?
+                .map(|ms| std::time::Duration::from_millis(ms as u64)),
             timestamps: self.timestamps()?,
             replica: self.replica()?,
             socket_request_max_bytes: self.int("socket.request.max.bytes")?,

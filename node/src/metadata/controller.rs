@@ -27,6 +27,7 @@ use super::elections::{apply_elections, ElectionType, Key as ElectionKey, Outcom
 use super::moves::{apply_moves, complete_moves, Cluster, Move};
 use super::names::{refuse_internal, validate_topic_name};
 use super::placement::{assigned_replicas, place_partitions, place_replicas, Load, NodeShards};
+use super::planner::{plan, Goal, PlanNode, PlanPartition};
 use super::snapshot::{Leader, PartitionMeta, Slot, Snapshot, TopicMeta, DEFAULT_BROKER};
 use super::store::{MetadataStore, Saved};
 use crate::config::dynamic::UNCLEAN_LEADER_ELECTION;
@@ -142,6 +143,8 @@ pub struct ControllerSettings {
     pub min_insync_replicas: usize,
     /// `auto.leader.rebalance.enable`: preferred replicas take leadership back by themselves.
     pub auto_leader_rebalance: bool,
+    /// `replica.repair.delay.ms`: a node gone this long has its replicas re-created elsewhere.
+    pub replica_repair_delay: Option<std::time::Duration>,
 }
 
 /// The control-plane thread's state.
@@ -156,6 +159,9 @@ pub struct Controller {
     /// When the elected controller last looked for leaders to move (every
     /// [`CONTROLLER_ELECTION_INTERVAL`], or at once when the metadata changed).
     last_election: std::time::Instant,
+    /// Nodes holding replicas that this controller has seen gone, and since when (the
+    /// automatic repair's clock; a new controller starts it again).
+    gone_since: BTreeMap<NodeId, Instant>,
 }
 
 impl Controller {
@@ -175,6 +181,7 @@ impl Controller {
             to_shards,
             stopping,
             last_election: std::time::Instant::now(),
+            gone_since: BTreeMap::new(),
         }
     }
 
@@ -309,7 +316,8 @@ impl Controller {
             default_min_insync: self.settings.min_insync_replicas,
         };
         let completed = complete_moves(&mut next, &cluster);
-        if changed.is_empty() && completed.is_empty() {
+        let repaired = self.repair_gone_nodes(&mut next, &cluster);
+        if changed.is_empty() && completed.is_empty() && !repaired {
             return;
         }
         next.version += 1;
@@ -453,6 +461,96 @@ impl Controller {
         tracing::debug!(topic, partition, isr = ?next.isr.iter().map(|r| r.0).collect::<Vec<_>>(), partition_epoch = next.partition_epoch, "ISR change decided; saving");
         meta.apply_state(&next);
         Ok(true)
+    }
+
+    /// The automatic repair (`replica.repair.delay.ms`): the replicas of nodes gone longer
+    /// than the delay move to live nodes, as the planner places them (partitions already
+    /// moving, or with no live replica left to copy from, wait). Whether anything started.
+    fn repair_gone_nodes(&mut self, next: &mut Snapshot, cluster: &Cluster) -> bool {
+        let Some(delay) = self.settings.replica_repair_delay else {
+            return false;
+        };
+        let live: BTreeSet<NodeId> = cluster.nodes.iter().map(|n| n.node).collect();
+        let holding: BTreeSet<NodeId> = next
+            .topics
+            .values()
+            .flat_map(|t| t.partitions.iter().flat_map(|p| p.slots()))
+            .map(|s| s.node)
+            .filter(|n| !live.contains(n))
+            .collect();
+        let now = Instant::now();
+        self.gone_since.retain(|n, _| holding.contains(n));
+        for n in &holding {
+            self.gone_since.entry(*n).or_insert(now);
+        }
+        let due: BTreeSet<NodeId> = self
+            .gone_since
+            .iter()
+            .filter(|(_, since)| now.duration_since(**since) >= delay)
+            .map(|(n, _)| *n)
+            .collect();
+        if due.is_empty() {
+            return false;
+        }
+        let racks: BTreeMap<NodeId, String> = next
+            .nodes
+            .iter()
+            .filter_map(|n| Some((n.node, n.rack.clone()?)))
+            .collect();
+        let nodes: Vec<PlanNode> = cluster
+            .nodes
+            .iter()
+            .map(|n| PlanNode {
+                node: n.node,
+                shards: n.shards,
+                rack: racks.get(&n.node).cloned(),
+            })
+            .collect();
+        let partitions: Vec<PlanPartition> = next
+            .topics
+            .values()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| !p.is_reassigning())
+                    .map(|(i, p)| PlanPartition {
+                        topic: t.name.clone(),
+                        partition: i as i32,
+                        replicas: p.slots(),
+                        bytes: 0,
+                    })
+            })
+            .collect();
+        let moves = match plan(&nodes, &partitions, Goal::Evacuate(&due)) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(error = %e, nodes = ?due, "automatic repair: no plan");
+                return false;
+            }
+        };
+        let moves: Vec<Move> = moves
+            .into_iter()
+            .map(|m| Move {
+                topic: m.topic,
+                partition: m.partition,
+                target: Some(
+                    m.to.iter()
+                        .map(|s| crate::ids::broker_id(s.node, s.shard).0)
+                        .collect(),
+                ),
+            })
+            .collect();
+        let (results, changed) = apply_moves(next, &moves, cluster);
+        for (m, r) in moves.iter().zip(&results) {
+            if let Err(e) = r {
+                tracing::warn!(topic = %m.topic, partition = m.partition, error = %e.message, "automatic repair refused");
+            }
+        }
+        if changed {
+            tracing::warn!(nodes = ?due, moves = moves.len(), "automatic repair: re-creating the replicas of nodes gone longer than replica.repair.delay.ms");
+        }
+        changed
     }
 
     /// Completes the moves an ISR change made ready (their new replicas all in sync).

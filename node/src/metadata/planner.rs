@@ -188,8 +188,14 @@ pub fn plan(
     let mut now: Vec<PlanPartition> = partitions.to_vec();
     let mut loads = Loads::of(&targets, &now);
 
-    // 1. Evacuate replicas on leaving nodes (or, rebalancing, on nodes that are not live).
+    // 1. Evacuate replicas on leaving nodes (or, rebalancing, on nodes that are not live). A
+    // partition with no live replica at all has nothing to copy from: it stays (its data
+    // comes back only with one of its nodes).
+    let live: BTreeSet<NodeId> = nodes.iter().map(|n| n.node).collect();
     for p in &mut now {
+        if !p.replicas.iter().any(|s| live.contains(&s.node)) {
+            continue;
+        }
         for at in 0..p.replicas.len() {
             let node = p.replicas[at].node;
             let must_go =
@@ -450,6 +456,16 @@ mod tests {
         assert!(after
             .iter()
             .all(|p| p.replicas.iter().any(|s| s.node == NodeId(4))));
+        // A partition whose only replicas were on dead nodes has no source: left alone.
+        let orphan = vec![PlanPartition {
+            topic: "o".into(),
+            partition: 0,
+            replicas: vec![slot(3)],
+            bytes: 0,
+        }];
+        assert!(plan(&live, &orphan, Goal::Evacuate(&dead))
+            .unwrap()
+            .is_empty());
         let too_few = nodes(&[1, 2], &[]);
         assert!(matches!(
             plan(&too_few, &before, Goal::Evacuate(&dead)),

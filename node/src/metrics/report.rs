@@ -31,6 +31,28 @@ pub struct ShardReport {
     pub page_cache_writes: (u64, u64),
     /// The log cleaner: `(cleanings, bytes before, bytes after)`.
     pub cleaner: (u64, u64, u64),
+    /// Replica moves and replication throttles on this shard.
+    pub moves: MovesReport,
+}
+
+/// Replica moves led by the shard and its replication throttles.
+#[derive(Debug, Clone, Default)]
+pub struct MovesReport {
+    /// Partitions this shard leads whose replicas are moving.
+    pub reassigning: u64,
+    /// Replicas this shard holds that a move is adding (catching up).
+    pub adding_here: u64,
+    /// What the replicas being added to partitions this shard leads still have to copy,
+    /// estimated from their log end offsets and the leader's bytes per offset.
+    pub bytes_left: u64,
+    /// Bytes sent (leader) and fetched (follower) under the replication throttles.
+    pub throttled_leader_bytes: u64,
+    pub throttled_follower_bytes: u64,
+    /// The throttle rates in force (bytes/s; `None`: unlimited).
+    pub leader_rate: Option<u64>,
+    pub follower_rate: Option<u64>,
+    /// Times a throttled partition was left out because its budget was spent.
+    pub held_back: u64,
 }
 
 /// One replica on the shard.

@@ -51,6 +51,14 @@ impl Partition {
         }
     }
 
+    /// The log end offset `replica` last fetched from, as this leader knows it.
+    pub fn follower_log_end(&self, replica: ReplicaId) -> Option<Offset> {
+        match &*self.role.borrow() {
+            Role::Leader(l) => l.follower_log_end(replica),
+            _ => None,
+        }
+    }
+
     /// The leader this replica follows (node) and the epoch it believes current.
     pub fn following(&self) -> Option<(ReplicaId, LeaderEpoch)> {
         match &*self.role.borrow() {

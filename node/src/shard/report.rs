@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use super::ShardCtx;
 use crate::metrics::recorder::ExecutorTotals;
-use crate::metrics::report::{PartitionReport, ShardReport};
+use crate::metrics::report::{MovesReport, PartitionReport, ShardReport};
 
 impl ShardCtx {
     /// What this shard reports to a scrape.
@@ -71,6 +71,44 @@ impl ShardCtx {
             log_io: iouring_log::io_times(),
             page_cache_writes: iouring_log::page_cache_writes(),
             cleaner: m.cleaner(),
+            moves: self.moves_report(&snapshot),
         }
+    }
+
+    fn moves_report(&self, snapshot: &crate::metadata::Snapshot) -> MovesReport {
+        let q = &self.replication_quotas;
+        let me = self.config.node_id;
+        let mut r = MovesReport {
+            throttled_leader_bytes: q.leader.borrow().total(),
+            throttled_follower_bytes: q.follower.borrow().total(),
+            leader_rate: q.leader.borrow().rate(),
+            follower_rate: q.follower.borrow().rate(),
+            held_back: q.held_back.get(),
+            ..MovesReport::default()
+        };
+        for p in self.partitions.borrow().values() {
+            let Some(meta) = snapshot.partition(&p.topic, p.index) else {
+                continue;
+            };
+            if !meta.is_reassigning() {
+                continue;
+            }
+            if meta.adding.contains(&me) {
+                r.adding_here += 1;
+            }
+            if !p.is_leader() {
+                continue;
+            }
+            r.reassigning += 1;
+            let (start, end) = (p.log.log_start_offset().0, p.log.log_end_offset().0);
+            let per_offset = p.log.size_bytes() as f64 / (end - start).max(1) as f64;
+            for &n in &meta.adding {
+                let behind = p
+                    .follower_log_end(replication::ReplicaId::from(n))
+                    .map_or(end - start, |o| end - o.0.max(start));
+                r.bytes_left += (behind.max(0) as f64 * per_offset) as u64;
+            }
+        }
+        r
     }
 }

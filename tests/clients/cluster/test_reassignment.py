@@ -400,3 +400,35 @@ def test_a_node_lost_for_good_is_repaired_to_full_replication(cluster):
     targets = {p: r for p, (_, r, _) in layout(c, "lost").items()}
     del c.dirs[3]
     judge_moved(c, w, "lost", 4, targets)
+
+
+def test_automatic_repair_after_replica_repair_delay(cluster):
+    """With replica.repair.delay.ms set, the controller itself re-creates the replicas of a node
+    gone longer than that on the live nodes."""
+    c = cluster
+    c.extra = {"replica.repair.delay.ms": "4000"}
+    c.start_all()
+    grow(c, 4)
+    create(c, "heal", 4)
+    w = Writer(c, "heal", 4)
+    try:
+        wait_for("acks flowing", lambda: len(w.acked) > 300, timeout=30)
+        victim = next(n for n in (1, 2, 3) if replicas_on(c, "heal", n))
+        c.nodes[victim].proc.send_signal(signal.SIGKILL)
+        c.nodes[victim].proc.wait()
+        gone = time.time()
+        del c.nodes[victim]
+        wait_for("repaired without the lost node",
+                 lambda: all(len(isr) == 3 and victim not in r for _, r, isr in layout(c, "heal").values()),
+                 timeout=60)
+        took = time.time() - gone
+        assert took >= 4, f"repaired after {took:.1f} s: before the delay"
+        # The node comes back: its stray replicas are removed, it holds nothing of the topic.
+        c.start(victim)
+        wait_for("the returning node drops its stray replicas",
+                 lambda: not any(os.path.isdir(os.path.join(c.dirs[victim], f"heal-{p}")) for p in range(4)),
+                 timeout=30)
+    finally:
+        w.finish()
+    targets = {p: r for p, (_, r, _) in layout(c, "heal").items()}
+    judge_moved(c, w, "heal", 4, targets)
