@@ -118,6 +118,9 @@ struct Progress {
 pub struct LeaderState {
     me: ReplicaId,
     epoch: LeaderEpoch,
+    /// The first epoch of this replica's unbroken run as leader: an epoch bumped for it alone
+    /// (a replica removed by a move) continues the run, its log untouched in between.
+    run_start: LeaderEpoch,
     partition_epoch: i32,
     replicas: Vec<ReplicaId>,
     isr: BTreeSet<ReplicaId>,
@@ -173,6 +176,7 @@ impl LeaderState {
         LeaderState {
             me,
             epoch: state.leader_epoch,
+            run_start: state.leader_epoch,
             partition_epoch: state.partition_epoch,
             replicas: state.replicas.clone(),
             isr: state.isr.clone(),
@@ -194,6 +198,20 @@ impl LeaderState {
 
     pub fn epoch(&self) -> LeaderEpoch {
         self.epoch
+    }
+
+    /// Continues `previous`'s run as leader if this epoch follows its epoch directly (no other
+    /// leader can have held an epoch in between): appends made in the run are still in the
+    /// log, so an `acks=all` produce waiting since then may still be answered.
+    pub fn continue_run(&mut self, previous: &LeaderState) {
+        if previous.me == self.me && previous.epoch.0 + 1 == self.epoch.0 {
+            self.run_start = previous.run_start;
+        }
+    }
+
+    /// Whether this replica has led without a break since `epoch` (see [`Self::continue_run`]).
+    pub fn led_since(&self, epoch: LeaderEpoch) -> bool {
+        self.run_start <= epoch && epoch <= self.epoch
     }
 
     pub fn high_watermark(&self) -> Offset {

@@ -21,6 +21,11 @@
 //! included), as Kafka's does: adding replicas the new target leaves out become removing ones.
 //! Every function keeps the one rule replication rests on: the new ISR is a non-empty subset
 //! of the old one, or the old one plus caught-up replicas, so it holds every committed record.
+//!
+//! A change that removes a replica bumps the leader epoch (as Kafka's KRaft controller does):
+//! a fetch the removed replica sent before it learnt of its removal carries the old epoch and
+//! is fenced, so if the replica is added again (its log deleted, fetching from scratch) no
+//! stale fetch of its deleted log can count it as caught up.
 
 use std::collections::BTreeSet;
 
@@ -146,8 +151,8 @@ pub fn complete(
     next.isr = isr;
     next.adding.clear();
     next.removing.clear();
-    if leader != state.leader {
-        next.leader = leader;
+    next.leader = leader;
+    if leader != state.leader || !state.removing.is_empty() {
         next.leader_epoch = LeaderEpoch(state.leader_epoch.0 + 1);
     }
     next.partition_epoch += 1;
@@ -183,8 +188,8 @@ pub fn cancel(
     next.elr = state.elr.difference(&state.adding).copied().collect();
     next.adding.clear();
     next.removing.clear();
-    if leader != state.leader {
-        next.leader = leader;
+    next.leader = leader;
+    if leader != state.leader || !state.adding.is_empty() {
         next.leader_epoch = LeaderEpoch(state.leader_epoch.0 + 1);
     }
     next.partition_epoch += 1;
@@ -276,6 +281,15 @@ mod tests {
         let reordered = reassign(&s, &v(&[3, 1, 2]), &live, 2).unwrap().unwrap();
         assert_eq!(reordered.replicas, v(&[3, 1, 2]));
         assert_eq!(reordered.leader, Some(ReplicaId(1)), "the leader stays");
+        assert_eq!(
+            reordered.leader_epoch, s.leader_epoch,
+            "no replica left: same epoch"
+        );
+        assert_eq!(
+            shrunk.leader_epoch,
+            LeaderEpoch(6),
+            "a replica left: next epoch"
+        );
         assert!(reassign(&s, &v(&[1, 2, 3]), &live, 2).unwrap().is_none());
     }
 
@@ -293,6 +307,11 @@ mod tests {
             (v(&[2, 3, 1]), r(&[1, 2, 3]))
         );
         assert_eq!(back.leader, Some(ReplicaId(2)));
+        assert_eq!(
+            back.leader_epoch,
+            LeaderEpoch(6),
+            "the adding replica left: next epoch"
+        );
         assert!(back.adding.is_empty() && back.removing.is_empty());
         assert_eq!(
             cancel(&back, &live),

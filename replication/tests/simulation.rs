@@ -1,4 +1,4 @@
-//! A seeded simulation of one partition replicated on three nodes, driving the `replication`
+//! A seeded simulation of one partition replicated on three of four nodes, driving the `replication`
 //! state machines the way the broker will: followers fetch from the leader, the leader answers
 //! and proposes ISR changes, a controller (sessions, elections, ISR compare-and-swap) commits
 //! state and broadcasts it, and a client produces with `acks=all` (`min.insync.replicas=2`).
@@ -12,13 +12,18 @@
 //! already hold) and restarted; power lost on a node (its unflushed suffix lost;
 //! only while all three are up and in sync, so the acknowledged records are on two others);
 //! nodes cut off from everyone or only from the controller; nodes paused past their session
-//! (SIGSTOP) and resumed. Then every fault heals and the cluster settles.
+//! (SIGSTOP) and resumed. Then every fault heals and the cluster settles. With moves on (the
+//! second test), the controller also moves replicas while all this goes on (KIP-455: a new
+//! replica added, caught up, the old one removed; a move replaced by another; a move
+//! cancelled), and a replica removed deletes its log as the broker does.
 //!
 //! Checked all along and at the end:
 //! - one leader per leader epoch;
 //! - what any leader's high watermark covered (committed) never changes value and is in every
 //!   later leader's log: no acknowledged record lost, none changed;
 //! - every acknowledgement names a committed offset holding the acknowledged value;
+//! - with moves: the settled partition is on the replicas of its last move, none moving, and
+//!   nodes that are no replica hold nothing;
 //! - at the end, every replica's log equals the leader's below its own high watermark, and the
 //!   in-sync replicas hold the leader's log up to the high watermark.
 //!
@@ -40,10 +45,13 @@ use replication::follower::{FollowerAction, FollowerState};
 use replication::leader::{
     AckState, FetchAnswer, FollowerFetch, LeaderConfig, LeaderState, StillLeader,
 };
+use replication::reassignment::{self, is_reassigning};
 use replication::{IsrChange, PartitionState, ReplicaId};
 
 const SEEDS: u64 = 300;
-const NODES: i32 = 3;
+const NODES: i32 = 4;
+/// The partition's replication factor (one node is spare: moves go there and back).
+const REPLICAS: i32 = 3;
 const FAULT_MS: i64 = 4_000;
 const SETTLE_MS: i64 = 4_000;
 const SESSION_MS: i64 = 150;
@@ -226,12 +234,16 @@ struct Sim {
     heal_at: Vec<(i64, Vec<(i32, i32)>)>,
     /// `RINGLOG_SIM_TRACE` set: print every delivered message and fault.
     trace: bool,
+    /// The controller moves replicas during the faults.
+    moves: bool,
+    /// Moves started, completed, cancelled.
+    move_counts: (u64, u64, u64),
 }
 
 impl Sim {
-    fn new(seed: u64) -> Sim {
+    fn new(seed: u64, moves: bool) -> Sim {
         let mut rng = StdRng::seed_from_u64(seed);
-        let replicas: Vec<ReplicaId> = (0..NODES).map(ReplicaId).collect();
+        let replicas: Vec<ReplicaId> = (0..REPLICAS).map(ReplicaId).collect();
         let state = PartitionState {
             replicas: replicas.clone(),
             isr: replicas.iter().copied().collect(),
@@ -285,6 +297,8 @@ impl Sim {
             restarts: Vec::new(),
             heal_at: Vec::new(),
             trace: std::env::var_os("RINGLOG_SIM_TRACE").is_some(),
+            moves,
+            move_counts: (0, 0, 0),
         };
         sim.broadcast();
         sim
@@ -528,6 +542,17 @@ impl Sim {
         let Some(state) = node.known.clone() else {
             return;
         };
+        if !state.replicas.contains(&me) {
+            // Not a replica (never was, or a move removed it): no role, and its log deleted.
+            if !matches!(node.role, Role::None) || !node.log.records.is_empty() {
+                node.role = Role::None;
+                node.waiting.clear();
+                node.fetch_in_flight = None;
+                node.log = SimLog::default();
+                node.hw_checkpoint = Offset(0);
+            }
+            return;
+        }
         let hw = node_hw(node);
         let next = match (state.leader, &node.role) {
             (Some(l), Role::Leader(current)) if l == me && lease => {
@@ -857,6 +882,7 @@ impl Sim {
                 match apply_isr_change(state, &change, &live, &epochs, CONFIG.min_insync) {
                     Ok(next) => {
                         self.controller.state = next;
+                        self.complete_move();
                         self.broadcast();
                     }
                     Err(IsrChangeError::InvalidIsr(_) | IsrChangeError::IneligibleReplica(_)) => {
@@ -870,6 +896,77 @@ impl Sim {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Completes the move in progress if its new replicas are all in sync.
+    fn complete_move(&mut self) {
+        let live = self.controller.live(self.now);
+        if let Some(next) = reassignment::complete(&self.controller.state, &live, CONFIG.min_insync)
+        {
+            if self.trace {
+                eprintln!("{} ms: move completed: {:?}", self.now, next.replicas);
+            }
+            self.controller.state = next;
+            self.move_counts.1 += 1;
+        }
+    }
+
+    /// Now and then: a move started (a replica to the spare node), replaced by another, or
+    /// cancelled.
+    fn maybe_move(&mut self) {
+        if !self.moves || !self.faults_on || self.rng.gen_range(0..1000) >= 3 {
+            return;
+        }
+        let now = self.now;
+        let live = self.controller.live(now);
+        let state = self.controller.state.clone();
+        if is_reassigning(&state) && self.rng.gen_bool(0.5) {
+            match reassignment::cancel(&state, &live) {
+                Ok(next) => {
+                    if self.trace {
+                        eprintln!("{now} ms: move cancelled: {:?}", next.replicas);
+                    }
+                    self.controller.state = next;
+                    self.move_counts.2 += 1;
+                    self.broadcast();
+                }
+                Err(e) => {
+                    if self.trace {
+                        eprintln!("{now} ms: cancel refused: {e}");
+                    }
+                }
+            }
+            return;
+        }
+        // A target: the current target with one replica swapped for a node outside it.
+        let mut target = reassignment::target_replicas(&state);
+        let outside: Vec<ReplicaId> = (0..NODES)
+            .map(ReplicaId)
+            .filter(|r| !target.contains(r))
+            .collect();
+        let (Some(&new), false) = (outside.first(), target.is_empty()) else {
+            return;
+        };
+        let at = self.rng.gen_range(0..target.len());
+        target[at] = new;
+        if self.rng.gen_bool(0.3) {
+            target.rotate_left(1);
+        }
+        match reassignment::reassign(&state, &target, &live, CONFIG.min_insync) {
+            Ok(Some(next)) => {
+                if self.trace {
+                    eprintln!(
+                        "{now} ms: move to {target:?}: replicas {:?} adding {:?} removing {:?}",
+                        next.replicas, next.adding, next.removing
+                    );
+                }
+                self.controller.state = next;
+                self.move_counts.0 += 1;
+                self.broadcast();
+            }
+            Ok(None) => {}
+            Err(e) => self.fail(format!("a valid target refused: {e}")),
         }
     }
 
@@ -907,6 +1004,14 @@ impl Sim {
             .collect();
         for n in expired {
             self.replica_lost(ReplicaId(n));
+        }
+        self.maybe_move();
+        if now % 20 == 0 && is_reassigning(&self.controller.state) {
+            let before = self.controller.state.partition_epoch;
+            self.complete_move();
+            if self.controller.state.partition_epoch != before {
+                self.broadcast();
+            }
         }
         if now % 50 == 0 {
             // Clients refresh their metadata now and then.
@@ -961,7 +1066,8 @@ impl Sim {
     }
 
     fn all_in_sync(&self) -> bool {
-        self.controller.state.isr.len() == NODES as usize
+        let s = &self.controller.state;
+        s.isr.len() == s.replicas.len() && !is_reassigning(s)
     }
 
     fn kill(&mut self, n: usize, power_loss: bool) {
@@ -1081,8 +1187,23 @@ impl Sim {
                 self.committed.len()
             ));
         }
+        let state = &self.controller.state;
+        if is_reassigning(state) {
+            self.fail(format!(
+                "a move still in progress after settling: {state:?}"
+            ));
+        }
         for n in 0..NODES as usize {
             let node = &self.nodes[n];
+            if !state.replicas.contains(&node.id) {
+                if !node.log.records.is_empty() {
+                    self.fail(format!(
+                        "node {n} is no replica but holds {} records",
+                        node.log.records.len()
+                    ));
+                }
+                continue;
+            }
             let own_hw = node_hw(node).0 as usize;
             let upto = if leader.isr().contains(&node.id) {
                 hw
@@ -1099,19 +1220,23 @@ impl Sim {
     }
 }
 
-#[test]
-fn replicated_partition_keeps_every_acknowledged_record_through_faults() {
-    let seeds: Vec<u64> = match std::env::var("RINGLOG_SIM_SEED") {
+/// The seeds to run: `RINGLOG_SIM_SEED` alone, else 0..`RINGLOG_SIM_SEEDS` (default 300).
+fn seeds() -> Vec<u64> {
+    match std::env::var("RINGLOG_SIM_SEED") {
         Ok(s) => vec![s.parse().expect("RINGLOG_SIM_SEED is a number")],
         Err(_) => {
             let n = std::env::var("RINGLOG_SIM_SEEDS")
                 .map_or(SEEDS, |s| s.parse().expect("RINGLOG_SIM_SEEDS is a number"));
             (0..n).collect()
         }
-    };
+    }
+}
+
+#[test]
+fn replicated_partition_keeps_every_acknowledged_record_through_faults() {
     let (mut acks, mut committed) = (0, 0);
-    for seed in seeds {
-        let mut sim = Sim::new(seed);
+    for seed in seeds() {
+        let mut sim = Sim::new(seed, false);
         sim.run();
         acks += sim.acks;
         committed += sim.committed.len();
@@ -1120,5 +1245,29 @@ fn replicated_partition_keeps_every_acknowledged_record_through_faults() {
         acks > 0 && committed > 0,
         "nothing was acknowledged: the simulation tests nothing"
     );
-    eprintln!("{acks} acknowledgements, {committed} committed records checked");
+}
+
+/// The same faults while the controller moves replicas (KIP-455) to the spare node and back,
+/// replaces moves and cancels them: no acknowledged record lost or changed, every new leader
+/// holds every committed record, and the partition settles on its last move's replicas.
+#[test]
+fn replica_moves_keep_every_acknowledged_record_through_faults() {
+    let (mut acks, mut started, mut completed, mut cancelled) = (0, 0, 0, 0);
+    for seed in seeds() {
+        let mut sim = Sim::new(seed, true);
+        sim.run();
+        acks += sim.acks;
+        started += sim.move_counts.0;
+        completed += sim.move_counts.1;
+        cancelled += sim.move_counts.2;
+    }
+    println!("moves started {started}, completed {completed}, cancelled {cancelled}; {acks} acknowledgements");
+    assert!(
+        acks > 0,
+        "nothing was acknowledged: the simulation tests nothing"
+    );
+    assert!(
+        started > 0 && completed > 0 && cancelled > 0,
+        "moves must start, complete and be cancelled: {started}/{completed}/{cancelled}"
+    );
 }

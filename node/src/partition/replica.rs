@@ -92,7 +92,10 @@ impl Partition {
                 };
                 let log_end = self.log.log_end_offset();
                 let written = self.log.written_end_offset();
-                let l = LeaderState::new(cx.me, state, log_end, written, hw, cx.now_ms, config);
+                let mut l = LeaderState::new(cx.me, state, log_end, written, hw, cx.now_ms, config);
+                if let Role::Leader(previous) = &*role {
+                    l.continue_run(previous);
+                }
                 *role = Role::Leader(Box::new(l));
                 true
             }
@@ -217,7 +220,8 @@ impl Partition {
             let written = self.log.written_end_offset();
             let state = match &mut *self.role.borrow_mut() {
                 Role::Single => return Ok(()),
-                Role::Leader(l) if l.epoch() == epoch => {
+                // A leader epoch bumped for a replica a move removed continues the run.
+                Role::Leader(l) if l.led_since(epoch) => {
                     l.on_written(written);
                     l.ack_state(end)
                 }
