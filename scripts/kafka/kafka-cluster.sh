@@ -4,6 +4,10 @@
 #
 #   scripts/kafka/kafka-cluster.sh up N       start brokers 1..N (those not running), wait until they
 #                                             answer metadata; prints the bootstrap list last
+#   scripts/kafka/kafka-cluster.sh add I      start broker I > N, broker-only (process.roles=broker,
+#                                             an observer of the N voters), on the same port
+#                                             scheme; wait until it is registered and unfenced;
+#                                             prints the bootstrap list with it last
 #   scripts/kafka/kafka-cluster.sh start I    start broker I again (after a kill), same data
 #   scripts/kafka/kafka-cluster.sh pid I      broker I's pid
 #   scripts/kafka/kafka-cluster.sh down       stop every broker (SIGTERM) and remove the data
@@ -36,10 +40,12 @@ voters() { # N
   local IFS=,; echo "${v[*]}"
 }
 
-start_one() { # I N
+start_one() { # I N   (I > N: a broker-only node added with `add`)
   local i="$1" n="$2" rf=$(( $2 < 3 ? $2 : 3 ))
   local min_isr="${KAFKA_MIN_ISR:-$(( $2 >= 3 ? 2 : 1 ))}"
-  KAFKA_DATA_DIR="$DIR/broker-$i" KAFKA_PORT="$(port_of "$i")" KAFKA_CONTROLLER_PORT="$(($(port_of "$i") + 1))" \
+  local roles=broker,controller
+  (( i <= n )) || roles=broker
+  KAFKA_PROCESS_ROLES="$roles" KAFKA_DATA_DIR="$DIR/broker-$i" KAFKA_PORT="$(port_of "$i")" KAFKA_CONTROLLER_PORT="$(($(port_of "$i") + 1))" \
     KAFKA_NODE_ID="$i" KAFKA_QUORUM_VOTERS="$(voters "$n")" KAFKA_CLUSTER_ID="$(cat "$DIR/cluster-id")" \
     KAFKA_REPLICATION="$rf" KAFKA_MIN_ISR="$min_isr" KAFKA_NO_WAIT=1 \
     "$SCRIPT_DIR/kafka-start.sh" >/dev/null
@@ -80,6 +86,40 @@ up() { # N
   echo "${bootstrap[*]}"
 }
 
+bootstrap_of() { # I...
+  local b=() i
+  for i in "$@"; do b+=("$KAFKA_HOST:$(port_of "$i")"); done
+  local IFS=,; echo "${b[*]}"
+}
+
+add() { # I
+  local i="$1" n
+  n="$(count)"
+  [[ "$i" =~ ^[1-9]$ ]] && (( i > n )) || kafka_die "add takes a broker id above the $n voters and at most 9, got '$i'"
+  running "$i" && kafka_die "broker $i already runs"
+  start_one "$i" "$n"
+  local live=() d
+  for d in "$DIR"/broker-*; do
+    d="${d##*/broker-}"
+    running "$d" && live+=("$d")
+  done
+  local bootstrap timeout=${KAFKA_START_TIMEOUT:-300}
+  bootstrap="$(bootstrap_of "${live[@]}")"
+  local deadline=$((SECONDS + timeout))
+  # Registered and unfenced: the metadata lists it.
+  until kafka_tool org.apache.kafka.tools.BrokerApiVersionsCommand --bootstrap-server "$bootstrap" 2>/dev/null \
+      | grep -q "^$KAFKA_HOST:$(port_of "$i") (id: $i "; do
+    if ! running "$i" || (( SECONDS >= deadline )); then
+      echo "== $DIR/broker-$i/kafka.out (last 40 lines)" >&2
+      tail -n 40 "$DIR/broker-$i/kafka.out" >&2 || true
+      kafka_die "broker $i did not register within $timeout s (or exited; log above)"
+    fi
+    sleep 1
+  done
+  kafka_log "Kafka broker $i added (broker-only)"
+  echo "$bootstrap"
+}
+
 down() {
   [[ -d "$DIR" ]] || return 0
   for d in "$DIR"/broker-*; do
@@ -91,8 +131,9 @@ down() {
 
 case "${1:-}" in
   up) up "${2:?usage: scripts/kafka/kafka-cluster.sh up N}" ;;
+  add) add "${2:?usage: scripts/kafka/kafka-cluster.sh add I}" ;;
   start) start_one "${2:?usage: scripts/kafka/kafka-cluster.sh start I}" "$(count)" ;;
   pid) cat "$DIR/broker-${2:?usage: scripts/kafka/kafka-cluster.sh pid I}/kafka.pid" ;;
   down) down ;;
-  *) kafka_die "usage: scripts/kafka/kafka-cluster.sh up N | start I | pid I | down" ;;
+  *) kafka_die "usage: scripts/kafka/kafka-cluster.sh up N | add I | start I | pid I | down" ;;
 esac

@@ -108,6 +108,25 @@ def topic_config(c, topic, name):
     return admin.describe_configs([res])[res].result(timeout=10)[name].value
 
 
+def bulk(c, topic, partitions, mib):
+    """`mib` MiB of unique 1 KiB records into each partition: more than one follower fetch
+    (replica.fetch.max.bytes, 1 MiB), so a throttled move cannot complete on its first fetch."""
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": c.bootstrap(), "acks": "all", "linger.ms": 5,
+                  "enable.idempotence": True})
+    pad = b"x" * 1000
+    for part in range(partitions):
+        for i in range(mib * 1024):
+            while True:
+                try:
+                    p.produce(topic, value=b"bulk-%d-%d-" % (part, i) + pad, partition=part)
+                    break
+                except BufferError:
+                    p.poll(0.05)
+            p.poll(0)
+    assert p.flush(60) == 0
+
+
 def replace(current, old, new):
     return {p: [new if n == old else n for n in replicas] for p, (_, replicas, _) in current.items()}
 
@@ -222,6 +241,7 @@ def test_a_move_cancelled_midway_goes_back(cluster, tmp_path):
         grow(c, 4)
         # A throttle of 1 byte/s on the move: node 4 takes at most one fetch and never catches
         # up while the producer writes on, so the moves stay in progress until cancelled.
+        bulk(c, "cancel", 2, 3)
         rc, out = tool(c, "--execute", "--reassignment-json-file", str(f), "--throttle", "1")
         assert rc == 0, out
         time.sleep(3)
@@ -432,3 +452,78 @@ def test_automatic_repair_after_replica_repair_delay(cluster):
         w.finish()
     targets = {p: r for p, (_, r, _) in layout(c, "heal").items()}
     judge_moved(c, w, "heal", 4, targets)
+
+
+def controller_node(c):
+    md = AdminClient({"bootstrap.servers": c.bootstrap()}).list_topics(timeout=10)
+    return md.controller_id // 1000
+
+
+def test_a_move_survives_kill9_of_the_controller(cluster, tmp_path):
+    """A move held back by a 1 byte/s throttle is in progress when the controller's node is
+    killed -9; another node takes over as controller, the throttle is raised with the tool's
+    --additional, the move completes on the asked replicas, nothing acknowledged is lost."""
+    c = cluster
+    c.start_all()
+    create(c, "ctl", 2)
+    grow(c, 4)
+    w = Writer(c, "ctl", 2)
+    try:
+        wait_for("acks flowing", lambda: len(w.acked) > 500, timeout=30)
+        bulk(c, "ctl", 2, 3)
+        before = layout(c, "ctl")
+        controller = controller_node(c)
+        # Each partition hands a replica on a node other than the controller to node 4.
+        targets = {}
+        for p, (_, replicas, _) in before.items():
+            old = next(n for n in replicas if n != controller)
+            targets[p] = [4 if n == old else n for n in replicas]
+        f = execute(c, tmp_path, "ctl", targets, "--throttle", "1")
+        time.sleep(2)
+        rc, out = tool(c, "--list")
+        assert "ctl-0" in out and "ctl-1" in out, out
+        c.nodes[controller].proc.send_signal(signal.SIGKILL)
+        c.nodes[controller].proc.wait()
+        wait_for("a new controller", lambda: controller_node(c) not in (controller, -1), timeout=30)
+        c.start(controller)
+        rc, out = tool(c, "--execute", "--additional", "--reassignment-json-file", str(f),
+                       "--throttle", "100000000")
+        assert rc == 0, out
+        verify_done(c, f, timeout=120)
+        wait_layout(c, "ctl", targets, timeout=60)
+        acked = len(w.acked)
+        wait_for("acks after the move", lambda: len(w.acked) > acked + 200, timeout=30)
+    finally:
+        w.finish()
+    judge_moved(c, w, "ctl", 2, targets)
+
+
+def test_a_throttled_move_holds_its_rate(cluster, tmp_path):
+    """16 MiB move under --throttle 2 MiB/s: the new replica's node fetches at about that rate
+    (its follower budget; one fetch of 1 MiB goes first, the budget holds one second), so the
+    move takes about 7 s — not the fraction of a second it takes unthrottled — and the bytes its
+    throttled fetches counted in 1-second windows stay near the rate."""
+    from support.metrics import metric
+    c = cluster
+    c.start_all()
+    create(c, "paced", 1)
+    bulk(c, "paced", 1, 16)
+    grow(c, 4)
+    rate = 2 * 1024 * 1024
+    before = layout(c, "paced")
+    targets = replace(before, before[0][1][-1], 4)
+    started = time.time()
+    f = execute(c, tmp_path, "paced", targets, "--throttle", str(rate))
+    samples = []
+    while layout(c, "paced")[0][1] != targets[0] and time.time() - started < 60:
+        samples.append((time.time(), metric(c.metrics_ports[4], "ringlog_replication_throttled_follower_bytes_total",
+                                            default=0, shard="0")))
+        time.sleep(1)
+    took = time.time() - started
+    verify_done(c, f)
+    wait_layout(c, "paced", targets)
+    # Each full second window (after the first free fetch) moved at most rate + 1 MiB of burst.
+    per_second = [(b1 - b0) / (t1 - t0) for (t0, b0), (t1, b1) in zip(samples[1:], samples[2:])]
+    print(f"throttled move of 16 MiB at {rate} B/s took {took:.1f} s; B/s per window: {per_second}")
+    assert 5 <= took <= 20, f"took {took:.1f} s"
+    assert per_second and max(per_second) <= rate * 1.6, per_second
