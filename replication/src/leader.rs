@@ -525,6 +525,77 @@ mod tests {
         }
     }
 
+    /// A committed move adds replica 4 (a follower from nothing known) and later drops 3: the
+    /// leader answers 4's fetches, proposes it once caught up, forgets 3. An epoch bumped for
+    /// the removal alone continues the leader's run.
+    #[test]
+    fn a_committed_move_adds_and_removes_followers() {
+        let mut l = leader_of(&state(), 100);
+        let mut moving = state();
+        moving.replicas.push(ReplicaId(4));
+        moving.adding = [ReplicaId(4)].into();
+        moving.partition_epoch += 1;
+        assert_eq!(
+            l.on_fetch(fetch(4, 0, 0), &epochs(), Offset(100), 1),
+            FetchAnswer::NotAReplica
+        );
+        assert_eq!(l.on_committed(&moving, 1), StillLeader::Yes);
+        assert_eq!(l.follower_log_end(ReplicaId(4)), None);
+        for r in [2, 3] {
+            l.on_fetch(fetch(r, 100, 3), &epochs(), Offset(100), 2);
+        }
+        l.on_fetch(fetch(4, 100, 3), &epochs(), Offset(100), 3);
+        let change = l.isr_proposal(3).expect("4 caught up");
+        assert!(change.new_isr.contains(&ReplicaId(4)));
+        let mut done = moving.clone();
+        done.replicas = vec![ReplicaId(1), ReplicaId(2), ReplicaId(4)];
+        done.isr = done.replicas.iter().copied().collect();
+        done.adding.clear();
+        done.leader_epoch = LeaderEpoch(4);
+        done.partition_epoch += 1;
+        let mut next = LeaderState::new(
+            ReplicaId(1),
+            &done,
+            Offset(100),
+            Offset(100),
+            Offset(100),
+            4,
+            CONFIG,
+        );
+        next.continue_run(&l);
+        assert!(
+            next.led_since(LeaderEpoch(3)),
+            "epoch 3 to 4 without another leader"
+        );
+        assert_eq!(
+            next.on_fetch(fetch(3, 100, 3), &epochs(), Offset(100), 5),
+            FetchAnswer::FencedLeaderEpoch,
+            "the removed replica's fetch of epoch 3 is fenced"
+        );
+        let mut later = LeaderState::new(
+            ReplicaId(1),
+            &at_epoch(&done, 6),
+            Offset(100),
+            Offset(100),
+            Offset(100),
+            4,
+            CONFIG,
+        );
+        later.continue_run(&l);
+        assert!(
+            !later.led_since(LeaderEpoch(3)),
+            "epochs 4 and 5 may have had other leaders"
+        );
+    }
+
+    /// `state` at leader epoch `epoch`.
+    fn at_epoch(state: &PartitionState, epoch: i32) -> PartitionState {
+        PartitionState {
+            leader_epoch: LeaderEpoch(epoch),
+            ..state.clone()
+        }
+    }
+
     #[test]
     fn high_watermark_is_the_lowest_isr_end_and_never_moves_back() {
         let mut l = leader_of(&state(), 40);

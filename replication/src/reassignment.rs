@@ -142,21 +142,35 @@ pub fn complete(
                 .find(|r| isr.contains(r) && live.contains(r))?,
         ),
     };
-    let mut next = state.clone();
-    next.elr = state.elr.difference(&state.removing).copied().collect();
-    if isr.len() >= min_insync {
+    let mut next = settled(state, target, isr, leader, &state.removing);
+    if next.isr.len() >= min_insync {
         next.elr.clear();
     }
-    next.replicas = target;
+    Some(next)
+}
+
+/// `state` with no move in progress: on `replicas`, with `isr` and `leader`, the `dropped`
+/// replicas out of the ELR too; the next partition epoch, and the next leader epoch when the
+/// leader changes or a replica was dropped (its stale fetches are fenced).
+fn settled(
+    state: &PartitionState,
+    replicas: Vec<ReplicaId>,
+    isr: BTreeSet<ReplicaId>,
+    leader: Option<ReplicaId>,
+    dropped: &BTreeSet<ReplicaId>,
+) -> PartitionState {
+    let mut next = state.clone();
+    next.elr = state.elr.difference(dropped).copied().collect();
+    next.replicas = replicas;
     next.isr = isr;
     next.adding.clear();
     next.removing.clear();
     next.leader = leader;
-    if leader != state.leader || !state.removing.is_empty() {
+    if leader != state.leader || !dropped.is_empty() {
         next.leader_epoch = LeaderEpoch(state.leader_epoch.0 + 1);
     }
     next.partition_epoch += 1;
-    Some(next)
+    next
 }
 
 /// Cancels the move in progress: back to the replicas it started from; the adding replicas
@@ -182,18 +196,7 @@ pub fn cancel(
             .copied()
             .find(|r| isr.contains(r) && live.contains(r)),
     };
-    let mut next = state.clone();
-    next.replicas = original;
-    next.isr = isr;
-    next.elr = state.elr.difference(&state.adding).copied().collect();
-    next.adding.clear();
-    next.removing.clear();
-    next.leader = leader;
-    if leader != state.leader || !state.adding.is_empty() {
-        next.leader_epoch = LeaderEpoch(state.leader_epoch.0 + 1);
-    }
-    next.partition_epoch += 1;
-    Ok(next)
+    Ok(settled(state, original, isr, leader, &state.adding))
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! without a leader. Decided by the control plane (`metadata/elections.rs`); needs ALTER on the
 //! cluster, as in Kafka.
 
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use kafka_protocol::messages::elect_leaders_request::ElectLeadersRequest;
@@ -48,16 +47,13 @@ pub async fn handle(
             format!("{} may not alter the cluster", client.principal),
         ))
     } else if let Some(kind) = kind {
-        let (tx, rx) = futures_channel::oneshot::channel();
-        let cmd = Command::ElectLeaders {
+        let partitions = asked.clone();
+        ctx.ask(|reply| Command::ElectLeaders {
             kind,
-            partitions: asked.clone(),
-            reply: tx,
-        };
-        match ctx.send_to_control_plane(cmd) {
-            Ok(()) => rx.await.unwrap_or_else(|_| Err(stopped())),
-            Err(_) => Err(stopped()),
-        }
+            partitions,
+            reply,
+        })
+        .await
     } else {
         Err(Refused::new(
             ResponseError::InvalidRequest,
@@ -80,17 +76,16 @@ pub async fn handle(
                 .collect()
         }
     };
-    let mut by_topic: BTreeMap<String, Vec<PartitionResult>> = BTreeMap::new();
-    for ((topic, p), outcome) in outcomes {
+    let results = outcomes.into_iter().map(|((topic, p), outcome)| {
         let mut pr = PartitionResult::default();
         pr.partition_id = p;
         if let Err(r) = outcome {
             pr.error_code = r.error.code();
             pr.error_message = Some(StrBytes::from_string(r.message));
         }
-        by_topic.entry(topic).or_default().push(pr);
-    }
-    resp.replica_election_results = by_topic
+        (topic, pr)
+    });
+    resp.replica_election_results = super::by_topic(results)
         .into_iter()
         .map(|(topic, partition_result)| {
             let mut t = ReplicaElectionResult::default();
@@ -100,11 +95,4 @@ pub async fn handle(
         })
         .collect();
     resp
-}
-
-fn stopped() -> Refused {
-    Refused::new(
-        ResponseError::UnknownServerError,
-        "the control plane stopped",
-    )
 }

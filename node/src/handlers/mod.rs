@@ -102,6 +102,16 @@ pub fn supported_versions(api: ApiKey) -> Option<(i16, i16)> {
         .map(|&(_, a, b)| (a, b))
 }
 
+/// Per-partition answers grouped by topic, topics in name order and partitions in the order
+/// given (responses that list results per topic).
+pub fn by_topic<T>(items: impl IntoIterator<Item = (String, T)>) -> Vec<(String, Vec<T>)> {
+    let mut topics: std::collections::BTreeMap<String, Vec<T>> = Default::default();
+    for (topic, item) in items {
+        topics.entry(topic).or_default().push(item);
+    }
+    topics.into_iter().collect()
+}
+
 /// Encodes a response body.
 pub fn encode<T: Encodable>(body: &T, version: i16) -> Result<Outgoing, HandlerError> {
     let mut buf = BytesMut::new();

@@ -3,7 +3,6 @@
 //! the controller completes them), and the moves in progress as the metadata shows them. Both
 //! need ALTER / DESCRIBE on the cluster, as in Kafka.
 
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use kafka_protocol::messages::alter_partition_reassignments_request::AlterPartitionReassignmentsRequest;
@@ -90,11 +89,8 @@ pub async fn alter(
     let decided = if moves.is_empty() {
         Ok(Vec::new())
     } else {
-        let (tx, rx) = futures_channel::oneshot::channel();
-        match ctx.send_to_control_plane(Command::AlterReassignments { moves, reply: tx }) {
-            Ok(()) => rx.await.unwrap_or_else(|_| Err(stopped())),
-            Err(_) => Err(stopped()),
-        }
+        ctx.ask(|reply| Command::AlterReassignments { moves, reply })
+            .await
     };
     let mut decided = match decided {
         Ok(d) => d.into_iter(),
@@ -103,11 +99,10 @@ pub async fn alter(
             return resp;
         }
     };
-    let mut by_topic: BTreeMap<String, Vec<ReassignablePartitionResponse>> = BTreeMap::new();
-    for (topic, partition, refused) in answers {
+    let results = answers.into_iter().map(|(topic, partition, refused)| {
         let outcome = match refused {
             Some(r) => Err(r),
-            None => decided.next().unwrap_or_else(|| Err(stopped())),
+            None => decided.next().unwrap_or_else(|| Err(missing())),
         };
         let mut pr = ReassignablePartitionResponse::default();
         pr.partition_index = partition;
@@ -115,9 +110,9 @@ pub async fn alter(
             pr.error_code = r.error.code();
             pr.error_message = Some(StrBytes::from_string(r.message));
         }
-        by_topic.entry(topic).or_default().push(pr);
-    }
-    resp.responses = by_topic
+        (topic, pr)
+    });
+    resp.responses = super::by_topic(results)
         .into_iter()
         .map(|(name, partitions)| {
             let mut tr = ReassignableTopicResponse::default();
@@ -129,10 +124,11 @@ pub async fn alter(
     resp
 }
 
-fn stopped() -> Refused {
+/// The control plane answered fewer moves than it was sent (never expected).
+fn missing() -> Refused {
     Refused::new(
         ResponseError::UnknownServerError,
-        "the control plane stopped",
+        "the control plane left this move unanswered",
     )
 }
 

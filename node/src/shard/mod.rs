@@ -463,6 +463,15 @@ impl ShardCtx {
         &self,
         make: impl FnOnce(crate::metadata::controller::Reply) -> Command,
     ) -> Result<(), Refused> {
+        self.ask(make).await
+    }
+
+    /// Sends a command whose answer carries a value (one result per partition, ...) and waits
+    /// for it; the control plane gone is UNKNOWN_SERVER_ERROR.
+    pub async fn ask<T>(
+        &self,
+        make: impl FnOnce(futures_channel::oneshot::Sender<Result<T, Refused>>) -> Command,
+    ) -> Result<T, Refused> {
         let gone = || {
             Refused::new(
                 ResponseError::UnknownServerError,

@@ -1,0 +1,475 @@
+#!/usr/bin/env python3
+"""Replica reassignment under production traffic, ringlog vs Apache Kafka 4.1.1, both as 3-node
+clusters on loopback growing to 4, driven by Kafka's own reassignment tool
+(org.apache.kafka.tools.reassign.ReassignPartitionsCommand, i.e. kafka-reassign-partitions).
+
+Contract, the same for both: topics with replication factor 3 and min.insync.replicas=2,
+producers with acks=all, each broker at its default flush settings (no fsync per message: Kafka
+leaves flushing to the OS, ringlog to its own default), one shard per ringlog node.
+
+Per target (ROUNDS rounds, the targets alternating):
+1. a 3-node cluster; topic `moving` (PARTITIONS partitions) filled with DATA_MB MiB of 1 KiB
+   records as fast as one producer goes (acks=all, linger.ms=5, batch.size 1 MiB, no
+   compression); topic `live` (3 partitions);
+2. production traffic: an idempotent acks=all producer (own process, linger.ms=1) writes 1 KiB
+   records to `live` at RATE msg/s for the whole run; each message's latency is the time from
+   produce() to its delivery callback;
+3. after 10 s of baseline, node 4 joins (ringlog `scripts/cluster.sh up 4 1`, Kafka a broker-only
+   node, `scripts/kafka/kafka-cluster.sh add 4`) and is waited for in the metadata;
+4. every partition p of `moving` hands its replica on node (p % 3) + 1 to node 4: the tool's
+   --execute (with --throttle THROTTLE bytes/s unless THROTTLE is 0/unset), then metadata polled
+   every 0.5 s until every partition has exactly its target replicas, all in the ISR; then one
+   --verify (which clears the throttles) must report every partition complete;
+5. 5 s more traffic after --verify, then the cluster is torn down.
+
+Move time = from the move's start to the first poll that sees it done. The start is the first
+metadata poll (every 0.1 s while the tool runs) listing node 4 among the replicas, or the tool's
+exit if that comes first: the tool's JVM start-up (seconds here) is not counted. Bytes moved =
+the payload of `moving` (DATA_MB MiB: each partition copies its log once to node 4). Latency
+windows, by send time: baseline = from 1 s after the traffic starts (connection set-up excluded)
+to node 4's start; move = the move's start to done; after = the end of --verify (a JVM start-up
+on the same two cores) to the end, in the JSON only. Failed = delivery
+errors plus messages still undelivered 60 s after the traffic stops.
+
+Once per run (DEVICE_BW=0 skips it): fio's sequential O_DIRECT write bandwidth (1 MiB blocks,
+4 in flight, a fresh file under target/, 8 s), to compare the move's MiB/s with the device.
+
+    scripts/bench/reassign-bench.sh [OUT_DIR]      (default target/reassign-bench)
+
+Env: DATA_MB (1024), PARTITIONS (6), RATE (2000), THROTTLE (unset: none), ROUNDS (1),
+REASSIGN_TARGETS ("ringlog kafka"), MOVE_TIMEOUT (s, 3600), DEVICE_BW (1).
+Prints one Markdown table and writes OUT_DIR/reassign.json. The machine is not pinned (2 cores
+shared by every process of the run: brokers, clients, the tools' JVMs).
+"""
+import contextlib
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+MOVING, LIVE = "moving", "live"
+NEW_NODE = 4
+BASELINE_S, AFTER_S, WARMUP_S = 10, 5, 1
+VALUE = b"r" * 1024
+
+
+def env_int(name, default):
+    v = os.environ.get(name, "")
+    return int(v) if v.strip() else default
+
+
+SETTINGS = {
+    "DATA_MB": env_int("DATA_MB", 1024),
+    "PARTITIONS": env_int("PARTITIONS", 6),
+    "RATE": env_int("RATE", 2000),
+    "THROTTLE": env_int("THROTTLE", 0),
+    "ROUNDS": env_int("ROUNDS", 1),
+}
+MOVE_TIMEOUT = env_int("MOVE_TIMEOUT", 3600)
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class Target:
+    """A loopback cluster driven through its script (scripts/cluster.sh or kafka-cluster.sh)."""
+
+    def __init__(self, name):
+        self.name = name
+        self.dir = os.path.join(REPO, "target", f"reassign-{name}")
+
+    def script(self, *args, timeout=900):
+        env = dict(os.environ)
+        if self.name == "ringlog":
+            env["RINGLOG_CLUSTER_DIR"] = self.dir
+            cmd = [os.path.join(REPO, "scripts", "cluster.sh"), *args]
+        else:
+            env["KAFKA_CLUSTER_DIR"] = self.dir
+            cmd = [os.path.join(REPO, "scripts", "kafka", "kafka-cluster.sh"), *args]
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout}{r.stderr}")
+        return r.stdout
+
+    def broker(self, node):
+        return node * 1000 if self.name == "ringlog" else node
+
+    def bootstrap(self, nodes):
+        base = (lambda i: 19000 + 100 * i) if self.name == "ringlog" else (lambda i: 29192 + 10 * (i - 1))
+        return ",".join(f"127.0.0.1:{base(i)}" for i in nodes)
+
+    def up(self):
+        self.script("up", "3", "1") if self.name == "ringlog" else self.script("up", "3")
+        return self.bootstrap((1, 2, 3))
+
+    def add(self, node):
+        # cluster.sh `up 4` starts only the nodes not running (node 4) and waits until every
+        # node lists 4 nodes; kafka-cluster.sh `add 4` until broker 4 is registered, unfenced.
+        self.script("up", str(node), "1") if self.name == "ringlog" else self.script("add", str(node))
+        return self.bootstrap(range(1, node + 1))
+
+    def down(self):
+        try:
+            self.script("down", timeout=300)
+        except Exception as e:  # noqa: BLE001 - the run's own error matters more
+            log(f"{self.name}: down failed: {e}")
+
+    def logs_tail(self, lines=25):
+        """The last lines of every node's logs, for a failure report."""
+        if self.name == "ringlog":
+            files = [os.path.join(self.dir, f) for f in sorted(os.listdir(self.dir)) if f.endswith(".log")] \
+                if os.path.isdir(self.dir) else []
+        else:
+            files = []
+            for d in sorted(os.listdir(self.dir)) if os.path.isdir(self.dir) else []:
+                files += [os.path.join(self.dir, d, "kafka.out"), os.path.join(self.dir, d, "logs-app", "server.log")]
+        out = []
+        for f in files:
+            if os.path.exists(f):
+                with open(f, errors="replace") as fh:
+                    out.append(f"--- {f} (last {lines} lines)\n" + "".join(fh.readlines()[-lines:]))
+        return "\n".join(out)
+
+
+@contextlib.contextmanager
+def step(target, what):
+    log(f"{target.name}: {what}")
+    try:
+        yield
+    except Exception as e:
+        raise RuntimeError(f"{target.name}: step '{what}' failed: {e}\n\n{target.logs_tail()}") from e
+
+
+def wait_for(what, f, timeout, every=0.2):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = f()
+        if v:
+            return v
+        time.sleep(every)
+    raise RuntimeError(f"timed out after {timeout} s waiting for {what}")
+
+
+def partitions(bootstrap, topic):
+    """{partition: (replicas, isr)} from the metadata, or None if it does not answer."""
+    try:
+        md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=5)
+        t = md.topics.get(topic)
+        if t is None or t.error is not None:
+            return None
+        return {p.id: (list(p.replicas), sorted(p.isrs)) for p in t.partitions.values()}
+    except Exception:  # noqa: BLE001 - a busy broker: poll again
+        return None
+
+
+def create_topic(bootstrap, topic, count):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=count, replication_factor=3,
+                                  config={"min.insync.replicas": "2"})])[topic].result(timeout=60)
+    wait_for(f"{topic}: {count} partitions, 3 replicas in sync",
+             lambda: (lambda ps: ps and len(ps) == count and all(len(isr) == 3 for _, isr in ps.values()))(
+                 partitions(bootstrap, topic)), 120)
+
+
+def fill(bootstrap):
+    """DATA_MB MiB of 1 KiB records into `moving`, round-robin over its partitions."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 1 << 20,
+                  "compression.type": "none"})
+    errors = []
+    n, parts = SETTINGS["DATA_MB"] * 1024, SETTINGS["PARTITIONS"]
+    start = time.time()
+    for i in range(n):
+        while True:
+            try:
+                p.produce(MOVING, VALUE, partition=i % parts,
+                          on_delivery=lambda err, _m: err is not None and errors.append(str(err)))
+                break
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0)
+    left = p.flush(300)
+    seconds = time.time() - start
+    if errors or left:
+        raise RuntimeError(f"{len(errors)} failed, {left} undelivered: {errors[:3]}")
+    return {"records": n, "seconds": seconds, "MiBps": SETTINGS["DATA_MB"] / seconds}
+
+
+def traffic(bootstrap, rate, stop, delivered, out_path):
+    """The production traffic (own process): RATE msg/s of 1 KiB to `live`; writes per message
+    [send wall time, latency s or None] and the errors to out_path."""
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 1})
+    sent, latency, errors = [], [], []
+
+    def on_delivery(i, t0):
+        def cb(err, _msg):
+            if err is None:
+                latency[i] = time.perf_counter() - t0
+                with delivered.get_lock():
+                    delivered.value += 1
+            else:
+                errors.append(str(err))
+        return cb
+
+    interval = 1.0 / rate
+    next_at = time.perf_counter()
+    i = 0
+    while not stop.is_set():
+        now = time.perf_counter()
+        if now < next_at:
+            p.poll(min(next_at - now, 0.01))
+            continue
+        sent.append(time.time())
+        latency.append(None)
+        while True:
+            try:
+                p.produce(LIVE, VALUE, on_delivery=on_delivery(i, time.perf_counter()))
+                break
+            except BufferError:
+                p.poll(0.01)
+        i += 1
+        next_at += interval
+        p.poll(0)
+    undelivered = p.flush(60)
+    with open(out_path, "w") as f:
+        json.dump({"sent": sent, "latency": latency, "errors": errors, "undelivered": undelivered}, f)
+
+
+class Traffic:
+    def __init__(self, bootstrap):
+        ctx = multiprocessing.get_context("spawn")
+        self.stop_event = ctx.Event()
+        self.delivered = ctx.Value("l", 0)
+        fd, self.path = tempfile.mkstemp(prefix="reassign-traffic-", suffix=".json")
+        os.close(fd)
+        self.proc = ctx.Process(target=traffic, args=(bootstrap, SETTINGS["RATE"], self.stop_event,
+                                                      self.delivered, self.path), daemon=True)
+        self.proc.start()
+        self.started = time.time()
+
+    def finish(self):
+        self.stop_event.set()
+        self.proc.join(120)
+        if self.proc.is_alive():
+            self.proc.terminate()
+            raise RuntimeError("the traffic process did not finish within 120 s")
+        with open(self.path) as f:
+            data = json.load(f)
+        os.unlink(self.path)
+        return data
+
+
+def percentiles(latencies):
+    """p50/p99/p99.9/max in ms (nearest rank) of a list of seconds."""
+    if not latencies:
+        return None
+    s = sorted(latencies)
+    rank = lambda q: s[min(len(s) - 1, max(0, int(q * len(s) + 0.999999) - 1))]  # noqa: E731
+    return {"count": len(s), "p50": rank(0.5) * 1e3, "p99": rank(0.99) * 1e3, "p99.9": rank(0.999) * 1e3,
+            "max": s[-1] * 1e3}
+
+
+def window(data, start, end):
+    return percentiles([lat for t, lat in zip(data["sent"], data["latency"]) if start <= t < end and lat is not None])
+
+
+def kafka_tool(*args):
+    """Runs one of Kafka's tools to completion: (exit code, stdout + stderr)."""
+    cmd = f"source {REPO}/scripts/kafka/kafka-common.sh; kafka_tool " + " ".join(args)
+    r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=300)
+    return r.returncode, r.stdout + r.stderr
+
+
+def plan(t, bootstrap):
+    """{partition: target replicas}: node (p % 3) + 1 handed to node 4, the order kept."""
+    current = partitions(bootstrap, MOVING)
+    old = lambda p: t.broker((p % 3) + 1)  # noqa: E731
+    return {p: [t.broker(NEW_NODE) if b == old(p) else b for b in replicas] for p, (replicas, _) in current.items()}
+
+
+def moved(targets, now):
+    return now is not None and all(now.get(p) and now[p][0] == r and now[p][1] == sorted(r)
+                                   for p, r in targets.items())
+
+
+def execute(t, bootstrap, plan_file):
+    """--execute; polls the metadata while the tool runs. (tool launch, move start, how the start
+    was seen, tool output)."""
+    args = ["--bootstrap-server", bootstrap, "--execute", "--reassignment-json-file", plan_file]
+    if SETTINGS["THROTTLE"] > 0:
+        args += ["--throttle", str(SETTINGS["THROTTLE"])]
+    cmd = f"source {REPO}/scripts/kafka/kafka-common.sh; kafka_tool {REASSIGN} " + " ".join(args)
+    new = t.broker(NEW_NODE)
+    with tempfile.TemporaryFile("w+") as out:
+        launched = time.time()
+        proc = subprocess.Popen(["bash", "-c", cmd], stdout=out, stderr=subprocess.STDOUT, text=True)
+        seen = None
+        while proc.poll() is None:
+            now = partitions(bootstrap, MOVING)
+            if seen is None and now and any(new in replicas for replicas, _ in now.values()):
+                seen = time.time()
+            time.sleep(0.1)
+        exited = time.time()
+        out.seek(0)
+        text = out.read()
+    if proc.returncode != 0 or "Successfully started partition reassignment" not in text:
+        raise RuntimeError(f"--execute exited {proc.returncode}:\n{text}")
+    start, source = (seen, "metadata") if seen is not None and seen < exited else (exited, "tool exit")
+    return launched, start, source, exited, text
+
+
+def verify(bootstrap, plan_file):
+    rc, out = kafka_tool(REASSIGN, "--bootstrap-server", bootstrap, "--verify", "--reassignment-json-file", plan_file)
+    complete = out.count(" is completed") + out.count(" is complete.")
+    ok = rc == 0 and complete >= SETTINGS["PARTITIONS"] and "still in progress" not in out
+    return ok, out
+
+
+def run_target(name, rnd):
+    t = Target(name)
+    t.down()  # leftovers of an interrupted run
+    r = {"target": name, "round": rnd}
+    traffic_proc = None
+    try:
+        with step(t, "start the 3-node cluster"):
+            started = time.time()
+            bootstrap = t.up()
+            r["upSeconds"] = time.time() - started
+        with step(t, f"create `{MOVING}` ({SETTINGS['PARTITIONS']} partitions) and `{LIVE}` (3)"):
+            create_topic(bootstrap, MOVING, SETTINGS["PARTITIONS"])
+            create_topic(bootstrap, LIVE, 3)
+        with step(t, f"fill `{MOVING}` with {SETTINGS['DATA_MB']} MiB"):
+            r["fill"] = fill(bootstrap)
+            log(f"{name}: filled at {r['fill']['MiBps']:.1f} MiB/s")
+            wait_for(f"`{MOVING}` in sync", lambda: (lambda ps: ps and all(len(isr) == 3 for _, isr in ps.values()))(
+                partitions(bootstrap, MOVING)), 300)
+        with step(t, f"start the traffic ({SETTINGS['RATE']} msg/s on `{LIVE}`)"):
+            traffic_proc = Traffic(bootstrap)
+            wait_for("acknowledgements flowing", lambda: traffic_proc.delivered.value > 0, 60)
+            time.sleep(max(0.0, traffic_proc.started + BASELINE_S - time.time()))
+        with step(t, f"add node {NEW_NODE}"):
+            r["addStarted"] = time.time()
+            bootstrap = t.add(NEW_NODE)
+            new = t.broker(NEW_NODE)
+            wait_for(f"broker {new} in the metadata", lambda: new in AdminClient(
+                {"bootstrap.servers": bootstrap}).list_topics(timeout=5).brokers, 300)
+            r["addSeconds"] = time.time() - r["addStarted"]
+        with step(t, "reassign --execute"):
+            targets = plan(t, bootstrap)
+            r["targets"] = {str(p): v for p, v in targets.items()}
+            plan_file = os.path.join(t.dir, "reassign.json")
+            with open(plan_file, "w") as f:
+                json.dump({"version": 1, "partitions": [{"topic": MOVING, "partition": p, "replicas": v}
+                                                        for p, v in sorted(targets.items())]}, f)
+            launched, start, source, exited, out = execute(t, bootstrap, plan_file)
+            r.update(executeLaunched=launched, moveStarted=start, moveStartSeenBy=source,
+                     executeSeconds=exited - launched, executeOutput=out[-2000:])
+        with step(t, "wait for the move (replicas as planned, all in the ISR)"):
+            done = wait_for("the move", lambda: moved(targets, partitions(bootstrap, MOVING)) and time.time(),
+                            MOVE_TIMEOUT, every=0.5)
+            r["moveDone"] = done
+            r["moveSeconds"] = done - start
+            r["movedMiB"] = SETTINGS["DATA_MB"]
+            r["moveMiBps"] = SETTINGS["DATA_MB"] / r["moveSeconds"] if r["moveSeconds"] > 0 else None
+            log(f"{name}: moved {SETTINGS['DATA_MB']} MiB in {r['moveSeconds']:.1f} s")
+        with step(t, "reassign --verify"):
+            ok, out = verify(bootstrap, plan_file)
+            r["verifyOutput"], r["verifyAttempts"] = out[-2000:], 1
+            # Once, as the brief says; if it does not report complete, say so and retry a while.
+            while not ok and r["verifyAttempts"] < 30:
+                log(f"{name}: --verify does not report every partition complete yet:\n{out}")
+                time.sleep(2)
+                ok, out = verify(bootstrap, plan_file)
+                r["verifyOutput"], r["verifyAttempts"] = out[-2000:], r["verifyAttempts"] + 1
+            if not ok:
+                raise RuntimeError(f"--verify never reported every partition complete:\n{out}")
+            r["throttlesCleared"] = "Clearing" in out if SETTINGS["THROTTLE"] else None
+            r["verifyDone"] = time.time()
+        with step(t, "traffic after the move, then stop it"):
+            time.sleep(AFTER_S)
+            data = traffic_proc.finish()
+            traffic_proc = None
+            r["stopped"] = time.time()
+        sent = data["sent"]
+        r["messages"] = len(sent)
+        r["failed"] = len(data["errors"]) + data["undelivered"]
+        r["errors"] = data["errors"][:10]
+        first = sent[0] if sent else r["addStarted"]
+        r["baseline"] = window(data, first + WARMUP_S, r["addStarted"])
+        r["during"] = window(data, r["moveStarted"], r["moveDone"])
+        r["after"] = window(data, r["verifyDone"], r["stopped"])
+        return r
+    finally:
+        if traffic_proc is not None:
+            with contextlib.suppress(Exception):
+                traffic_proc.finish()
+        t.down()
+
+
+def device_write_bandwidth():
+    """fio: sequential O_DIRECT writes, 1 MiB blocks, 4 in flight, into a fresh file. MiB/s."""
+    if os.environ.get("DEVICE_BW", "1") == "0":
+        return None
+    base = os.path.join(REPO, "target")
+    os.makedirs(base, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="reassign-fio.", dir=base) as d:
+        r = subprocess.run(["fio", "--name=seqwrite", f"--filename={d}/f", "--size=2g", "--rw=write", "--bs=1m",
+                            "--direct=1", "--ioengine=io_uring", "--iodepth=4", "--runtime=8",
+                            "--output-format=json"], capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        log(f"fio failed, no device figure: {r.stderr.strip()}")
+        return None
+    text = r.stdout
+    return json.loads(text[text.index("{"):])["jobs"][0]["write"]["bw_bytes"] / 2**20
+
+
+def fmt(w):
+    return "–" if not w else f"{w['p50']:.1f} / {w['p99']:.1f} / {w['p99.9']:.1f} / {w['max']:.0f}"
+
+
+def report(results, device):
+    s = SETTINGS
+    print(f"Reassignment of {s['DATA_MB']} MiB ({s['PARTITIONS']} partitions, one replica each to a new node) "
+          f"under {s['RATE']} msg/s acks=all traffic; throttle "
+          f"{s['THROTTLE'] if s['THROTTLE'] else 'none'} B/s; device sequential write "
+          f"{f'{device:.0f} MiB/s' if device else 'not measured'}.\n")
+    print("| target | round | moved (MiB) | move (s) | MiB/s | baseline p50/p99/p99.9/max (ms) | "
+          "during move p50/p99/p99.9/max (ms) | messages | failed |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['target']} | {r['round']} | {r['movedMiB']} | {r['moveSeconds']:.1f} | {r['moveMiBps']:.1f} | "
+              f"{fmt(r['baseline'])} | {fmt(r['during'])} | {r['messages']} | {r['failed']} |")
+
+
+def main():
+    # SIGTERM (the wrapper's trap, a CI timeout) unwinds through the finally blocks: clusters down.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(REPO, "target", "reassign-bench")
+    os.makedirs(out_dir, exist_ok=True)
+    names = (os.environ.get("REASSIGN_TARGETS") or "ringlog kafka").split()
+    log(f"settings: {SETTINGS}")
+    device = device_write_bandwidth()
+    if device:
+        log(f"device sequential write: {device:.0f} MiB/s")
+    results = []
+    for rnd in range(1, SETTINGS["ROUNDS"] + 1):
+        for name in (names if rnd % 2 else names[::-1]):
+            results.append(run_target(name, rnd))
+            with open(os.path.join(out_dir, "reassign.json"), "w") as f:
+                json.dump({"settings": SETTINGS, "deviceWriteMiBps": device, "results": results}, f, indent=2)
+    report(results, device)
+    if any(r["failed"] for r in results):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
