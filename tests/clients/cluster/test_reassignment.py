@@ -160,6 +160,15 @@ def test_a_new_node_takes_replicas_with_kafkas_tool_under_acks_all_load(cluster,
     try:
         wait_for("acks flowing", lambda: len(w.acked) > 500, timeout=30)
         grow(c, 4)
+        # --generate proposes a plan over the four brokers (rack-aware: every node reports one).
+        topics = tmp_path / "topics.json"
+        topics.write_text(json.dumps({"version": 1, "topics": [{"topic": "grow"}]}))
+        rc, out = tool(c, "--generate", "--topics-to-move-json-file", str(topics),
+                       "--broker-list", "1000,2000,3000,4000")
+        assert rc == 0, out
+        proposed = json.loads(out.split("Proposed partition reassignment configuration")[1].strip().splitlines()[0])
+        for p in proposed["partitions"]:
+            assert len({b // 1000 for b in p["replicas"]}) == 3, p
         # Each partition hands the replica of one old node to node 4 (the leader's for some).
         before = layout(c, "grow")
         targets = {p: [4 if n == (p % 3) + 1 else n for n in replicas] for p, (_, replicas, _) in before.items()}
