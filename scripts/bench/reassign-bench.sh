@@ -7,7 +7,8 @@
 #   scripts/bench/reassign-bench.sh [OUT_DIR=target/reassign-bench]
 #
 # Env: DATA_MB (1024), PARTITIONS (6), RATE (2000), THROTTLE (bytes/s, unset or 0: none),
-# ROUNDS (1), REASSIGN_TARGETS ("ringlog kafka"), MOVE_TIMEOUT (3600), DEVICE_BW (1; 0 skips fio).
+# ROUNDS (1), REASSIGN_TARGETS ("ringlog kafka"), MOVE_TIMEOUT (3600), DEVICE_BW (1; 0 skips fio),
+# BASELINE (10 s), KEEP_LOGS (1: keep every node's logs in OUT_DIR).
 # Benchmarks the ringlog binary as built (RINGLOG_BIN, default target/release/ringlog): build it
 # first (cargo build --release -p node --bin ringlog). See scripts/bench/reassign_bench.py.
 set -euo pipefail
