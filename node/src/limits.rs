@@ -289,6 +289,10 @@ pub const FOLLOWER_FETCH_RETRY_DELAY: Duration = Duration::from_millis(100);
 /// bytes/s holds them back for good, a second at a time).
 pub const FOLLOWER_THROTTLE_WAIT_MAX: Duration = Duration::from_secs(1);
 
+/// A replication throttle budget this close to refilled counts as refilled (the overdraft it
+/// allows is this much of the rate, ~1 % of a second's budget).
+pub const THROTTLE_WAIT_SLACK: Duration = Duration::from_millis(10);
+
 // ---- Security ----
 
 /// At most this many failed authentications are logged per window on a shard.

@@ -12,6 +12,8 @@
 use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
 
+use crate::limits::THROTTLE_WAIT_SLACK;
+
 /// Which sides of replication throttle a partition on this shard (its topic's throttled
 /// replica lists name this shard's broker for it).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -76,7 +78,10 @@ impl ByteRate {
         if rate == 0 {
             return Some(Duration::from_secs(1));
         }
-        Some(Duration::from_secs_f64(-self.allowance / rate as f64))
+        let wait = Duration::from_secs_f64(-self.allowance / rate as f64);
+        // A few milliseconds short is as good as refilled: waiting them out costs a round
+        // trip of its own (the timers' resolution and a fetch's long poll are milliseconds).
+        (wait > THROTTLE_WAIT_SLACK).then_some(wait)
     }
 
     /// Spends `bytes` (sent or fetched).
@@ -140,8 +145,8 @@ mod tests {
         let later = now + Duration::from_secs(60);
         b.record(1000, later);
         assert!(b.wait(later).is_none());
-        b.record(1, later);
-        assert!(b.wait(later).is_some());
+        b.record(100, later);
+        assert!(b.wait(later).is_some(), "100 bytes owed at 1000 B/s: 100 ms to wait");
     }
 
     #[test]
