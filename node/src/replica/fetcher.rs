@@ -228,10 +228,12 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
             // Not past the end of a delay, though: a partition held back by the replication
             // throttle is due again then (a full pause each time cost a throttled move a fifth
             // of its rate).
-            let pause = session.delays_end().map_or(FOLLOWER_FETCH_RETRY_DELAY, |end| {
-                end.saturating_duration_since(Instant::now())
-                    .min(FOLLOWER_FETCH_RETRY_DELAY)
-            });
+            let pause = session
+                .delays_end()
+                .map_or(FOLLOWER_FETCH_RETRY_DELAY, |end| {
+                    end.saturating_duration_since(Instant::now())
+                        .min(FOLLOWER_FETCH_RETRY_DELAY)
+                });
             glommio::timer::sleep(pause).await;
         }
     }

@@ -146,7 +146,10 @@ mod tests {
         b.record(1000, later);
         assert!(b.wait(later).is_none());
         b.record(100, later);
-        assert!(b.wait(later).is_some(), "100 bytes owed at 1000 B/s: 100 ms to wait");
+        assert!(
+            b.wait(later).is_some(),
+            "100 bytes owed at 1000 B/s: 100 ms to wait"
+        );
     }
 
     #[test]
