@@ -59,7 +59,7 @@ import sys
 import tempfile
 import time
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -208,7 +208,13 @@ def partitions(bootstrap, topic):
 
 def create_topic(bootstrap, topic, count):
     new = NewTopic(topic, num_partitions=count, replication_factor=3, config={"min.insync.replicas": "2"})
-    admin(bootstrap).create_topics([new])[topic].result(timeout=60)
+    try:
+        admin(bootstrap).create_topics([new])[topic].result(timeout=60)
+    except KafkaException as e:
+        # A retry of a create whose answer a fresh broker's dropped connection lost (seen on
+        # Kafka's second round): the topic is there; the wait below checks it.
+        if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
     wait_for(f"{topic}: {count} partitions, 3 replicas in sync",
              lambda: (lambda ps: ps and len(ps) == count and all(len(isr) == 3 for _, isr in ps.values()))(
                  partitions(bootstrap, topic)), 120)
