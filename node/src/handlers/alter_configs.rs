@@ -6,7 +6,7 @@
 //!
 //! Brokers: only the dynamic broker configs (`config::dynamic`: the replication throttle rates,
 //! the cluster default of `unclean.leader.election.enable`) change at run time, per broker id
-//! or for the cluster (the empty name); others are refused with INVALID_CONFIG naming them.
+//! or for the cluster (the empty name); others are refused with INVALID_REQUEST naming them.
 //! Group configs tune protocols ringlog does not serve: refused with INVALID_REQUEST.
 
 use crate::handlers::authorized::on_config_resource;
@@ -26,6 +26,7 @@ use kafka_protocol::messages::incremental_alter_configs_response::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use crate::config::dynamic::DynamicConfigError;
 use crate::error::Refused;
 use crate::handlers::describe_configs::{BROKER, GROUP, TOPIC};
 use crate::metadata::controller::{Command, ConfigAlteration};
@@ -227,7 +228,12 @@ async fn alter_broker(
     };
     let validated: ConfigAlteration = Box::new(move |current| {
         let next = change(current)?;
-        crate::config::dynamic::validate(&next).map_err(|e| invalid_config(e.to_string()))?;
+        // Kafka's answers: a config that cannot change at run time is an invalid request, a
+        // bad value of one that can an invalid config.
+        crate::config::dynamic::validate(&next).map_err(|e| match e {
+            DynamicConfigError::Static(_) => invalid_request(e.to_string()),
+            _ => invalid_config(e.to_string()),
+        })?;
         Ok(next)
     });
     if validate_only {
