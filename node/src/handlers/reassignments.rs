@@ -24,6 +24,7 @@ use crate::metadata::controller::Command;
 use crate::metadata::moves::{ongoing, Move};
 use crate::security::acl::Operation;
 use crate::shard::ShardCtx;
+use replication::reassignment::target_replicas;
 
 pub async fn alter(
     ctx: &Rc<ShardCtx>,
@@ -58,11 +59,8 @@ pub async fn alter(
                 snapshot
                     .partition(&topic, p.partition_index)
                     .is_some_and(|meta| {
-                        let now = if meta.is_reassigning() {
-                            meta.replicas.len() - meta.removing.len()
-                        } else {
-                            meta.slots().len().max(1)
-                        };
+                        // The replicas it has, or will have once the move in progress ends.
+                        let now = target_replicas(&meta.movable_state()).len().max(1);
                         now != target.len()
                     })
             });

@@ -24,7 +24,7 @@ use replication::controller::{
 use replication::{IsrChange, ReplicaId};
 
 use super::elections::{apply_elections, ElectionType, Key as ElectionKey, Outcomes};
-use super::moves::{apply_moves, complete_moves, Cluster, Move};
+use super::moves::{apply_moves, complete_moves, min_insync_of, Cluster, Move};
 use super::names::{refuse_internal, validate_topic_name};
 use super::placement::{assigned_replicas, place_partitions, place_replicas, Load, NodeShards};
 use super::planner::{plan, Goal, PlanNode, PlanPartition};
@@ -399,10 +399,7 @@ impl Controller {
 
     /// A topic's `min.insync.replicas`.
     fn min_insync(&self, configs: &BTreeMap<String, String>) -> usize {
-        configs
-            .get("min.insync.replicas")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(self.settings.min_insync_replicas)
+        min_insync_of(configs, self.settings.min_insync_replicas)
     }
 
     /// Applies a leader's ISR change if it was made against the current partition state.
@@ -639,41 +636,41 @@ impl Controller {
     }
 
     fn execute(&mut self, cmd: Command) {
-        if let Command::AlterReassignments { moves, reply } = cmd {
-            let mut result = self.alter_reassignments(&moves);
-            if matches!(result, Err(Attempt::Conflict)) {
-                self.catch_up();
-                result = self.alter_reassignments(&moves);
+        // The requester may have gone (connection closed); nothing to tell then.
+        match cmd {
+            Command::AlterReassignments { moves, reply } => {
+                let result = self.retried(|c| c.alter_reassignments(&moves));
+                reply.send(result).ok();
             }
-            reply.send(result.map_err(Attempt::into_refused)).ok();
-            return;
-        }
-        if let Command::ElectLeaders {
-            kind,
-            partitions,
-            reply,
-        } = cmd
-        {
-            let mut result = self.elect_on_request(kind, partitions.as_deref());
-            if matches!(result, Err(Attempt::Conflict)) {
-                self.catch_up();
-                result = self.elect_on_request(kind, partitions.as_deref());
+            Command::ElectLeaders {
+                kind,
+                partitions,
+                reply,
+            } => {
+                let result = self.retried(|c| c.elect_on_request(kind, partitions.as_deref()));
+                reply.send(result).ok();
             }
-            reply.send(result.map_err(Attempt::into_refused)).ok();
-            return;
+            cmd => {
+                let Some((op, reply)) = cmd.split() else {
+                    return; // news from the store only: applied by the caller's catch-up
+                };
+                reply.send(self.retried(|c| c.attempt(&op))).ok();
+            }
         }
-        let Some((op, reply)) = cmd.split() else {
-            return; // news from the store only: applied by the caller's catch-up
-        };
-        // A collision with another node's change is decided again once, on the new state.
-        let mut result = self.attempt(&op);
+    }
+
+    /// Runs `change`; a collision with another node's change is decided again once, on the
+    /// new state.
+    fn retried<T>(
+        &mut self,
+        mut change: impl FnMut(&mut Self) -> Result<T, Attempt>,
+    ) -> Result<T, Refused> {
+        let mut result = change(self);
         if matches!(result, Err(Attempt::Conflict)) {
             self.catch_up();
-            result = self.attempt(&op);
+            result = change(self);
         }
-        let result = result.map_err(Attempt::into_refused);
-        // The requester may have gone (connection closed); nothing to tell then.
-        reply.send(result).ok();
+        result.map_err(Attempt::into_refused)
     }
 
     /// Applies `op` to a copy of the snapshot, saves and broadcasts it.

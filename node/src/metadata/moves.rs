@@ -5,7 +5,7 @@
 //! compare-and-swap per save) and broadcasts it; shards then open the new replicas (they fetch
 //! as followers) and delete the removed ones.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::ResponseError;
 use replication::reassignment::{self, ReassignError};
@@ -40,12 +40,16 @@ impl Cluster<'_> {
 
     /// A topic's `min.insync.replicas`.
     pub fn min_insync(&self, topic: &TopicMeta) -> usize {
-        topic
-            .configs
-            .get("min.insync.replicas")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(self.default_min_insync)
+        min_insync_of(&topic.configs, self.default_min_insync)
     }
+}
+
+/// `min.insync.replicas` of a topic with `configs`, `default` when it does not set it.
+pub fn min_insync_of(configs: &BTreeMap<String, String>, default: usize) -> usize {
+    configs
+        .get("min.insync.replicas")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// Applies each move to `snapshot`; one result per move, in order, and whether anything

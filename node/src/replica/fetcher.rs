@@ -251,6 +251,9 @@ fn hold_back_throttled(
     followed: &BTreeMap<(String, i32), Followed>,
     session: &mut FollowerSession,
 ) -> BTreeSet<(String, i32)> {
+    if !followed.values().any(|f| f.part.throttled().follower) {
+        return BTreeSet::new();
+    }
     let snapshot = ctx.snapshot().clone();
     let me = ctx.config().node_id;
     let throttled: BTreeSet<(String, i32)> = followed
