@@ -151,6 +151,58 @@ fn reads_respect_max_offset_and_range() {
 }
 
 #[test]
+fn a_read_cut_by_max_bytes_ends_on_a_whole_batch() {
+    run(|| async {
+        let dir = tmpdir();
+        let log = Log::open(dir.path(), small_segments(), 0).await.unwrap();
+        fill(&log, 400).await;
+        let bases = log.segment_base_offsets();
+        let end = log.log_end_offset();
+        // Every 13th start offset and a spread of limits: each answer is whole batches, never
+        // empty, within the limit unless it is one batch; and where it stops before its
+        // segment's end, short of the limit only by what the offset index cannot place (one
+        // index interval of 1 KiB plus a batch of at most 7 records).
+        let mut offset = 0;
+        let mut cut = 0;
+        while offset < end.0 {
+            for max_bytes in [300, 700, 1500, 2500, 5000] {
+                let opts = ReadOptions {
+                    max_bytes,
+                    max_offset: None,
+                    min_one_batch: true,
+                };
+                let r = log.read(Offset(offset), opts).await.unwrap();
+                let bytes = iouring_log::read_slices_to_vec(&r.slices).await.unwrap();
+                let batches: Vec<_> = iouring_log::whole_batches(&bytes).collect();
+                let what = format!("offset {offset} max {max_bytes}");
+                assert!(!batches.is_empty(), "{what}: nothing read");
+                let last = batches.last().unwrap().clone();
+                assert_eq!(last.end, bytes.len(), "{what}: a torn batch at the end");
+                if batches.len() > 1 {
+                    assert!(bytes.len() <= max_bytes, "{what}: {} bytes", bytes.len());
+                }
+                let next = iouring_log::BatchHeader::parse(&bytes[last.start..])
+                    .unwrap()
+                    .last_offset()
+                    .next();
+                if next < end && !bases.contains(&next) {
+                    cut += 1;
+                    let slack = 1024 + 7 * (VALUE + 40) + 61;
+                    assert!(
+                        bytes.len() + slack >= max_bytes,
+                        "{what}: {} bytes, cut short",
+                        bytes.len()
+                    );
+                }
+            }
+            offset += 13;
+        }
+        assert!(cut > 50, "the limits cut reads: {cut}");
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
 fn corrupt_batches_are_rejected_and_change_nothing() {
     run(|| async {
         let dir = tmpdir();
