@@ -165,6 +165,11 @@ pub enum FlushError {
         offset: Offset,
         log_start_offset: Offset,
     },
+    #[error("the log cannot start again at offset {offset}: it is not empty and its end is {log_end_offset}, at or above it")]
+    RestartInsideLog {
+        offset: Offset,
+        log_end_offset: Offset,
+    },
     #[error(transparent)]
     Io(#[from] IoError),
 }

@@ -313,6 +313,92 @@ fn roll_by_time_and_retention_by_bytes_and_time() {
 }
 
 #[test]
+fn truncate_fully_and_start_at_empties_the_log_and_survives_reopen() {
+    run(|| async {
+        let dir = tmpdir();
+        let log = Log::open(dir.path(), small_segments(), 0).await.unwrap();
+        fill(&log, 600).await;
+        assert!(log.segment_base_offsets().len() > 2);
+        // At or below the end of a log that is not empty: refused, nothing changes.
+        assert!(matches!(
+            log.truncate_fully_and_start_at(Offset(600), 0).await,
+            Err(iouring_log::FlushError::RestartInsideLog { .. })
+        ));
+        assert_eq!(log.log_start_offset(), Offset(0));
+        assert_eq!(log.log_end_offset(), Offset(600));
+        log.truncate_fully_and_start_at(Offset(5000), 0)
+            .await
+            .unwrap();
+        assert_eq!(log.log_start_offset(), Offset(5000));
+        assert_eq!(log.log_end_offset(), Offset(5000));
+        assert_eq!(log.segment_base_offsets(), vec![Offset(5000)]);
+        assert_eq!(log.latest_epoch(), None, "the epochs went with the records");
+        // Empty: it may start again below its end (a first batch straddling the leader's start).
+        log.truncate_fully_and_start_at(Offset(5000), 0)
+            .await
+            .unwrap();
+        log.truncate_fully_and_start_at(Offset(4990), 0)
+            .await
+            .unwrap();
+        log.truncate_fully_and_start_at(Offset(5000), 0)
+            .await
+            .unwrap();
+        assert_eq!(log.segment_base_offsets(), vec![Offset(5000)]);
+        // Empty: it may start again below its end (a first batch straddling the leader's start).
+        log.truncate_fully_and_start_at(Offset(5000), 0)
+            .await
+            .unwrap();
+        log.truncate_fully_and_start_at(Offset(4990), 0)
+            .await
+            .unwrap();
+        log.truncate_fully_and_start_at(Offset(5000), 0)
+            .await
+            .unwrap();
+        assert_eq!(log.segment_base_offsets(), vec![Offset(5000)]);
+        assert!(matches!(
+            log.read(
+                Offset(0),
+                ReadOptions {
+                    max_bytes: 1 << 20,
+                    max_offset: None,
+                    min_one_batch: true
+                }
+            )
+            .await,
+            Err(iouring_log::ReadError::OffsetOutOfRange { .. })
+        ));
+        let info = log
+            .append_as_leader(&batch(5000, 5, VALUE, Compression::None), LeaderEpoch(7), 0)
+            .await
+            .unwrap();
+        assert_eq!(info.first_offset, Offset(5000));
+        log.flush().await.unwrap();
+        log.close().await.unwrap();
+        let files: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".log"))
+            .collect();
+        assert_eq!(
+            files,
+            vec!["00000000000000005000.log".to_string()],
+            "old segments deleted"
+        );
+        let log = Log::open(dir.path(), small_segments(), 0).await.unwrap();
+        assert_eq!(log.log_start_offset(), Offset(5000));
+        assert_eq!(log.log_end_offset(), Offset(5005));
+        assert_eq!(log.leader_epochs(), vec![(LeaderEpoch(7), Offset(5000))]);
+        let recs = read_records(&log, 5000, 1 << 20).await;
+        assert_eq!(recs.len(), 5);
+        for (i, r) in recs.iter().enumerate() {
+            assert_eq!(r.offset, 5000 + i as i64);
+            check_record(r, VALUE);
+        }
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
 fn truncate_to_removes_the_tail_across_segments() {
     run(|| async {
         let dir = tmpdir();

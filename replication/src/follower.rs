@@ -23,6 +23,9 @@ pub enum FollowerAction {
     Append,
     /// Truncate the log to this offset, then fetch again.
     TruncateTo(Offset),
+    /// Empty the log and start it at this offset, then fetch from there: everything below it
+    /// is gone from the leader (Kafka's `truncateFullyAndStartAt`).
+    StartAt(Offset),
     /// The leader and this follower disagree on who leads: wait for newer metadata.
     AwaitMetadata,
 }
@@ -97,10 +100,22 @@ impl FollowerState {
             FetchAnswer::OffsetOutOfRange { log_end_offset } => {
                 FollowerAction::TruncateTo(log_end_offset.min(log_end))
             }
+            // The log start moved past this log's end: nothing here is still on the leader.
+            // Otherwise (it moved meanwhile, or not that far) fetch again from the log end.
+            FetchAnswer::BelowLogStart { log_start_offset } if log_start_offset > log_end => {
+                FollowerAction::StartAt(log_start_offset)
+            }
+            FetchAnswer::BelowLogStart { .. } => FollowerAction::TruncateTo(log_end),
             FetchAnswer::FencedLeaderEpoch
             | FetchAnswer::UnknownLeaderEpoch
             | FetchAnswer::NotAReplica => FollowerAction::AwaitMetadata,
         }
+    }
+
+    /// The log was emptied and starts at `start` ([`FollowerAction::StartAt`]): the high
+    /// watermark, below it, moves up to it.
+    pub fn on_restarted(&mut self, start: Offset) {
+        self.high_watermark.advance_to(start);
     }
 
     /// After appending: the follower's log ends at `log_end`; the leader said `leader_hw`.
@@ -119,6 +134,30 @@ mod tests {
             c.assign(LeaderEpoch(e), Offset(o));
         }
         c
+    }
+
+    #[test]
+    fn a_log_ending_below_the_leaders_start_starts_again_there() {
+        let mut f = FollowerState::new(ReplicaId(4), ReplicaId(1), LeaderEpoch(3), Offset(0));
+        let own = epochs(&[(1, 0)]);
+        let below = FetchAnswer::BelowLogStart {
+            log_start_offset: Offset(500),
+        };
+        assert_eq!(
+            f.on_answer(below, &own, Offset(0)),
+            FollowerAction::StartAt(Offset(500))
+        );
+        assert_eq!(
+            f.on_answer(below, &own, Offset(120)),
+            FollowerAction::StartAt(Offset(500))
+        );
+        // The start was already reached (an answer from before a restart): fetch on.
+        assert_eq!(
+            f.on_answer(below, &own, Offset(500)),
+            FollowerAction::TruncateTo(Offset(500))
+        );
+        f.on_restarted(Offset(500));
+        assert_eq!(f.high_watermark(), Offset(500));
     }
 
     #[test]

@@ -73,6 +73,11 @@ pub enum FetchAnswer {
     },
     /// The follower is ahead of the leader's log end (`log_end_offset`).
     OffsetOutOfRange { log_end_offset: Offset },
+    /// The follower asks for offsets below the leader's log start (`log_start_offset`): what
+    /// it lacks was deleted on the leader (retention, DeleteRecords) — a replica added by a
+    /// move, or one down for longer than the retention. The leader's read answers it
+    /// (OFFSET_OUT_OF_RANGE with its log start offset), not [`LeaderState::on_fetch`].
+    BelowLogStart { log_start_offset: Offset },
     /// The follower's leader epoch is older than the leader's (FENCED_LEADER_EPOCH).
     FencedLeaderEpoch,
     /// The follower's leader epoch is newer: this replica is no longer the leader it knows

@@ -678,6 +678,11 @@ impl Sim {
                 }
                 node.log.truncate(to);
             }
+            // The simulated logs keep their head (no retention, no DeleteRecords): no leader
+            // ever answers below its log start.
+            FollowerAction::StartAt(to) => {
+                panic!("seed {seed} at {now} ms: node {n} told to start its log at {to}")
+            }
             FollowerAction::AwaitMetadata => {}
         }
     }

@@ -83,8 +83,8 @@ impl Log {
         let st = self.inner.state.borrow();
         let seg = st.segments.iter().find(|s| s.base_offset == base)?;
         let entries = seg.indexes.offset_index.entries();
-        let n = entries.partition_point(|e| u64::from(e.position.get()) <= position);
-        let last = u64::from(entries[n.checked_sub(1)?].position.get());
+        let n = entries.partition_point(|e| e.position.get() <= position);
+        let last = entries[n.checked_sub(1)?].position.get();
         (last > after).then_some(last)
     }
 

@@ -2,6 +2,7 @@
 //! log start offset moved by DeleteRecords, and truncation of the log end for followers.
 
 use crate::appender::{Appender, SegmentEnd};
+use crate::checkpoint::sync_dir;
 use crate::error::{FlushError, IoError};
 use crate::leader_epoch_cache::LeaderEpochCache;
 use crate::log::Log;
@@ -9,7 +10,8 @@ use crate::read_cache;
 use crate::reader::SegmentView;
 use crate::recovery::scan_segment;
 use crate::segment::{
-    open_read_file, open_trimmed, read_partial_block, seal_appender, ActiveSegment, SegmentState,
+    open_read_file, open_trimmed, read_partial_block, seal_appender, ActiveSegment, Segment,
+    SegmentState,
 };
 use crate::types::{Offset, TimestampMs};
 
@@ -192,6 +194,74 @@ impl Log {
         };
         if lowered {
             self.write_log_start_checkpoint().await?;
+        }
+        Ok(())
+    }
+
+    /// Empties the log and starts it again at `offset` (Kafka's `truncateFullyAndStartAt`): a
+    /// follower whose leader's log start passed its log end (nothing it holds is still on the
+    /// leader), or an empty log taking a first batch that starts below its end (the leader's
+    /// log start falls inside that batch, after DeleteRecords). `offset` is above the log end,
+    /// or the log is empty; an empty log already at `offset` is left as it is. The leader
+    /// epochs go with the records; the log start and recovery point become `offset`. A new
+    /// empty segment at `offset` is created and the checkpoints written before the old
+    /// segments are deleted, the newest first: a crash in between leaves the old log, or a
+    /// prefix of it, with the empty segment after a gap — either way a log its follower
+    /// fetches on from.
+    pub async fn truncate_fully_and_start_at(
+        &self,
+        offset: Offset,
+        now_ms: i64,
+    ) -> Result<(), FlushError> {
+        let _permit = self.mutation_permit().await?;
+        self.wait_for_seals().await?;
+        let (start, end) = (self.log_start_offset(), self.log_end_offset());
+        if start == end && end == offset {
+            return Ok(());
+        }
+        // An empty log's segments hold nothing at or above `offset` (their batches end at or
+        // below its end); a segment of that base offset would be a diverged log's.
+        let taken = self
+            .inner
+            .state
+            .borrow()
+            .segments
+            .iter()
+            .any(|s| s.base_offset == offset);
+        if (offset <= end && start != end) || taken {
+            return Err(FlushError::RestartInsideLog {
+                offset,
+                log_end_offset: end,
+            });
+        }
+        self.seal_for_truncation().await?;
+        let created = Segment::create(
+            self.inner.io.as_ref(),
+            &self.inner.dir,
+            offset,
+            now_ms,
+            self.inner.progress.clone(),
+        )
+        .await;
+        let segment = self.poison_on_error(created)?;
+        let dropped = {
+            let mut st = self.inner.state.borrow_mut();
+            let dropped = std::mem::replace(&mut st.segments, vec![segment]);
+            st.epochs = LeaderEpochCache::default();
+            st.start_floor = offset;
+            st.recovery_point = offset;
+            st.unflushed_records = 0;
+            st.first_unflushed_ms = None;
+            st.check();
+            dropped
+        };
+        self.inner.progress.notify_all();
+        sync_dir(&self.inner.dir).await?;
+        self.write_log_start_checkpoint().await?;
+        self.write_epoch_checkpoint().await?;
+        self.write_recovery_point_checkpoint().await?;
+        for seg in dropped.into_iter().rev() {
+            seg.delete_files().await?;
         }
         Ok(())
     }

@@ -210,6 +210,14 @@ impl Partition {
             return Ok(self.log.log_end_offset());
         }
         let bytes = &records[..whole];
+        if let Ok(first) = BatchHeader::parse(bytes) {
+            let (start, end) = (self.log.log_start_offset(), self.log.log_end_offset());
+            if start == end && first.base_offset < end && first.last_offset() >= end {
+                // An empty log whose leader's log start falls inside this batch (DeleteRecords
+                // moved it there): the log starts again at the batch, as Kafka's does.
+                self.restart_at(first.base_offset, now_ms).await?;
+            }
+        }
         let end = {
             let _lock = self.lock_appends().await;
             let info = self.log.append_as_follower(bytes, now_ms).await?;
@@ -235,6 +243,21 @@ impl Partition {
         let _lock = self.lock_appends().await;
         self.log.truncate_to(to).await?;
         self.restore_producers().await?;
+        Ok(())
+    }
+
+    /// Empties a follower's log and starts it at `start` (Kafka's `truncateFullyAndStartAt`):
+    /// its leader's log start offset passed this log's end, so nothing here is still on the
+    /// leader; or the log is empty and the batch holding the leader's log start begins at
+    /// `start`. The producer state goes with it; the high watermark moves up to `start`.
+    pub async fn restart_at(&self, start: Offset, now_ms: i64) -> Result<(), FollowerAppendError> {
+        tracing::warn!(topic = %self.topic, partition = self.index, log_end = self.log.log_end_offset().0, start = start.0, "follower log ends below its leader's log start: emptying it to start there");
+        let _lock = self.lock_appends().await;
+        self.forget_producers(start, now_ms)
+            .await
+            .map_err(FlushError::from)?;
+        self.log.truncate_fully_and_start_at(start, now_ms).await?;
+        self.on_follower_restarted(start);
         Ok(())
     }
 

@@ -64,6 +64,25 @@ impl Partition {
         Ok(())
     }
 
+    /// Forgets every producer: the log is about to be emptied and started at `start`
+    /// ([`Partition::restart_at`]). The empty snapshot at `start` is written (synced) first, so
+    /// that a crash before the log is emptied cannot bring the old state back over the new log.
+    pub(super) async fn forget_producers(&self, start: Offset, now_ms: i64) -> Result<(), IoError> {
+        let map = ProducerStateMap::default();
+        write_checkpoint(
+            self.log.dir(),
+            PRODUCER_SNAPSHOT_FILE,
+            &[start.0.to_string()],
+        )
+        .await?;
+        self.snapshot_version.set(map.version());
+        self.durable_snapshot_version.set(map.version());
+        self.durable_snapshot_end.set(start.0);
+        self.snapshot_at_ms.set(now_ms);
+        *self.producers.borrow_mut() = map;
+        Ok(())
+    }
+
     /// Writes a snapshot if the state changed since the last one and, unless `force`, the last
     /// one is older than [`PRODUCER_SNAPSHOT_INTERVAL_MS`]; synced if `force` or the log is
     /// compacted.

@@ -192,6 +192,13 @@ impl Partition {
         }
     }
 
+    /// A follower's log was emptied to start at `start`.
+    pub(super) fn on_follower_restarted(&self, start: Offset) {
+        if let Role::Follower(f) = &mut *self.role.borrow_mut() {
+            f.on_restarted(start);
+        }
+    }
+
     /// A follower's appends are written; the leader's high watermark was `leader_hw`.
     pub fn on_follower_appended(&self, leader_hw: Offset) {
         let end = self.log.written_end_offset();

@@ -427,6 +427,11 @@ async fn apply_answer(ctx: &ShardCtx, f: &Followed, pd: PartitionData) -> Applie
                 None
             }
         }
+        Some(ResponseError::OffsetOutOfRange) if pd.log_start_offset > log_end.0 => {
+            Some(FetchAnswer::BelowLogStart {
+                log_start_offset: Offset(pd.log_start_offset),
+            })
+        }
         Some(ResponseError::OffsetOutOfRange) => Some(FetchAnswer::OffsetOutOfRange {
             log_end_offset: Offset(pd.high_watermark.max(0)),
         }),
@@ -436,19 +441,22 @@ async fn apply_answer(ctx: &ShardCtx, f: &Followed, pd: PartitionData) -> Applie
         }
     };
     if let Some(answer) = answer {
-        let action = part.follower_action(answer);
-        if let FollowerAction::TruncateTo(to) = action {
-            if to < log_end {
+        match part.follower_action(answer) {
+            FollowerAction::TruncateTo(to) if to < log_end => {
                 if let Err(e) = part.truncate_diverging(to).await {
                     tracing::error!(topic = %part.topic, partition = part.index, error = %e, "follower truncation failed");
                     return Applied::Refused;
                 }
-            } else if pd.error_code != 0 {
-                // Behind the leader's log start: not built (would need the log emptied and
-                // restarted at the leader's start offset).
-                tracing::error!(topic = %part.topic, partition = part.index, fetch_offset = log_end.0, "follower is out of the leader's range; fetching from the leader's log start is not built");
-                return Applied::Refused;
             }
+            FollowerAction::StartAt(start) => {
+                if let Err(e) = part.restart_at(start, now_ms()).await {
+                    tracing::error!(topic = %part.topic, partition = part.index, error = %e, "emptying the follower's log to start at the leader's log start failed");
+                    return Applied::Refused;
+                }
+            }
+            FollowerAction::TruncateTo(_)
+            | FollowerAction::Append
+            | FollowerAction::AwaitMetadata => {}
         }
         return Applied::Again;
     }

@@ -79,6 +79,12 @@ pub fn answer(
             error: ResponseError::OffsetOutOfRange,
             log_end_offset: Some(log_end_offset),
         },
+        // The read answers a fetch below the log start (with the log start offset); the
+        // replica state never does.
+        FetchAnswer::BelowLogStart { .. } => LeaderAnswer::Refused {
+            error: ResponseError::OffsetOutOfRange,
+            log_end_offset: None,
+        },
         FetchAnswer::FencedLeaderEpoch => LeaderAnswer::Refused {
             error: ResponseError::FencedLeaderEpoch,
             log_end_offset: None,

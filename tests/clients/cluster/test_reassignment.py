@@ -189,6 +189,67 @@ def test_a_new_node_takes_replicas_with_kafkas_tool_under_acks_all_load(cluster,
     judge_moved(c, w, "grow", 4, targets)
 
 
+def test_a_replica_added_below_the_leaders_log_start_starts_there(cluster, tmp_path):
+    """The head of the partition is gone (DeleteRecords inside a batch, whole segments below it
+    deleted): the new replica cannot fetch from offset 0. As Kafka's, it empties its log and
+    starts at the leader's log start (at the batch holding it), catches up, joins the ISR and,
+    leading, serves from that log start with every acknowledged record."""
+    from confluent_kafka import TopicPartition
+    c = cluster
+    c.start_all()
+    admin = AdminClient({"bootstrap.servers": c.bootstrap()})
+    admin.create_topics([NewTopic("trimmed", num_partitions=1, replication_factor=3,
+                                  config={"min.insync.replicas": "2", "segment.bytes": str(1 << 20)})]
+                        )["trimmed"].result(timeout=15)
+    wait_for("every replica in sync", lambda: len(layout(c, "trimmed")[0][2]) == 3, timeout=15)
+    bulk(c, "trimmed", 1, 3)
+    cut = 2501
+    done = admin.delete_records([TopicPartition("trimmed", 0, cut)])
+    assert next(iter(done.values())).result(timeout=15).low_watermark == cut
+    w = Writer(c, "trimmed", 1)
+    try:
+        wait_for("acks flowing", lambda: len(w.acked) > 300, timeout=30)
+        grow(c, 4)
+        before = layout(c, "trimmed")
+        leader = before[0][0]
+        # Node 4 takes the leader's place: once in sync it leads.
+        targets = replace(before, leader, 4)
+        f = execute(c, tmp_path, "trimmed", targets)
+        verify_done(c, f, timeout=60)
+        wait_layout(c, "trimmed", targets)
+        wait_for("node 4 leads", lambda: layout(c, "trimmed")[0][0] == 4, timeout=30)
+        low, high = watermarks(c, "trimmed")
+        assert low == cut, f"the new leader's log start is {low}, not {cut}"
+        acked_during = len(w.acked)
+        wait_for("acks after the move", lambda: len(w.acked) > acked_during + 200, timeout=30)
+    finally:
+        w.finish()
+    assert not w.failed, w.failed[:5]
+    read = read_all(c, "trimmed", 1, w.acked.values())
+    assert read[0] and read[0][0][0] == cut, f"read from {read[0][:1]}"
+    check(w, read)
+    for b in c.nodes.values():
+        b.stop()
+    # Node 4 holds the batch with the cut and everything after it, as the other replicas do.
+    mine = stored(c.dirs[4], "trimmed", 0)
+    assert mine and mine[0][0] <= cut <= mine[0][0] + mine[0][1], f"node 4 starts at {mine[:1]}"
+    # bulk()'s batches hold hundreds of records: the cut falls inside one (the straddling case).
+    assert mine[0][0] < cut, f"the cut fell on a batch boundary: {mine[:1]}"
+    hw = read[0][-1][0] + 1
+    for n in targets[0]:
+        theirs = [x for x in stored(c.dirs[n], "trimmed", 0) if x[0] >= mine[0][0] and x[0] + x[1] < hw]
+        assert theirs == [x for x in mine if x[0] + x[1] < hw], f"node {n}'s batches differ from node 4's"
+
+
+def watermarks(c, topic):
+    from confluent_kafka import Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": c.bootstrap(), "group.id": f"marks-{time.time()}"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
+    finally:
+        consumer.close()
+
+
 def test_moves_survive_kill9_of_the_destination_the_source_and_the_leader(cluster, tmp_path):
     c = cluster
     c.start_all()
