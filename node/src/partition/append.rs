@@ -12,12 +12,14 @@
 //!   `flush.messages` asked for it. The log's writer and group-commit fsync cover every append
 //!   before them, whoever waits. For `acks=all` it then waits for the high watermark
 //!   (`replica.rs`): every in-sync replica has written the records.
-//! - [`Partition::append_as_follower`] is the follower's mirror of both halves: under the same
-//!   append lock, the leader's batches appended verbatim (offsets, epochs and CRCs as the
-//!   leader made them) and recorded in the idempotent producer state, then waited for until
-//!   written — a follower fetches on only from its written end, which is what the leader
-//!   counts in the ISR's high watermark. [`Partition::truncate_diverging`] and
-//!   [`Partition::follow_log_start`] are the follower's other two changes to its log.
+//! - [`Partition::append_as_follower`] is the follower's mirror of the first half: under the
+//!   same append lock, the leader's batches appended verbatim (offsets, epochs and CRCs as the
+//!   leader made them) and recorded in the idempotent producer state. The fetcher waits for
+//!   them to be written before it fetches on from their end — the fetch offset is what the
+//!   leader counts in the ISR's high watermark — except while that end is below the leader's
+//!   high watermark of the same leader epoch, where no fetch offset can count for anything
+//!   (`replica::fetcher`). [`Partition::truncate_diverging`], [`Partition::restart_at`] and
+//!   [`Partition::follow_log_start`] are the follower's other changes to its log.
 
 use iouring_log::{
     AppendError, BatchError, BatchHeader, Durability, FlushError, LeaderEpoch, Offset,
@@ -196,8 +198,8 @@ pub enum FollowerAppendError {
 
 impl Partition {
     /// Appends the whole batches at the start of `records` (a fetch answer may end inside
-    /// one) as the leader made them, records their producers' state, and returns once they
-    /// are written, with the new log end offset (see the module doc).
+    /// one) as the leader made them, records their producers' state, and returns the new log
+    /// end offset, without waiting for the disk (see the module doc).
     pub async fn append_as_follower(
         &self,
         records: &[u8],
@@ -232,7 +234,6 @@ impl Partition {
             }
             info.last_offset.next()
         };
-        self.log.wait_for(Durability::Written, end).await?;
         Ok(end)
     }
 

@@ -5,7 +5,9 @@
 //! Contract: a follower appends the leader's batches verbatim (offsets, epochs, CRCs kept),
 //! rebuilds idempotent producer state from them, and fetches on only once they are written —
 //! its next fetch offset is what the leader counts as in sync, so `acks=all` never counts a
-//! follower's unwritten bytes. A diverging log (`DivergingEpoch`) is truncated before fetching
+//! follower's unwritten bytes — except below the leader's last answered high watermark of the
+//! same epoch, where the leader counts no fetch offset ([`written_where_counted`]: a catching-up
+//! replica's fetches and writes overlap). A diverging log (`DivergingEpoch`) is truncated before fetching
 //! on. A task ends when this shard follows nothing on its leader shard any more. It never
 //! asks again at once after an answer that came before its long poll's end with progress on
 //! no partition (a partition in error is answered at once: it is left out for a while, see
@@ -16,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use iouring_log::{LeaderEpoch, Offset};
+use iouring_log::{Durability, LeaderEpoch, Offset};
 use kafka_client::async_glommio::Connection;
 use kafka_protocol::messages::fetch_request::{
     FetchPartition, FetchRequest, FetchTopic, ForgottenTopic, ReplicaState,
@@ -104,6 +106,8 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
     let mut conn: Option<Connection> = None;
     let mut refused: Option<String> = None;
     let mut session = FollowerSession::default();
+    // Per followed partition: the leader epoch and high watermark of the last answer.
+    let mut leader_hw: HashMap<(String, i32), (LeaderEpoch, Offset)> = HashMap::new();
     loop {
         if ctx.stop().is_stopping() {
             break;
@@ -135,6 +139,8 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
                 }
             }
         }
+        leader_hw.retain(|key, _| followed.contains_key(key));
+        written_where_counted(&ctx, &followed, &leader_hw).await;
         let throttled = hold_back_throttled(&ctx, &followed, &mut session);
         let request = build_request(&ctx, &followed, &mut session);
         let asked_at = Instant::now();
@@ -205,8 +211,12 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
                     let quotas = ctx.replication_quotas();
                     quotas.follower.borrow_mut().record(bytes, Instant::now());
                 }
+                let hw = Offset(pd.high_watermark);
                 match apply_answer(&ctx, f, pd).await {
-                    Applied::Progressed => progressed = true,
+                    Applied::Progressed => {
+                        progressed = true;
+                        leader_hw.insert(key.clone(), (f.leader_epoch, hw));
+                    }
                     Applied::Again => {}
                     Applied::Refused => {
                         session.delay(
@@ -239,6 +249,37 @@ async fn run_fetcher(ctx: Rc<ShardCtx>, leader: Slot) {
     }
     ctx.fetchers().borrow_mut().remove(&leader);
     tracing::info!(shard = ctx.shard(), leader = ?leader, "follower fetcher stopped");
+}
+
+/// Waits, partition by partition, until what was appended is written — unless its end is
+/// below the high watermark the leader answered last in the same leader epoch. The next fetch
+/// offset is the log end, and a leader counts a follower's fetch offset only at or past its
+/// high watermark (to take it into the ISR, then to move the high watermark), which unwritten
+/// records must never be; a leader's high watermark never goes back within its epoch. Below
+/// it (a replica catching up: a move's new one, one back from a restart), the next fetch goes
+/// out while the disk writes the last answer.
+async fn written_where_counted(
+    ctx: &ShardCtx,
+    followed: &BTreeMap<(String, i32), Followed>,
+    leader_hw: &HashMap<(String, i32), (LeaderEpoch, Offset)>,
+) {
+    for (key, f) in followed {
+        let log = &f.part.log;
+        let end = log.log_end_offset();
+        if log.written_end_offset() >= end {
+            continue;
+        }
+        let uncounted = leader_hw
+            .get(key)
+            .is_some_and(|&(epoch, hw)| epoch == f.leader_epoch && end < hw);
+        if uncounted {
+            continue;
+        }
+        if let Err(e) = log.wait_for(Durability::Written, end).await {
+            // The log failed: its next append refuses, and the fetcher leaves it out then.
+            tracing::error!(shard = ctx.shard(), topic = %key.0, partition = key.1, error = %e, "follower write failed");
+        }
+    }
 }
 
 /// The follower-side replication throttle: the followed partitions the topics'
