@@ -55,6 +55,7 @@ import os
 import shutil
 import signal
 import subprocess
+import statistics
 import sys
 import tempfile
 import time
@@ -509,21 +510,36 @@ def run_target(name, rnd, out_dir):
         t.down()
 
 
+def fio(d, *jobs):
+    """fio's JSON for `jobs` (each a list of job options) run together in directory d."""
+    args = ["fio", "--output-format=json"]
+    for j in jobs:
+        args += j
+    r = subprocess.run(args, capture_output=True, text=True, timeout=180, cwd=d)
+    if r.returncode != 0:
+        log(f"fio failed, no device figure: {r.stderr.strip()}")
+        return None
+    return json.loads(r.stdout[r.stdout.index("{"):])
+
+
 def device_write_bandwidth():
-    """fio: sequential O_DIRECT writes, 1 MiB blocks, 4 in flight, into a fresh file. MiB/s."""
+    """fio, sequential O_DIRECT 1 MiB blocks, 4 in flight: {write: MiB/s written alone; copyRead,
+    copyWrite: MiB/s read from one file and written to another at once — what a move between
+    two nodes on one device (this machine's loopback clusters) can do at most}."""
     if os.environ.get("DEVICE_BW", "1") == "0":
         return None
     base = os.path.join(REPO, "target")
     os.makedirs(base, exist_ok=True)
+    common = ["--bs=1m", "--direct=1", "--ioengine=io_uring", "--iodepth=4", "--size=4g", "--runtime=8"]
     with tempfile.TemporaryDirectory(prefix="reassign-fio.", dir=base) as d:
-        r = subprocess.run(["fio", "--name=seqwrite", f"--filename={d}/f", "--size=4g", "--rw=write", "--bs=1m",
-                            "--direct=1", "--ioengine=io_uring", "--iodepth=4", "--runtime=8",
-                            "--output-format=json"], capture_output=True, text=True, timeout=120)
-    if r.returncode != 0:
-        log(f"fio failed, no device figure: {r.stderr.strip()}")
+        alone = fio(d, ["--name=seqwrite", "--filename=a", "--rw=write", *common])
+        both = alone and fio(d, ["--name=read", "--filename=a", "--rw=read", *common],
+                             ["--name=write", "--filename=b", "--rw=write", *common])
+    if not alone or not both:
         return None
-    text = r.stdout
-    return json.loads(text[text.index("{"):])["jobs"][0]["write"]["bw_bytes"] / 2**20
+    mib = lambda job, side: job[side]["bw_bytes"] / 2**20  # noqa: E731
+    return {"write": mib(alone["jobs"][0], "write"), "copyRead": mib(both["jobs"][0], "read"),
+            "copyWrite": mib(both["jobs"][1], "write")}
 
 
 def fmt(w):
@@ -536,8 +552,9 @@ def report(results, device):
     lines = []
     lines.append(f"Reassignment of {s['DATA_MB']} MiB ({s['PARTITIONS']} partitions, one replica each to a new node) "
           f"under {s['RATE']} msg/s acks=all traffic; throttle "
-          f"{str(s['THROTTLE']) + ' B/s' if s['THROTTLE'] else 'none'}; device sequential write "
-          f"{f'{device:.0f} MiB/s' if device else 'not measured'}.\n")
+          f"{str(s['THROTTLE']) + ' B/s' if s['THROTTLE'] else 'none'}; device (fio, O_DIRECT 1 MiB): "
+          + (f"{device['write']:.0f} MiB/s written alone, {device['copyWrite']:.0f} MiB/s written while "
+             f"{device['copyRead']:.0f} MiB/s are read" if device else "not measured") + ".\n")
     lines.append("| target | round | moved (MiB) | move (s) | MiB/s | baseline p50/p99/p99.9/max (ms) | "
                  "during move p50/p99/p99.9/max (ms) | messages | failed |")
     lines.append("|---|---|---|---|---|---|---|---|---|")
@@ -545,6 +562,15 @@ def report(results, device):
         mibps = f"{r['moveMiBps']:.1f}" if r["moveMiBps"] else "–"
         lines.append(f"| {r['target']} | {r['round']} | {r['movedMiB']} | {r['moveSeconds']:.1f} | {mibps} | "
                      f"{fmt(r['baseline'])} | {fmt(r['during'])} | {r['messages']} | {r['failed']} |")
+    lines.append("\nMedians over rounds:\n")
+    lines.append("| target | runs | move (s) | MiB/s | during move p99.9 (ms) | baseline p99.9 (ms) |")
+    lines.append("|---|---|---|---|---|---|")
+    for name in dict.fromkeys(r["target"] for r in results):
+        rs = [r for r in results if r["target"] == name]
+        med = lambda f: statistics.median(f(r) for r in rs)  # noqa: E731
+        lines.append(f"| {name} | {len(rs)} | {med(lambda r: r['moveSeconds']):.1f} | "
+                     f"{med(lambda r: r['moveMiBps'] or 0):.1f} | {med(lambda r: r['during']['p99.9']):.1f} | "
+                     f"{med(lambda r: r['baseline']['p99.9']):.1f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -557,7 +583,7 @@ def main():
     log(f"settings: {SETTINGS}")
     device = device_write_bandwidth()
     if device:
-        log(f"device sequential write: {device:.0f} MiB/s")
+        log(f"device: {device}")
     results = []
     for rnd in range(1, SETTINGS["ROUNDS"] + 1):
         for name in (names if rnd % 2 else names[::-1]):
@@ -566,7 +592,7 @@ def main():
             except RuntimeError as e:
                 sys.exit(f"reassign-bench: FAILED (round {rnd}) - {e}")
             with open(os.path.join(out_dir, "reassign.json"), "w") as f:
-                json.dump({"settings": SETTINGS, "deviceWriteMiBps": device, "results": results}, f, indent=2)
+                json.dump({"settings": SETTINGS, "device": device, "results": results}, f, indent=2)
     table = report(results, device)
     sys.stdout.write(table)
     with open(os.path.join(out_dir, "reassign.md"), "w") as f:
