@@ -729,23 +729,7 @@ impl Sim {
                         },
                     );
                 }
-                Phase::Waiting if self.producers[inst].ending.is_some() => {
-                    // (Re)send EndTxn every 50 ms until answered.
-                    let p = &mut self.producers[inst];
-                    p.resume_ms = self.now + 50;
-                    let (pid, epoch, commit, attempt) =
-                        (p.pid, p.epoch, p.ending.unwrap(), (inst, p.txn));
-                    self.send(
-                        0,
-                        Msg::End {
-                            inst,
-                            pid,
-                            epoch,
-                            commit,
-                            attempt,
-                        },
-                    );
-                }
+                Phase::Waiting if self.producers[inst].ending.is_some() => self.resend_end(inst),
                 _ => {}
             }
         }
@@ -781,7 +765,7 @@ impl Sim {
                     // Settling: producers only finish what they started.
                     for inst in 0..self.producers.len() {
                         if self.producers[inst].ending.is_some() {
-                            self.step_producers_one(inst);
+                            self.resend_end(inst);
                         }
                     }
                 }
@@ -826,7 +810,8 @@ impl Sim {
         self.send_markers();
     }
 
-    fn step_producers_one(&mut self, inst: usize) {
+    /// (Re)sends the EndTxn of a producer ending its transaction, every 50 ms until answered.
+    fn resend_end(&mut self, inst: usize) {
         let p = &mut self.producers[inst];
         if self.now < p.resume_ms || p.phase != Phase::Waiting {
             return;
