@@ -100,10 +100,6 @@ impl TxnState {
         }
     }
 
-    fn is_complete(self) -> bool {
-        matches!(self, TxnState::CompleteCommit | TxnState::CompleteAbort)
-    }
-
     fn is_prepare(self) -> bool {
         matches!(self, TxnState::PrepareCommit | TxnState::PrepareAbort)
     }
@@ -199,8 +195,6 @@ pub struct Transit {
 struct Entry {
     meta: TxnMetadata,
     pending: Option<TxnState>,
-    /// A fence whose abort could not be written: the next fence reuses its epoch (TV1).
-    failed_epoch_fence: bool,
 }
 
 /// The answer to InitProducerId, once its transit is written.
@@ -266,7 +260,6 @@ impl Txns {
                             ..meta
                         },
                         pending: None,
-                        failed_epoch_fence: false,
                     },
                 );
             }
@@ -310,24 +303,15 @@ impl Txns {
         if let Some(entry) = self.entries.get_mut(&transit.transactional_id) {
             entry.meta = transit.to.clone();
             entry.pending = None;
-            if transit.to.state.is_complete() {
-                entry.failed_epoch_fence = false;
-            }
         }
     }
 
-    /// The transit could not be written: the change is dropped.
+    /// The transit could not be written: the change is dropped. The state keeps the epoch it
+    /// had, so a fence whose abort was not written bumps it again next time (Kafka bumps its
+    /// in-memory epoch before the write and remembers the failure; the epochs come out equal).
     pub fn abandon(&mut self, transit: &Transit) {
         if let Some(entry) = self.entries.get_mut(&transit.transactional_id) {
-            if transit.to.state == TxnState::PrepareAbort && entry.pending == Some(transit.to.state)
-            {
-                // A fence's abort not written: TV1 reuses the fenced epoch next time.
-                entry.failed_epoch_fence = true;
-            }
             entry.pending = None;
-            if entry.meta.state == TxnState::Dead && entry.meta.producer_id < 0 {
-                self.entries.remove(&transit.transactional_id);
-            }
         }
     }
 
@@ -367,7 +351,6 @@ impl Txns {
                         client_version: TxnVersion::V0,
                     },
                     pending: None,
-                    failed_epoch_fence: false,
                 },
             );
         }
@@ -456,8 +439,7 @@ impl Txns {
         now_ms: i64,
         version: TxnVersion,
     ) -> Result<FencedAbort, TxnError> {
-        let entry = self.entries.get_mut(id).expect("an entry exists");
-        let m = entry.meta.clone();
+        let m = self.entries[id].meta.clone();
         if m.producer_epoch == i16::MAX {
             return Err(TxnError::InvalidTxnState(
                 "the producer epoch cannot be fenced",
@@ -474,13 +456,8 @@ impl Txns {
                 ..m
             }
         } else {
-            let fenced = if entry.failed_epoch_fence {
-                m.producer_epoch
-            } else {
-                m.producer_epoch + 1
-            };
             TxnMetadata {
-                producer_epoch: fenced,
+                producer_epoch: m.producer_epoch + 1,
                 last_producer_epoch: -1,
                 state: TxnState::PrepareAbort,
                 last_update_ms: now_ms,
@@ -1313,6 +1290,42 @@ mod tests {
         assert!(matches!(
             t.init_producer_id("tx", 60_000, Some(stale), 0, SETTINGS, &mut alloc),
             Err(TxnError::ProducerFenced { .. })
+        ));
+    }
+
+    #[test]
+    fn a_fence_whose_abort_was_not_written_fences_again_at_a_bumped_epoch() {
+        let tv1 = TxnSettings {
+            cluster_version: TxnVersion::V0,
+            ..SETTINGS
+        };
+        let (mut t, mut alloc) = (Txns::default(), ids());
+        init(&mut t, &mut alloc, None);
+        {
+            let d = t
+                .add_partitions("tx", 1001, 0, &[tp("a", 0)], TxnVersion::V0, 1)
+                .unwrap();
+            write(&mut t, d)
+        };
+        for attempt in 0..2 {
+            let r = t
+                .init_producer_id("tx", 60_000, None, 2, tv1, &mut alloc)
+                .unwrap();
+            let InitProducerId::FenceOngoing(FencedAbort(abort)) = r else {
+                panic!("{r:?}")
+            };
+            // Epoch 0 is the zombie's: every fence's abort is written above it.
+            assert_eq!(abort.to.producer_epoch, 1, "attempt {attempt}");
+            if attempt == 0 {
+                t.abandon(&abort);
+                assert_eq!(t.get("tx").unwrap().state, TxnState::Ongoing);
+            } else {
+                t.complete(&abort);
+            }
+        }
+        assert!(matches!(
+            t.add_partitions("tx", 1001, 0, &[tp("a", 1)], TxnVersion::V0, 3),
+            Err(TxnError::ProducerFenced { .. }) | Err(TxnError::ConcurrentTransactions)
         ));
     }
 
