@@ -489,7 +489,15 @@ impl Txns {
             .collect()
     }
 
-    fn checked(&self, id: &str, producer_id: i64, epoch: i16) -> Result<&Entry, TxnError> {
+    /// The checks AddPartitionsToTxn makes, in Kafka's order; `while_pending`: whether a change
+    /// being written refuses it (the verify-only check does not look).
+    fn checked(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        while_pending: bool,
+    ) -> Result<&TxnMetadata, TxnError> {
         if id.is_empty() {
             return Err(TxnError::InvalidRequest);
         }
@@ -497,22 +505,23 @@ impl Txns {
             .entries
             .get(id)
             .ok_or(TxnError::InvalidProducerIdMapping { got: producer_id })?;
-        if entry.pending.is_some() {
+        if while_pending && entry.pending.is_some() {
             return Err(TxnError::ConcurrentTransactions);
         }
-        if producer_id != entry.meta.producer_id {
+        let m = &entry.meta;
+        if producer_id != m.producer_id {
             return Err(TxnError::InvalidProducerIdMapping { got: producer_id });
         }
-        if epoch != entry.meta.producer_epoch {
+        if epoch != m.producer_epoch {
             return Err(TxnError::ProducerFenced {
                 got: epoch,
-                current: entry.meta.producer_epoch,
+                current: m.producer_epoch,
             });
         }
-        if entry.meta.state.is_prepare() {
+        if m.state.is_prepare() {
             return Err(TxnError::ConcurrentTransactions);
         }
-        Ok(entry)
+        Ok(m)
     }
 
     /// AddPartitionsToTxn (a client's, v0–3; a broker's adding for TV2 produce, v4+), and
@@ -526,7 +535,7 @@ impl Txns {
         version: TxnVersion,
         now_ms: i64,
     ) -> Result<Decision<()>, TxnError> {
-        let m = self.checked(id, producer_id, epoch)?.meta.clone();
+        let m = self.checked(id, producer_id, epoch, true)?.clone();
         if m.state == TxnState::Ongoing && partitions.iter().all(|p| m.partitions.contains(p)) {
             return Ok(Decision::Answer(()));
         }
@@ -556,30 +565,7 @@ impl Txns {
         epoch: i16,
         partitions: &[TopicPartition],
     ) -> Vec<(TopicPartition, Result<(), TxnError>)> {
-        let check = || -> Result<&TxnMetadata, TxnError> {
-            if id.is_empty() {
-                return Err(TxnError::InvalidRequest);
-            }
-            let m = &self
-                .entries
-                .get(id)
-                .ok_or(TxnError::InvalidProducerIdMapping { got: producer_id })?
-                .meta;
-            if producer_id != m.producer_id {
-                return Err(TxnError::InvalidProducerIdMapping { got: producer_id });
-            }
-            if epoch != m.producer_epoch {
-                return Err(TxnError::ProducerFenced {
-                    got: epoch,
-                    current: m.producer_epoch,
-                });
-            }
-            if m.state.is_prepare() {
-                return Err(TxnError::ConcurrentTransactions);
-            }
-            Ok(m)
-        };
-        let found = check();
+        let found = self.checked(id, producer_id, epoch, false);
         partitions
             .iter()
             .map(|p| {
@@ -834,6 +820,26 @@ mod tests {
         }
     }
 
+    fn pe(producer_id: i64, epoch: i16) -> ProducerIdAndEpoch {
+        ProducerIdAndEpoch { producer_id, epoch }
+    }
+
+    /// AddPartitionsToTxn that writes its transit, written.
+    fn add(
+        t: &mut Txns,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partitions: &[TopicPartition],
+        version: TxnVersion,
+        now_ms: i64,
+    ) {
+        let d = t
+            .add_partitions(id, producer_id, epoch, partitions, version, now_ms)
+            .unwrap();
+        write(t, d);
+    }
+
     fn tp(t: &str, p: i32) -> TopicPartition {
         (t.to_string(), p)
     }
@@ -881,19 +887,16 @@ mod tests {
     fn a_tv1_transaction_commits_and_a_retried_commit_is_answered() {
         let (mut t, mut alloc) = (Txns::default(), ids());
         let p = init(&mut t, &mut alloc, None);
-        assert_eq!(
-            p,
-            ProducerIdAndEpoch {
-                producer_id: 1001,
-                epoch: 0
-            }
+        assert_eq!(p, pe(1001, 0));
+        add(
+            &mut t,
+            "tx",
+            1001,
+            0,
+            &[tp("a", 0), tp("a", 1)],
+            TxnVersion::V0,
+            1,
         );
-        {
-            let d = t
-                .add_partitions("tx", 1001, 0, &[tp("a", 0), tp("a", 1)], TxnVersion::V0, 1)
-                .unwrap();
-            write(&mut t, d)
-        };
         assert_eq!(t.get("tx").unwrap().state, TxnState::Ongoing);
         assert_eq!(t.get("tx").unwrap().start_ms, 1);
         // Adding what is there already writes nothing.
@@ -902,63 +905,23 @@ mod tests {
             Ok(Decision::Answer(()))
         );
         let d = t
-            .end_txn(
-                "tx",
-                ProducerIdAndEpoch {
-                    producer_id: 1001,
-                    epoch: 0,
-                },
-                true,
-                TxnVersion::V0,
-                3,
-                &mut alloc,
-            )
+            .end_txn("tx", pe(1001, 0), true, TxnVersion::V0, 3, &mut alloc)
             .unwrap();
         let Decision::Write(transit, None) = d else {
             panic!("{d:?}")
         };
         // While the prepare is written, everything else waits.
         assert_eq!(
-            t.end_txn(
-                "tx",
-                ProducerIdAndEpoch {
-                    producer_id: 1001,
-                    epoch: 0
-                },
-                true,
-                TxnVersion::V0,
-                3,
-                &mut alloc
-            ),
+            t.end_txn("tx", pe(1001, 0), true, TxnVersion::V0, 3, &mut alloc),
             Err(TxnError::ConcurrentTransactions)
         );
         t.complete(&transit);
         assert_eq!(
-            t.end_txn(
-                "tx",
-                ProducerIdAndEpoch {
-                    producer_id: 1001,
-                    epoch: 0
-                },
-                true,
-                TxnVersion::V0,
-                3,
-                &mut alloc
-            ),
+            t.end_txn("tx", pe(1001, 0), true, TxnVersion::V0, 3, &mut alloc),
             Err(TxnError::ConcurrentTransactions)
         );
         assert_eq!(
-            t.end_txn(
-                "tx",
-                ProducerIdAndEpoch {
-                    producer_id: 1001,
-                    epoch: 0
-                },
-                false,
-                TxnVersion::V0,
-                3,
-                &mut alloc
-            ),
+            t.end_txn("tx", pe(1001, 0), false, TxnVersion::V0, 3, &mut alloc),
             Err(TxnError::InvalidTxnState(
                 "the transaction ended the other way"
             ))
@@ -973,17 +936,7 @@ mod tests {
         );
         assert!(done.partitions.is_empty());
         assert_eq!(
-            t.end_txn(
-                "tx",
-                ProducerIdAndEpoch {
-                    producer_id: 1001,
-                    epoch: 0
-                },
-                true,
-                TxnVersion::V0,
-                6,
-                &mut alloc
-            ),
+            t.end_txn("tx", pe(1001, 0), true, TxnVersion::V0, 6, &mut alloc),
             Ok(Decision::Answer(None))
         );
     }
@@ -992,12 +945,7 @@ mod tests {
     fn a_new_producer_instance_fences_the_ongoing_transaction_of_the_old_one() {
         let (mut t, mut alloc) = (Txns::default(), ids());
         init(&mut t, &mut alloc, None);
-        {
-            let d = t
-                .add_partitions("tx", 1001, 0, &[tp("a", 0)], TxnVersion::V0, 1)
-                .unwrap();
-            write(&mut t, d)
-        };
+        add(&mut t, "tx", 1001, 0, &[tp("a", 0)], TxnVersion::V0, 1);
         // The new instance: the ongoing transaction is aborted at a bumped epoch first.
         let r = t
             .init_producer_id("tx", 60_000, None, 2, SETTINGS, &mut alloc)
@@ -1022,29 +970,13 @@ mod tests {
         assert!(!t.markers("tx").unwrap().commit);
         markers_done(&mut t);
         let p = init(&mut t, &mut alloc, None);
-        assert_eq!(
-            p,
-            ProducerIdAndEpoch {
-                producer_id: 1001,
-                epoch: 2
-            }
-        );
+        assert_eq!(p, pe(1001, 2));
         assert!(matches!(
             t.add_partitions("tx", 1001, 0, &[tp("a", 1)], TxnVersion::V0, 3),
             Err(TxnError::ProducerFenced { got: 0, current: 2 })
         ));
         assert!(matches!(
-            t.end_txn(
-                "tx",
-                ProducerIdAndEpoch {
-                    producer_id: 1001,
-                    epoch: 1
-                },
-                true,
-                TxnVersion::V0,
-                3,
-                &mut alloc
-            ),
+            t.end_txn("tx", pe(1001, 1), true, TxnVersion::V0, 3, &mut alloc),
             Err(TxnError::ProducerFenced { .. })
         ));
         assert!(matches!(
@@ -1057,35 +989,14 @@ mod tests {
     fn tv2_bumps_the_epoch_per_transaction_and_recognises_retries() {
         let (mut t, mut alloc) = (Txns::default(), ids());
         init(&mut t, &mut alloc, None);
-        {
-            let d = t
-                .add_partitions("tx", 1001, 0, &[tp("a", 0)], TxnVersion::V2, 1)
-                .unwrap();
-            write(&mut t, d)
-        };
+        add(&mut t, "tx", 1001, 0, &[tp("a", 0)], TxnVersion::V2, 1);
         let after = {
             let d = t
-                .end_txn(
-                    "tx",
-                    ProducerIdAndEpoch {
-                        producer_id: 1001,
-                        epoch: 0,
-                    },
-                    true,
-                    TxnVersion::V2,
-                    2,
-                    &mut alloc,
-                )
+                .end_txn("tx", pe(1001, 0), true, TxnVersion::V2, 2, &mut alloc)
                 .unwrap();
             write(&mut t, d)
         };
-        assert_eq!(
-            after,
-            Some(ProducerIdAndEpoch {
-                producer_id: 1001,
-                epoch: 1
-            })
-        );
+        assert_eq!(after, Some(pe(1001, 1)));
         assert_eq!(
             t.markers("tx").unwrap().epoch,
             1,
@@ -1093,88 +1004,29 @@ mod tests {
         );
         // A retry of the same EndTxn (the old epoch) while the markers go out, and after.
         assert_eq!(
-            t.end_txn(
-                "tx",
-                ProducerIdAndEpoch {
-                    producer_id: 1001,
-                    epoch: 0
-                },
-                true,
-                TxnVersion::V2,
-                3,
-                &mut alloc
-            ),
+            t.end_txn("tx", pe(1001, 0), true, TxnVersion::V2, 3, &mut alloc),
             Err(TxnError::ConcurrentTransactions)
         );
         markers_done(&mut t);
         assert_eq!(
-            t.end_txn(
-                "tx",
-                ProducerIdAndEpoch {
-                    producer_id: 1001,
-                    epoch: 0
-                },
-                true,
-                TxnVersion::V2,
-                4,
-                &mut alloc
-            ),
-            Ok(Decision::Answer(Some(ProducerIdAndEpoch {
-                producer_id: 1001,
-                epoch: 1
-            })))
+            t.end_txn("tx", pe(1001, 0), true, TxnVersion::V2, 4, &mut alloc),
+            Ok(Decision::Answer(Some(pe(1001, 1))))
         );
         assert_eq!(
-            t.end_txn(
-                "tx",
-                ProducerIdAndEpoch {
-                    producer_id: 1001,
-                    epoch: 0
-                },
-                false,
-                TxnVersion::V2,
-                4,
-                &mut alloc
-            ),
+            t.end_txn("tx", pe(1001, 0), false, TxnVersion::V2, 4, &mut alloc),
             Err(TxnError::InvalidTxnState("no transaction to end that way"))
         );
         // The next transaction at epoch 1; an abort with nothing open still bumps.
         let after = {
             let d = t
-                .end_txn(
-                    "tx",
-                    ProducerIdAndEpoch {
-                        producer_id: 1001,
-                        epoch: 1,
-                    },
-                    false,
-                    TxnVersion::V2,
-                    5,
-                    &mut alloc,
-                )
+                .end_txn("tx", pe(1001, 1), false, TxnVersion::V2, 5, &mut alloc)
                 .unwrap();
             write(&mut t, d)
         };
-        assert_eq!(
-            after,
-            Some(ProducerIdAndEpoch {
-                producer_id: 1001,
-                epoch: 2
-            })
-        );
+        assert_eq!(after, Some(pe(1001, 2)));
         markers_done(&mut t);
         assert!(matches!(
-            t.end_txn(
-                "tx",
-                ProducerIdAndEpoch {
-                    producer_id: 1001,
-                    epoch: 0
-                },
-                true,
-                TxnVersion::V2,
-                6,
-                &mut alloc
-            ),
+            t.end_txn("tx", pe(1001, 0), true, TxnVersion::V2, 6, &mut alloc),
             Err(TxnError::ProducerFenced { .. })
         ));
     }
@@ -1187,38 +1039,25 @@ mod tests {
         meta.producer_epoch = EPOCH_EXHAUSTED;
         t.load("tx", Some(meta));
         let p = init(&mut t, &mut alloc, None);
-        assert_eq!(
-            p,
-            ProducerIdAndEpoch {
-                producer_id: 1002,
-                epoch: 0
-            }
-        );
+        assert_eq!(p, pe(1002, 0));
         // TV2: the transaction that exhausts the epoch completes under a new producer id.
         let mut meta = t.get("tx").unwrap().clone();
         meta.producer_epoch = EPOCH_EXHAUSTED;
         t.load("tx", Some(meta));
-        {
-            let d = t
-                .add_partitions(
-                    "tx",
-                    1002,
-                    EPOCH_EXHAUSTED,
-                    &[tp("a", 0)],
-                    TxnVersion::V2,
-                    1,
-                )
-                .unwrap();
-            write(&mut t, d)
-        };
+        add(
+            &mut t,
+            "tx",
+            1002,
+            EPOCH_EXHAUSTED,
+            &[tp("a", 0)],
+            TxnVersion::V2,
+            1,
+        );
         let after = {
             let d = t
                 .end_txn(
                     "tx",
-                    ProducerIdAndEpoch {
-                        producer_id: 1002,
-                        epoch: EPOCH_EXHAUSTED,
-                    },
+                    pe(1002, EPOCH_EXHAUSTED),
                     true,
                     TxnVersion::V2,
                     2,
@@ -1227,13 +1066,7 @@ mod tests {
                 .unwrap();
             write(&mut t, d)
         };
-        assert_eq!(
-            after,
-            Some(ProducerIdAndEpoch {
-                producer_id: 1003,
-                epoch: 0
-            })
-        );
+        assert_eq!(after, Some(pe(1003, 0)));
         markers_done(&mut t);
         let m = t.get("tx").unwrap();
         assert_eq!(
@@ -1244,19 +1077,13 @@ mod tests {
         assert_eq!(
             t.end_txn(
                 "tx",
-                ProducerIdAndEpoch {
-                    producer_id: 1002,
-                    epoch: EPOCH_EXHAUSTED
-                },
+                pe(1002, EPOCH_EXHAUSTED),
                 true,
                 TxnVersion::V2,
                 3,
                 &mut alloc
             ),
-            Ok(Decision::Answer(Some(ProducerIdAndEpoch {
-                producer_id: 1003,
-                epoch: 0
-            })))
+            Ok(Decision::Answer(Some(pe(1003, 0))))
         );
     }
 
@@ -1264,10 +1091,7 @@ mod tests {
     fn kip_360_recovery_bumps_once_and_a_retry_gets_the_same_epoch() {
         let (mut t, mut alloc) = (Txns::default(), ids());
         init(&mut t, &mut alloc, None);
-        let me = ProducerIdAndEpoch {
-            producer_id: 1001,
-            epoch: 0,
-        };
+        let me = pe(1001, 0);
         let p = init(&mut t, &mut alloc, Some(me));
         assert_eq!(p.epoch, 1);
         assert_eq!(
@@ -1275,18 +1099,12 @@ mod tests {
             1,
             "a retry: no second bump"
         );
-        let stranger = ProducerIdAndEpoch {
-            producer_id: 77,
-            epoch: 0,
-        };
+        let stranger = pe(77, 0);
         assert!(matches!(
             t.init_producer_id("tx", 60_000, Some(stranger), 0, SETTINGS, &mut alloc),
             Err(TxnError::ProducerFenced { .. })
         ));
-        let stale = ProducerIdAndEpoch {
-            producer_id: 1001,
-            epoch: 5,
-        };
+        let stale = pe(1001, 5);
         assert!(matches!(
             t.init_producer_id("tx", 60_000, Some(stale), 0, SETTINGS, &mut alloc),
             Err(TxnError::ProducerFenced { .. })
@@ -1301,12 +1119,7 @@ mod tests {
         };
         let (mut t, mut alloc) = (Txns::default(), ids());
         init(&mut t, &mut alloc, None);
-        {
-            let d = t
-                .add_partitions("tx", 1001, 0, &[tp("a", 0)], TxnVersion::V0, 1)
-                .unwrap();
-            write(&mut t, d)
-        };
+        add(&mut t, "tx", 1001, 0, &[tp("a", 0)], TxnVersion::V0, 1);
         for attempt in 0..2 {
             let r = t
                 .init_producer_id("tx", 60_000, None, 2, tv1, &mut alloc)
@@ -1333,12 +1146,7 @@ mod tests {
     fn a_timed_out_transaction_is_fenced_and_aborted() {
         let (mut t, mut alloc) = (Txns::default(), ids());
         init(&mut t, &mut alloc, None);
-        {
-            let d = t
-                .add_partitions("tx", 1001, 0, &[tp("a", 0)], TxnVersion::V0, 1000)
-                .unwrap();
-            write(&mut t, d)
-        };
+        add(&mut t, "tx", 1001, 0, &[tp("a", 0)], TxnVersion::V0, 1000);
         assert!(
             t.abort_timed_out(61_000, SETTINGS).is_empty(),
             "not past 60 s yet"
@@ -1354,17 +1162,7 @@ mod tests {
         markers_done(&mut t);
         assert_eq!(t.get("tx").unwrap().state, TxnState::CompleteAbort);
         assert!(matches!(
-            t.end_txn(
-                "tx",
-                ProducerIdAndEpoch {
-                    producer_id: 1001,
-                    epoch: 0
-                },
-                true,
-                TxnVersion::V0,
-                62_000,
-                &mut alloc
-            ),
+            t.end_txn("tx", pe(1001, 0), true, TxnVersion::V0, 62_000, &mut alloc),
             Err(TxnError::ProducerFenced { .. })
         ));
     }
@@ -1373,12 +1171,7 @@ mod tests {
     fn verification_answers_per_partition_and_writes_nothing() {
         let (mut t, mut alloc) = (Txns::default(), ids());
         init(&mut t, &mut alloc, None);
-        {
-            let d = t
-                .add_partitions("tx", 1001, 0, &[tp("a", 0)], TxnVersion::V0, 1)
-                .unwrap();
-            write(&mut t, d)
-        };
+        add(&mut t, "tx", 1001, 0, &[tp("a", 0)], TxnVersion::V0, 1);
         let r = t.verify_partitions("tx", 1001, 0, &[tp("a", 0), tp("a", 1)]);
         assert_eq!(
             r,
@@ -1414,17 +1207,7 @@ mod tests {
         assert!(t.get("tx").is_none());
         init(&mut t, &mut alloc, None);
         assert_eq!(
-            t.end_txn(
-                "tx",
-                ProducerIdAndEpoch {
-                    producer_id: 1001,
-                    epoch: 0
-                },
-                true,
-                TxnVersion::V0,
-                0,
-                &mut alloc
-            ),
+            t.end_txn("tx", pe(1001, 0), true, TxnVersion::V0, 0, &mut alloc),
             Err(TxnError::InvalidTxnState("no transaction is open"))
         );
         // A write that failed leaves the state as it was.

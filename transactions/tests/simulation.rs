@@ -180,10 +180,12 @@ struct Sim {
     answered: HashMap<Attempt, bool>,
 }
 
-const SETTINGS: fn(TxnVersion) -> TxnSettings = |v| TxnSettings {
-    max_timeout_ms: 900_000,
-    cluster_version: v,
-};
+fn settings(cluster_version: TxnVersion) -> TxnSettings {
+    TxnSettings {
+        max_timeout_ms: 900_000,
+        cluster_version,
+    }
+}
 
 impl Sim {
     fn send(&mut self, delay: i64, msg: Msg) {
@@ -291,7 +293,7 @@ impl Sim {
 
     fn on_coordinator(&mut self, msg: Msg) {
         let now = self.now;
-        let settings = SETTINGS(self.version);
+        let settings = settings(self.version);
         if !self.alive {
             // No coordinator: NOT_COORDINATOR, the client asks again.
             match msg {
@@ -751,7 +753,9 @@ impl Sim {
                 if self.now >= at {
                     self.alive = true;
                     restart_at = None;
-                    self.crash_and_reload_after_down();
+                    // Back: its state is what the log held (reloaded at the crash); it sends
+                    // the prepared transaction's markers again.
+                    self.send_markers();
                 }
             }
             if self.now >= next_step {
@@ -803,11 +807,6 @@ impl Sim {
                 m => self.on_producer(m),
             }
         }
-    }
-
-    fn crash_and_reload_after_down(&mut self) {
-        // The coordinator is back: what the log holds is the state (already reloaded at the crash).
-        self.send_markers();
     }
 
     /// (Re)sends the EndTxn of a producer ending its transaction, every 50 ms until answered.

@@ -81,7 +81,11 @@ impl Log {
     /// index knows none there.
     fn batch_boundary_before(&self, base: Offset, after: u64, position: u64) -> Option<u64> {
         let st = self.inner.state.borrow();
-        let seg = st.segments.iter().find(|s| s.base_offset == base)?;
+        let i = st
+            .segments
+            .binary_search_by_key(&base, |s| s.base_offset)
+            .ok()?;
+        let seg = &st.segments[i];
         let entries = seg.indexes.offset_index.entries();
         let n = entries.partition_point(|e| e.position.get() <= position);
         let last = entries[n.checked_sub(1)?].position.get();
