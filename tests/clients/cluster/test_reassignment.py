@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, New
 from support.broker import BINARY
 from support.kafka import kafka_tool
 from support.waiting import wait_for
-from test_replication import Cluster, Writer, check, read_all, stored
+from test_replication import Cluster, Writer, check, fresh_watermarks, read_all, stored
 
 REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 
@@ -218,7 +218,8 @@ def test_a_replica_added_below_the_leaders_log_start_starts_there(cluster, tmp_p
         verify_done(c, f, timeout=60)
         wait_layout(c, "trimmed", targets)
         wait_for("node 4 leads", lambda: layout(c, "trimmed")[0][0] == 4, timeout=30)
-        low, high = watermarks(c, "trimmed")
+        marks = wait_for("node 4's watermarks", lambda: fresh_watermarks(c, "trimmed", 0), timeout=30)
+        low = marks[0]
         assert low == cut, f"the new leader's log start is {low}, not {cut}"
         acked_during = len(w.acked)
         wait_for("acks after the move", lambda: len(w.acked) > acked_during + 200, timeout=30)
@@ -239,15 +240,6 @@ def test_a_replica_added_below_the_leaders_log_start_starts_there(cluster, tmp_p
     for n in targets[0]:
         theirs = [x for x in stored(c.dirs[n], "trimmed", 0) if x[0] >= mine[0][0] and x[0] + x[1] < hw]
         assert theirs == [x for x in mine if x[0] + x[1] < hw], f"node {n}'s batches differ from node 4's"
-
-
-def watermarks(c, topic):
-    from confluent_kafka import Consumer, TopicPartition
-    consumer = Consumer({"bootstrap.servers": c.bootstrap(), "group.id": f"marks-{time.time()}"})
-    try:
-        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
-    finally:
-        consumer.close()
 
 
 def test_moves_survive_kill9_of_the_destination_the_source_and_the_leader(cluster, tmp_path):
