@@ -78,11 +78,16 @@ class Cluster:
         deadline = time.time() + 5
         while True:
             bootstrap = self.nodes[via].bootstrap if via else self.bootstrap()
-            md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
-            t = md.topics.get(topic)
+            try:
+                md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+            except KafkaException:
+                # The request went to a paused node that never answers: ask again.
+                md = None
+            t = md.topics.get(topic) if md else None
             # librdkafka may send the request to any broker it learnt of, such as the paused or
             # cut-off node whose view is stale: only `via`'s answer counts (-1: the bootstrap).
-            answered_by_via = not via or md.orig_broker_id == -1 or md.orig_broker_id // 1000 == via
+            answered_by_via = md and (not via or md.orig_broker_id == -1
+                                      or md.orig_broker_id // 1000 == via)
             if t is not None and t.error is None and answered_by_via:
                 break
             if time.time() > deadline:
@@ -502,8 +507,10 @@ def test_a_leader_paused_past_its_lease_is_fenced_and_follows(cluster):
         old, _ = c.partitions("zombie")[0]
         c.nodes[old].proc.send_signal(signal.SIGSTOP)
         paused = time.time()
+        other = next(n for n in (1, 2, 3) if n != old)
         wait_for("a new leader while the old one sleeps",
-                 lambda: c.partitions("zombie").get(0, (old,))[0] not in (old, -1), timeout=30)
+                 lambda: c.partitions("zombie", via=other).get(0, (old,))[0] not in (old, -1),
+                 timeout=30)
         wait_for("acks on the new leader", lambda: w.first_ack_after(paused + 0.05, 0), timeout=30)
         # A client with stale metadata still writes to the paused leader: its produce waits in
         # the socket and is read the moment the node resumes, before it hears of the new leader.
