@@ -47,6 +47,132 @@ pub enum BatchError {
     },
 }
 
+/// Batch attributes bit 4: transactional.
+pub const ATTR_TRANSACTIONAL: i16 = 0x10;
+/// Batch attributes bit 5: control batch.
+pub const ATTR_CONTROL: i16 = 0x20;
+/// Bytes after the header enough to hold a transaction marker's record (its length, attributes,
+/// timestamp and offset deltas, 4-byte key and 6-byte value, no headers).
+pub const CONTROL_RECORD_BYTES_MAX: usize = 48;
+
+/// What a control batch's only record says: Kafka's `ControlRecordType` (its key: version,
+/// type) and, for the transaction markers, the coordinator epoch (its value: version, epoch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlRecord {
+    /// ABORT (type 0).
+    Abort { coordinator_epoch: i32 },
+    /// COMMIT (type 1).
+    Commit { coordinator_epoch: i32 },
+    /// Another type (KRaft's LEADER_CHANGE, snapshot records): no transaction meaning.
+    Other { kind: i16 },
+}
+
+/// Reads the control record of a control batch from its bytes (at least the header and
+/// [`CONTROL_RECORD_BYTES_MAX`] after it, or the whole batch if shorter). Control batches are
+/// never compressed.
+pub fn parse_control_record(batch: &[u8]) -> Result<ControlRecord, BatchError> {
+    let bad = |reason: &str| BatchError::Undecodable {
+        reason: format!("control record: {reason}"),
+    };
+    let mut r = VarintReader {
+        bytes: batch
+            .get(BATCH_HEADER_BYTES..)
+            .ok_or_else(|| bad("no record"))?,
+        at: 0,
+    };
+    let _length = r.varint().ok_or_else(|| bad("length"))?;
+    let _attributes = r.take(1).ok_or_else(|| bad("attributes"))?;
+    let _timestamp_delta = r.varint().ok_or_else(|| bad("timestamp delta"))?;
+    let _offset_delta = r.varint().ok_or_else(|| bad("offset delta"))?;
+    let key_len = r.varint().ok_or_else(|| bad("key length"))?;
+    if key_len < 4 {
+        return Err(bad("key shorter than 4 bytes"));
+    }
+    let key = r.take(key_len as usize).ok_or_else(|| bad("key"))?;
+    let kind = i16::from_be_bytes([key[2], key[3]]);
+    if kind != 0 && kind != 1 {
+        return Ok(ControlRecord::Other { kind });
+    }
+    let value_len = r.varint().ok_or_else(|| bad("value length"))?;
+    if value_len < 6 {
+        return Err(bad("marker value shorter than 6 bytes"));
+    }
+    let value = r.take(value_len as usize).ok_or_else(|| bad("value"))?;
+    let coordinator_epoch = i32_at(value, 2);
+    Ok(if kind == 0 {
+        ControlRecord::Abort { coordinator_epoch }
+    } else {
+        ControlRecord::Commit { coordinator_epoch }
+    })
+}
+
+/// A transaction marker as Kafka's leader writes it for WriteTxnMarkers: one control batch,
+/// transactional, of one record (key: version 0, type; value: version 0, coordinator epoch),
+/// base offset 0 and leader epoch 0 (the append assigns both), no sequence.
+pub fn encode_marker(
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
+    timestamp_ms: i64,
+) -> Vec<u8> {
+    let kind: i16 = if commit { 1 } else { 0 };
+    // length 16, attributes, timestamp delta 0, offset delta 0, key length 4, key, value
+    // length 6, value, no headers (varints zig-zagged: 16 -> 32, 4 -> 8, 6 -> 12).
+    let mut record = vec![32u8, 0, 0, 0, 8];
+    record.extend(0i16.to_be_bytes());
+    record.extend(kind.to_be_bytes());
+    record.push(12);
+    record.extend(0i16.to_be_bytes());
+    record.extend(coordinator_epoch.to_be_bytes());
+    record.push(0);
+    let mut b = Vec::with_capacity(BATCH_HEADER_BYTES + record.len());
+    b.extend(0i64.to_be_bytes());
+    b.extend(((BATCH_HEADER_BYTES - 12 + record.len()) as i32).to_be_bytes());
+    b.extend(0i32.to_be_bytes());
+    b.push(2);
+    b.extend(0u32.to_be_bytes());
+    b.extend((ATTR_TRANSACTIONAL | ATTR_CONTROL).to_be_bytes());
+    b.extend(0i32.to_be_bytes());
+    b.extend(timestamp_ms.to_be_bytes());
+    b.extend(timestamp_ms.to_be_bytes());
+    b.extend(producer_id.to_be_bytes());
+    b.extend(producer_epoch.to_be_bytes());
+    b.extend((-1i32).to_be_bytes());
+    b.extend(1i32.to_be_bytes());
+    b.extend(record);
+    let crc = crc32c::crc32c(&b[CRC_START..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+/// Reads Kafka's zig-zag varints and raw bytes.
+struct VarintReader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> VarintReader<'a> {
+    fn varint(&mut self) -> Option<i64> {
+        let mut raw: u64 = 0;
+        for shift in (0..64).step_by(7) {
+            let b = *self.bytes.get(self.at)?;
+            self.at += 1;
+            raw |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Some((raw >> 1) as i64 ^ -((raw & 1) as i64));
+            }
+        }
+        None
+    }
+
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let out = self.bytes.get(self.at..self.at.checked_add(n)?)?;
+        self.at += n;
+        Some(out)
+    }
+}
+
 /// The decoded fixed header of one batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchHeader {
@@ -178,6 +304,16 @@ impl BatchHeader {
         Offset(self.base_offset.0 + i64::from(self.last_offset_delta))
     }
 
+    /// Attributes bit 4: the batch belongs to a transaction.
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & ATTR_TRANSACTIONAL != 0
+    }
+
+    /// Attributes bit 5: a control batch (a transaction marker, or another control record).
+    pub fn is_control(&self) -> bool {
+        self.attributes & ATTR_CONTROL != 0
+    }
+
     pub fn next_offset(&self) -> Offset {
         self.last_offset().next()
     }
@@ -212,6 +348,41 @@ mod tests {
         let crc = crc32c::crc32c(&b[CRC_START..]);
         b[17..21].copy_from_slice(&crc.to_be_bytes());
         b
+    }
+
+    #[test]
+    fn a_marker_is_a_valid_control_batch_kafka_decodes() {
+        let b = encode_marker(42, 3, false, 7, 1_700_000_000_000);
+        let h = BatchHeader::parse_validated(&b).unwrap();
+        assert!(h.is_control() && h.is_transactional());
+        assert_eq!(
+            (h.producer_id, h.producer_epoch, h.records_count),
+            (42, 3, 1)
+        );
+        assert_eq!(
+            parse_control_record(&b).unwrap(),
+            ControlRecord::Abort {
+                coordinator_epoch: 7
+            }
+        );
+        let commit = encode_marker(42, 3, true, -1, 0);
+        assert_eq!(
+            parse_control_record(&commit).unwrap(),
+            ControlRecord::Commit {
+                coordinator_epoch: -1
+            }
+        );
+        // kafka-protocol's decoder reads it as Kafka's clients do: a control record.
+        let mut bytes = bytes::Bytes::from(b);
+        let decoded = kafka_protocol::records::RecordBatchDecoder::decode(&mut bytes).unwrap();
+        let r = &decoded.records[0];
+        assert!(r.control && r.transactional);
+        assert_eq!(r.key.as_deref(), Some(&[0u8, 0, 0, 0][..]));
+        assert_eq!(r.value.as_deref(), Some(&[0u8, 0, 0, 0, 0, 7][..]));
+        // Cut short: an error, not a panic.
+        for n in 0..commit.len() {
+            let _ = parse_control_record(&commit[..n]);
+        }
     }
 
     #[test]

@@ -32,12 +32,20 @@ pub const CLEANER_OFFSET_FILE: &str = "cleaner-offset-checkpoint";
 /// Writes `lines` as a version-0 checkpoint file `dir/name`, replacing it atomically and
 /// durably.
 pub async fn write_checkpoint(dir: &Path, name: &str, lines: &[String]) -> Result<(), IoError> {
-    let path = dir.join(name);
-    let tmp = dir.join(format!("{name}.tmp"));
-    write_file_durably(&tmp, checkpoint_text(lines)).await?;
-    crate::helper_thread::on_helper_thread(glommio::io::rename(&tmp, &path))
+    replace_file_durably(&dir.join(name), checkpoint_text(lines)).await
+}
+
+/// Replaces the file at `path` with `bytes` atomically and durably: written and synced as
+/// `<path>.tmp` (a log's open removes such leftovers), renamed, the directory synced.
+pub async fn replace_file_durably(path: &Path, bytes: Vec<u8>) -> Result<(), IoError> {
+    let dir = path.parent().expect("a file in a directory");
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    write_file_durably(&tmp, bytes).await?;
+    crate::helper_thread::on_helper_thread(glommio::io::rename(&tmp, path))
         .await
-        .map_err(|e| IoError::new("renaming checkpoint to", &path, e))?;
+        .map_err(|e| IoError::new("renaming to", path, e))?;
     sync_dir(dir).await
 }
 

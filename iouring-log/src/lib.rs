@@ -33,6 +33,7 @@ mod segment_io;
 mod slow;
 mod tail;
 mod time_index;
+mod txn_index;
 mod types;
 mod watermarks;
 mod write_planner;
@@ -49,12 +50,18 @@ pub use log::read::{ReadOptions, ReadResult};
 pub use log::{AppendInfo, Log};
 pub use types::{FilePosition, LeaderEpoch, Offset, RelativeOffset, TimestampMs};
 
+// Kafka's aborted transaction index entries (`.txnindex`).
+pub use txn_index::{AbortedTxnEntry, TXN_INDEX_ENTRY_BYTES};
+
 // Errors.
 pub use batch::BatchError;
 pub use error::{AppendError, FailureCause, FlushError, IoError, LogFailure, OpenError, ReadError};
 
 // Kafka's record batch header, and the whole batches at the start of some bytes.
-pub use batch::{whole_batches, BatchHeader};
+pub use batch::{
+    encode_marker, parse_control_record, whole_batches, BatchHeader, ControlRecord, ATTR_CONTROL,
+    ATTR_TRANSACTIONAL, CONTROL_RECORD_BYTES_MAX,
+};
 
 // What a read returns: file ranges and in-memory tail pieces, sent without a copy.
 pub use aligned_buf::AlignedBuf;

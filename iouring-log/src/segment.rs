@@ -1,7 +1,8 @@
-//! One log segment: its `.log` file, its offset and time indexes, and its lifecycle. An
-//! [`SegmentState::Active`] segment owns an O_DIRECT [`Appender`] and takes appends. A roll
-//! makes it [`SegmentState::Sealing`]: it takes no more appends while its writes drain, and a
-//! background task trims the file to its logical size, fsyncs it and writes both index files.
+//! One log segment: its `.log` file, its offset, time and aborted transaction indexes, and its
+//! lifecycle. An [`SegmentState::Active`] segment owns an O_DIRECT [`Appender`] and takes
+//! appends. A roll makes it [`SegmentState::Sealing`]: it takes no more appends while its writes
+//! drain, and a background task trims the file to its logical size, fsyncs it and writes the
+//! offset and time index files (the `.txnindex` is written as entries come, `txn_index.rs`).
 //! A [`SegmentState::Sealed`] segment is read-only and wholly durable.
 
 use std::path::{Path, PathBuf};
@@ -20,6 +21,7 @@ use crate::read_cache::CachedSegment;
 use crate::reader::SegmentView;
 use crate::segment_io::{SegmentFile, SegmentIo};
 use crate::time_index::TimeIndex;
+use crate::txn_index::{AbortedTxnEntry, TXN_INDEX_SUFFIX};
 use crate::types::{FilePosition, Offset, TimestampMs};
 
 pub const LOG_SUFFIX: &str = "log";
@@ -113,6 +115,9 @@ pub struct Segment {
     /// max timestamp for a reopened segment (Kafka's rolling-based timestamp).
     pub rolling_timestamp_ms: i64,
     pub state: SegmentState,
+    /// The `.txnindex` entries: transactions aborted by a marker in this segment, in marker
+    /// order (`txn_index.rs`).
+    pub aborted: Vec<AbortedTxnEntry>,
 }
 
 impl Segment {
@@ -147,6 +152,7 @@ impl Segment {
             next_offset: base_offset,
             rolling_timestamp_ms: now_ms,
             state: SegmentState::Active(ActiveSegment::start(appender)),
+            aborted: Vec::new(),
         })
     }
 
@@ -258,7 +264,7 @@ impl Segment {
             .parent()
             .expect("segment file has a directory")
             .to_path_buf();
-        for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+        for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX] {
             remove_if_present(&segment_file(&dir, self.base_offset, suffix)).await?;
         }
         let log = segment_file(&dir, self.base_offset, LOG_SUFFIX);
@@ -409,10 +415,15 @@ pub async fn read_partial_block(
     Ok(r.to_vec())
 }
 
-/// Deletes the `.log`, `.index` and `.timeindex` of the segment at `base_offset`; files
-/// already gone are fine.
+/// Deletes the `.log`, `.index`, `.timeindex` and `.txnindex` of the segment at `base_offset`;
+/// files already gone are fine.
 pub async fn delete_segment_files(dir: &Path, base_offset: Offset) -> Result<(), IoError> {
-    for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+    for suffix in [
+        LOG_SUFFIX,
+        INDEX_SUFFIX,
+        TIME_INDEX_SUFFIX,
+        TXN_INDEX_SUFFIX,
+    ] {
         remove_if_present(&segment_file(dir, base_offset, suffix)).await?;
     }
     Ok(())

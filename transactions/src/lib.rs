@@ -17,4 +17,6 @@ pub mod partition;
 pub mod records;
 
 pub use coordinator::{partition_for, Transit, TxnError, TxnMetadata, TxnState, TxnVersion, Txns};
-pub use partition::{AbortedTxn, Marker, PartitionTxns, ProducerId, TxnBatch};
+pub use partition::{
+    AbortedTxn, Marker, MarkerRefused, PartitionTxns, ProducerId, SnapshotEntry, TxnBatch,
+};

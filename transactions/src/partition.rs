@@ -273,6 +273,89 @@ impl PartitionTxns {
     }
 }
 
+/// What a producer state snapshot keeps of one producer (or of one closed transaction whose
+/// marker the high watermark had not passed), so that the state is rebuilt from the snapshot
+/// and the batches after it alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotEntry {
+    Producer {
+        producer: ProducerId,
+        epoch: i16,
+        coordinator_epoch: i32,
+        /// The open transaction's first and last offsets.
+        open: Option<(Offset, Offset)>,
+    },
+    Unreplicated {
+        first: Offset,
+        marker: Offset,
+    },
+}
+
+impl PartitionTxns {
+    /// The state as snapshot entries.
+    pub fn to_snapshot(&self) -> Vec<SnapshotEntry> {
+        let mut out: Vec<SnapshotEntry> = self
+            .producers
+            .iter()
+            .map(|(&producer, p)| SnapshotEntry::Producer {
+                producer,
+                epoch: p.epoch,
+                coordinator_epoch: p.coordinator_epoch,
+                open: p.open.map(|o| (o.first, o.last)),
+            })
+            .collect();
+        out.extend(
+            self.unreplicated
+                .values()
+                .map(|u| SnapshotEntry::Unreplicated {
+                    first: u.first,
+                    marker: u.marker,
+                }),
+        );
+        out
+    }
+
+    /// The state [`PartitionTxns::to_snapshot`] saved, as of a log whose end is at or past
+    /// everything the entries name (the caller replays the batches after the snapshot).
+    pub fn from_snapshot(entries: &[SnapshotEntry]) -> PartitionTxns {
+        let mut t = PartitionTxns::default();
+        for e in entries {
+            match *e {
+                SnapshotEntry::Producer {
+                    producer,
+                    epoch,
+                    coordinator_epoch,
+                    open,
+                } => {
+                    let open = open.map(|(first, last)| Open { first, last });
+                    if let Some(o) = open {
+                        t.open_by_first.insert(o.first, producer);
+                    }
+                    t.producers.insert(
+                        producer,
+                        ProducerTxn {
+                            epoch,
+                            coordinator_epoch,
+                            open,
+                        },
+                    );
+                }
+                SnapshotEntry::Unreplicated { first, marker } => {
+                    t.unreplicated
+                        .insert(marker, Unreplicated { first, marker });
+                }
+            }
+        }
+        t
+    }
+
+    /// Whether anything transactional is known here (a snapshot without it may be used as of
+    /// any log end).
+    pub fn is_empty(&self) -> bool {
+        self.producers.is_empty() && self.unreplicated.is_empty()
+    }
+}
+
 /// The aborted transactions a `read_committed` fetch of `[from, upto)` must carry: those whose
 /// range overlaps it (Kafka's `collectAbortedTxns`), in first-offset order.
 pub fn aborted_overlapping(aborted: &[AbortedTxn], from: Offset, upto: Offset) -> Vec<AbortedTxn> {
@@ -360,6 +443,29 @@ mod tests {
         ));
         assert_eq!(t.check_marker(P, 3, 3), Ok(()), "a bumped epoch is fine");
         assert_eq!(t.check_marker(Q, 0, 0), Ok(()), "an unknown producer too");
+    }
+
+    #[test]
+    fn a_snapshot_restores_open_and_unreplicated_transactions() {
+        let mut t = PartitionTxns::default();
+        t.record(data(P, 0, 4));
+        t.record(data(Q, 5, 9));
+        t.record(marker(Q, 10, Marker::Commit));
+        t.on_high_watermark(Offset(10));
+        let back = PartitionTxns::from_snapshot(&t.to_snapshot());
+        assert_eq!(back.last_stable_offset(), Offset(0));
+        assert!(back.is_open(P) && !back.is_open(Q));
+        let mut back = back;
+        back.record(marker(P, 11, Marker::Abort)).unwrap();
+        back.on_high_watermark(Offset(11));
+        // Q's marker passed, P's not yet: P's first offset holds the LSO.
+        assert_eq!(back.last_stable_offset(), Offset(0));
+        back.on_high_watermark(Offset(12));
+        assert_eq!(back.last_stable_offset(), Offset(12));
+        assert!(matches!(
+            back.check_marker(Q, 0, 2),
+            Err(MarkerRefused::CoordinatorFenced { .. })
+        ));
     }
 
     #[test]

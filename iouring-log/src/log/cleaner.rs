@@ -46,7 +46,9 @@ use glommio::io::BufferedFile;
 use kafka_protocol::compression::{Compressor, Decompressor, Gzip, Lz4, Snappy, Zstd};
 
 use crate::batch::BatchHeader;
-use crate::checkpoint::{sync_dir, write_checkpoint, write_file_durably, CLEANER_OFFSET_FILE};
+use crate::checkpoint::{
+    replace_file_durably, sync_dir, write_checkpoint, write_file_durably, CLEANER_OFFSET_FILE,
+};
 use crate::config::LogConfig;
 use crate::error::{FlushError, IoError, OpenError, ReadError};
 use crate::helper_thread::on_helper_thread;
@@ -62,6 +64,7 @@ use crate::segment::{
     shrink_and_remove, with_suffix, Segment, SegmentIndexes, SegmentState, DELETED_SUFFIX,
     INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
 };
+use crate::txn_index::{self, AbortedTxnEntry};
 use crate::types::Offset;
 
 /// Suffix of a new segment being written.
@@ -420,6 +423,21 @@ impl Log {
             let mut st = self.inner.state.borrow_mut();
             st.cleaned_below = st.cleaned_below.max(checkpoint);
         }
+        // The group's aborted transaction entries, in one `.txnindex` for the cleaned segment,
+        // in place before the commit: until the swap, the entries of the later segments it
+        // holds lie past the base segment's end, and its load drops them (`txn_index.rs`).
+        let aborted: Vec<AbortedTxnEntry> = {
+            let st = self.inner.state.borrow();
+            st.segments
+                .iter()
+                .filter(|s| group.iter().any(|g| g.base == s.base_offset))
+                .flat_map(|s| s.aborted.iter().copied())
+                .collect()
+        };
+        if aborted.len() > self.segment_aborted(base).len() {
+            replace_file_durably(&txn_index::path(&dir, base), txn_index::to_bytes(&aborted))
+                .await?;
+        }
         let permit = self.mutation_permit().await?;
         let Some(at) = self.group_position(group) else {
             drop(permit);
@@ -437,6 +455,10 @@ impl Log {
             }
             let moved = with_suffix(&segment_file(&dir, g.base, LOG_SUFFIX), DELETED_SUFFIX);
             g.view.cached.relocate(Rc::new(moved));
+            if g.base != base {
+                // Its entries are in the cleaned segment's `.txnindex`, written above.
+                remove_if_present(&txn_index::path(&dir, g.base)).await?;
+            }
         }
         rename(&index_cleaned, &index).await?;
         rename(&time_cleaned, &time_index).await?;
@@ -454,6 +476,7 @@ impl Log {
                 next_offset: group.last().expect("not empty").next,
                 rolling_timestamp_ms,
                 state: SegmentState::Sealed,
+                aborted,
             };
             st.segments.splice(at..at + group.len(), [segment]);
             st.check();

@@ -22,6 +22,7 @@
 //!
 //! [`SegmentWatermarks`]: crate::watermarks::SegmentWatermarks
 
+mod aborted;
 pub(crate) mod cleaner;
 pub(crate) mod durability;
 pub(crate) mod open;
@@ -82,6 +83,8 @@ pub(crate) struct LogState {
     /// a write of the same entries is skipped. Closing and reopening 10 000 logs otherwise
     /// rewrote every unchanged file: create, fdatasync, rename, directory fsync each.
     pub checkpointed_epochs: Option<Vec<String>>,
+    /// Segments whose `.txnindex` changed since [`Log::sync_aborted_txns`] last synced it.
+    pub aborted_unsynced: std::collections::BTreeSet<Offset>,
     pub closed: bool,
 }
 

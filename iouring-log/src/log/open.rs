@@ -28,6 +28,7 @@ use crate::segment::{
 };
 use crate::segment_io::{DirectIo, SegmentIo};
 use crate::time_index::TimeIndex;
+use crate::txn_index;
 use crate::types::Offset;
 
 /// How a log is opened, beyond its config.
@@ -133,6 +134,7 @@ async fn load_trusted(dir: &Path, base: Offset) -> Result<Option<Segment>, IoErr
         next_offset,
         rolling_timestamp_ms: max_ts.map_or(0, |(ts, _)| ts.0),
         state: SegmentState::Sealed,
+        aborted: Vec::new(),
     }))
 }
 
@@ -175,6 +177,7 @@ async fn load_scanned(
         next_offset: scan.next_offset,
         rolling_timestamp_ms: scan.first_batch_max_timestamp.unwrap_or(0),
         state: SegmentState::Sealed,
+        aborted: Vec::new(),
     };
     Ok((segment, stopped))
 }
@@ -244,6 +247,7 @@ impl Log {
             compacted: config.compaction.compact,
         };
         let mut segments = load_segments(found, io.as_ref(), &config, &mut epochs).await?;
+        load_aborted(&dir, &mut segments).await?;
         if segments.is_empty() {
             let first = Segment::create(io.as_ref(), &dir, Offset(0), now_ms, progress.clone());
             segments.push(first.await?);
@@ -267,6 +271,7 @@ impl Log {
             checkpointed_recovery_point,
             checkpointed_at_ms: now_ms,
             checkpointed_epochs,
+            aborted_unsynced: Default::default(),
             closed: false,
         };
         state.check();
@@ -302,6 +307,29 @@ impl Log {
             tracing::warn!(log = %self.inner.dir.display(), error = %e, "checkpoints not updated after recovery; the older ones stand")
         }
     }
+}
+
+/// Each segment's `.txnindex` entries whose markers it holds (`txn_index.rs`).
+/// A segment's offsets run up to the next one's base (a cleaned one's last batches may be
+/// gone), the last one's to the log end.
+async fn load_aborted(dir: &Path, segments: &mut [Segment]) -> Result<(), IoError> {
+    let ends: Vec<Offset> = segments
+        .iter()
+        .skip(1)
+        .map(|s| s.base_offset)
+        .chain(segments.last().map(|s| s.next_offset))
+        .collect();
+    for (seg, end) in segments.iter_mut().zip(ends) {
+        let path = txn_index::path(dir, seg.base_offset);
+        // Most segments have none: a stat, not an open, for each of them.
+        if !path.exists() {
+            continue;
+        }
+        if let Some(bytes) = read_file(&path).await? {
+            seg.aborted = txn_index::parse(&bytes, seg.base_offset, end);
+        }
+    }
+    Ok(())
 }
 
 /// What a log's directory holds: its segments' base offsets and its checkpointed recovery

@@ -11,7 +11,7 @@
 use bytes::Bytes;
 use kafka_protocol::records::RecordBatchDecoder;
 
-use crate::batch::BatchHeader;
+use crate::batch::{parse_control_record, BatchHeader, ControlRecord, CONTROL_RECORD_BYTES_MAX};
 use crate::error::ReadError;
 use crate::limits::BATCH_HEADER_BYTES;
 use crate::log::Log;
@@ -162,11 +162,13 @@ impl Log {
 
     /// Calls `visit` with the header of every batch from the one holding `from` up to the log
     /// end, in offset order (Kafka rebuilds its producer state this way after its last
-    /// snapshot). Reads only the fixed headers; their CRCs were checked on append or recovery.
+    /// snapshot), and with the control record of a control batch (a transaction marker). Reads
+    /// only the fixed headers and the control records; their CRCs were checked on append or
+    /// recovery.
     pub async fn for_each_batch_header(
         &self,
         from: Offset,
-        mut visit: impl FnMut(&BatchHeader),
+        mut visit: impl FnMut(&BatchHeader, Option<ControlRecord>),
     ) -> Result<(), ReadError> {
         let from = from.max(self.log_start_offset()).min(self.log_end_offset());
         let (views, mut position) = self.views_from(from)?;
@@ -176,15 +178,26 @@ impl Log {
                 let Some(found) = view.find_batch(position, target).await? else {
                     break;
                 };
-                let bytes = view
-                    .copy_bytes(found.position, found.position + BATCH_HEADER_BYTES as u64)
-                    .await?;
-                let header = BatchHeader::parse(&bytes).map_err(|source| ReadError::Corrupt {
+                let corrupt = |source| ReadError::Corrupt {
                     path: view.path.as_ref().clone(),
                     position: found.position,
                     source,
-                })?;
-                visit(&header);
+                };
+                let bytes = view
+                    .copy_bytes(found.position, found.position + BATCH_HEADER_BYTES as u64)
+                    .await?;
+                let header = BatchHeader::parse(&bytes).map_err(corrupt)?;
+                let control = if header.is_control() {
+                    let len = (BATCH_HEADER_BYTES + CONTROL_RECORD_BYTES_MAX)
+                        .min(header.size_bytes as usize);
+                    let bytes = view
+                        .copy_bytes(found.position, found.position + len as u64)
+                        .await?;
+                    Some(parse_control_record(&bytes).map_err(corrupt)?)
+                } else {
+                    None
+                };
+                visit(&header, control);
                 position = found.position + u64::from(found.size_bytes);
                 target = header.next_offset();
             }

@@ -184,6 +184,8 @@ impl Log {
         }
         let cut = self.cut_position(&view, offset).await?;
         self.reactivate_truncated(cut).await?;
+        let end = self.log_end_offset();
+        self.truncate_aborted_txns(end).await?;
         // The cut may fall inside the batch holding a moved log start: bring it down with it.
         let lowered = {
             let mut st = self.inner.state.borrow_mut();

@@ -246,6 +246,7 @@ impl Log {
         }
         self.write_recovery_point_checkpoint().await?;
         self.write_epoch_checkpoint().await?;
+        self.sync_aborted_txns().await?;
         self.inner.state.borrow_mut().closed = true;
         self.inner.progress.notify_all();
         Ok(())

@@ -56,7 +56,7 @@ impl Partition {
             None => (self.log.log_start_offset(), ProducerStateMap::default()),
         };
         self.log
-            .for_each_batch_header(from, |h| map.replay(h))
+            .for_each_batch_header(from, |h, _| map.replay(h))
             .await?;
         self.snapshot_version.set(map.version());
         self.durable_snapshot_version.set(map.version());
