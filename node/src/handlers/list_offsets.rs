@@ -29,6 +29,8 @@ pub async fn handle(
     version: i16,
 ) -> ListOffsetsResponse {
     let mut resp = ListOffsetsResponse::default();
+    // v2+: READ_COMMITTED (1) asks for the last stable offset as the latest.
+    let read_committed = version >= 2 && req.isolation_level == 1;
     for topic in req.topics {
         let name = topic.name.0.to_string();
         let allowed = authorized(ctx, client, Operation::Describe, ResourceType::Topic, &name);
@@ -60,6 +62,7 @@ pub async fn handle(
                         pr.leader_epoch = part.log.latest_epoch().map_or(-1, |e| e.0);
                     }
                     match p.timestamp {
+                        LATEST if read_committed => pr.offset = part.last_stable_offset().0,
                         LATEST => pr.offset = part.high_watermark().0,
                         EARLIEST => pr.offset = part.log.log_start_offset().0,
                         MAX_TIMESTAMP if version >= 7 => match max_timestamp(&part).await {

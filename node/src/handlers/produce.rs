@@ -276,6 +276,19 @@ async fn append_partition(
         ));
     }
     let header = only_batch(&records)?;
+    if header.is_control() {
+        // Markers are the transaction coordinator's, written through WriteTxnMarkers.
+        return Err(Refused::new(
+            ResponseError::InvalidRecord,
+            "clients are not allowed to write control records",
+        ));
+    }
+    if header.is_transactional() && (header.producer_id < 0 || header.base_sequence < 0) {
+        return Err(Refused::new(
+            ResponseError::InvalidRecord,
+            "a transactional batch needs a producer id and a sequence",
+        ));
+    }
     if part.log.config().compaction.compact {
         refuse_unkeyed(&records, &header, &part)?;
     }

@@ -66,6 +66,9 @@ impl Partition {
         now_ms: i64,
     ) -> Result<Appended, Refused> {
         let _lock = self.lock_appends().await;
+        if batch.is_transactional() {
+            self.check_transactional(batch)?;
+        }
         let idempotent = batch.producer_id >= 0 && batch.base_sequence >= 0;
         let last_seq = batch.base_sequence.wrapping_add(batch.last_offset_delta);
         if idempotent {
@@ -111,6 +114,14 @@ impl Partition {
             self.producers
                 .borrow_mut()
                 .record(batch.producer_id, batch.producer_epoch, record);
+        }
+        if batch.is_transactional() {
+            // A client's batch is never a control batch (the produce path refuses them).
+            let appended = BatchHeader {
+                base_offset: info.first_offset,
+                ..*batch
+            };
+            self.record_txn(&appended, None);
         }
         let wait = if info.flush_due {
             AckWait::Flushed
@@ -162,7 +173,7 @@ impl Partition {
         Ok(())
     }
 
-    fn append_refused(&self, e: AppendError) -> Refused {
+    pub(super) fn append_refused(&self, e: AppendError) -> Refused {
         match e {
             AppendError::CorruptBatch { source, .. } => batch_refused(source),
             AppendError::BatchTooLarge {
@@ -220,21 +231,30 @@ impl Partition {
                 self.restart_at(first.base_offset, now_ms).await?;
             }
         }
-        let end = {
-            let _lock = self.lock_appends().await;
-            let info = self.log.append_as_follower(bytes, now_ms).await?;
-            let mut producers = self.producers.borrow_mut();
-            let mut at = 0;
-            while at < bytes.len() {
-                let Ok(h) = BatchHeader::parse(&bytes[at..]) else {
-                    break;
-                };
-                producers.replay(&h);
-                at += h.size_bytes as usize;
-            }
-            info.last_offset.next()
-        };
-        Ok(end)
+        let _lock = self.lock_appends().await;
+        let info = self.log.append_as_follower(bytes, now_ms).await?;
+        let mut aborted = Vec::new();
+        let mut at = 0;
+        while at < bytes.len() {
+            let Ok(h) = BatchHeader::parse(&bytes[at..]) else {
+                break;
+            };
+            self.producers.borrow_mut().replay(&h);
+            let batch = &bytes[at..(at + h.size_bytes as usize).min(bytes.len())];
+            let control = h
+                .is_control()
+                .then(|| iouring_log::parse_control_record(batch).ok())
+                .flatten();
+            aborted.extend(self.record_txn(&h, control));
+            at += h.size_bytes as usize;
+        }
+        for entry in aborted {
+            self.log
+                .append_aborted_txn(entry)
+                .await
+                .map_err(FlushError::from)?;
+        }
+        Ok(info.last_offset.next())
     }
 
     /// Truncates a follower's log to `to`, where it diverged from its leader's
@@ -289,7 +309,7 @@ pub fn batch_refused(e: BatchError) -> Refused {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::rc::Rc;
 
     use bytes::{Bytes, BytesMut};
@@ -302,15 +322,35 @@ mod tests {
     use super::*;
 
     /// One batch of `count` records of producer `pid` (-1: not idempotent) from `first_seq`.
-    fn batch(pid: i64, first_seq: i32, count: i32) -> Vec<u8> {
+    pub(in crate::partition) fn batch(pid: i64, first_seq: i32, count: i32) -> Vec<u8> {
+        records_batch(pid, 0, first_seq, count, false)
+    }
+
+    /// One batch of a transaction of producer `pid` at `epoch`.
+    pub(in crate::partition) fn txn_batch(
+        pid: i64,
+        epoch: i16,
+        first_seq: i32,
+        count: i32,
+    ) -> Vec<u8> {
+        records_batch(pid, epoch, first_seq, count, true)
+    }
+
+    fn records_batch(
+        pid: i64,
+        epoch: i16,
+        first_seq: i32,
+        count: i32,
+        transactional: bool,
+    ) -> Vec<u8> {
         let records: Vec<Record> = (0..count)
             .map(|i| Record {
-                transactional: false,
+                transactional,
                 control: false,
                 delete_horizon: false,
                 partition_leader_epoch: 0,
                 producer_id: pid,
-                producer_epoch: if pid < 0 { -1 } else { 0 },
+                producer_epoch: if pid < 0 { -1 } else { epoch },
                 timestamp_type: TimestampType::Creation,
                 offset: i64::from(i),
                 sequence: if pid < 0 { i - 1 } else { first_seq + i },
@@ -331,28 +371,39 @@ mod tests {
 
     type Body = fn(FaultyIo, Rc<Partition>) -> futures_lite::future::BoxedLocal<()>;
 
+    /// A temporary directory in the target directory: a real filesystem (O_DIRECT), unlike a
+    /// tmpfs /tmp.
+    pub(in crate::partition) fn tmpdir() -> tempfile::TempDir {
+        tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../target")).unwrap()
+    }
+
+    /// A partition (its role not set yet) over the log in `dir`, opened with `io`.
+    pub(in crate::partition) async fn open_partition(
+        dir: &std::path::Path,
+        config: LogConfig,
+        io: FaultyIo,
+    ) -> Rc<Partition> {
+        let options = LogOptions {
+            io: Rc::new(io),
+            progress_listener: None,
+        };
+        let log = Log::open_with(dir, config, 0, options).await.unwrap();
+        let limits = crate::partition::Limits {
+            max_message_bytes: 1 << 20,
+            min_insync_replicas: 1,
+            timestamps: crate::config::BrokerConfig::default_timestamps(),
+        };
+        Rc::new(Partition::new("t".into(), 0, log, limits, Rc::default()))
+    }
+
     /// Runs `body` on a fresh executor with a partition whose log counts its file operations;
     /// the partition already holds one record (its first append writes the epoch checkpoint).
-    fn run(config: LogConfig, body: Body) {
+    pub(in crate::partition) fn run(config: LogConfig, body: Body) {
         glommio::LocalExecutorBuilder::default()
             .spawn(move || async move {
-                // The target directory: a real filesystem (O_DIRECT), unlike a tmpfs /tmp.
-                let target = concat!(env!("CARGO_MANIFEST_DIR"), "/../target");
-                let dir = tempfile::tempdir_in(target).unwrap();
+                let dir = tmpdir();
                 let io = FaultyIo::new();
-                let options = LogOptions {
-                    io: Rc::new(io.clone()),
-                    progress_listener: None,
-                };
-                let log = Log::open_with(dir.path(), config, 0, options)
-                    .await
-                    .unwrap();
-                let limits = crate::partition::Limits {
-                    max_message_bytes: 1 << 20,
-                    min_insync_replicas: 1,
-                    timestamps: crate::config::BrokerConfig::default_timestamps(),
-                };
-                let part = Rc::new(Partition::new("t".into(), 0, log, limits, Rc::default()));
+                let part = open_partition(dir.path(), config, io.clone()).await;
                 let warm = part.append(&batch(-1, 0, 1)).await.unwrap();
                 part.wait_acknowledgeable(&warm).await.unwrap();
                 body(io, part.clone()).await;
@@ -364,7 +415,10 @@ mod tests {
     }
 
     impl Partition {
-        async fn append(&self, records: &[u8]) -> Result<Appended, Refused> {
+        pub(in crate::partition) async fn append(
+            &self,
+            records: &[u8],
+        ) -> Result<Appended, Refused> {
             let header = BatchHeader::parse(records).unwrap();
             self.append_as_leader(records, &header, LeaderEpoch(0), 0)
                 .await

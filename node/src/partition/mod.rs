@@ -1,4 +1,5 @@
-//! One partition served by a shard: its log, its idempotent producer state, and the two halves
+//! One partition served by a shard: its log, its idempotent producer state and transactions
+//! (`txns.rs`), and the two halves
 //! of the produce path (`append.rs`): the ordered append, under the partition's append lock,
 //! and the wait until the appended offsets may be acknowledged.
 
@@ -8,6 +9,7 @@ pub mod producer_snapshot;
 pub mod producer_state;
 pub mod replica;
 pub mod timestamps;
+pub mod txns;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -26,6 +28,12 @@ pub struct Partition {
     pub index: i32,
     pub log: Log,
     pub producers: RefCell<ProducerStateMap>,
+    /// The transactions open here, and those closed by markers not yet replicated
+    /// (`txns.rs`).
+    txns: RefCell<transactions::PartitionTxns>,
+    /// Changes with every transactional batch or marker recorded (whether a producer state
+    /// snapshot is out of date, beside the idempotent state's version).
+    txn_changes: Cell<u64>,
     /// Held from the idempotent producer's sequence check until its batch is appended and
     /// recorded, so a retry arriving on another connection meanwhile is seen as a duplicate.
     append_lock: Semaphore,
@@ -88,6 +96,8 @@ impl Partition {
             index,
             log,
             producers: RefCell::default(),
+            txns: RefCell::default(),
+            txn_changes: Cell::new(0),
             append_lock: Semaphore::new(1),
             limits: Cell::new(limits),
             snapshot_version: Cell::new(0),

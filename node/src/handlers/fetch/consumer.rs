@@ -1,12 +1,15 @@
 //! A consumer's read of one partition this shard leads: fenced by `CurrentLeaderEpoch` (v9+),
 //! checked for divergence by `LastFetchedEpoch` (v12+), then records below the high watermark
-//! — only what a crash cannot take back.
+//! — only what a crash cannot take back — or, for `read_committed`, below the last stable
+//! offset, with the aborted transactions overlapping what it read.
 
 use iouring_log::{LeaderEpoch, Offset, ReadSlice};
 use kafka_protocol::messages::fetch_request::FetchPartition;
-use kafka_protocol::messages::fetch_response::{EpochEndOffset, PartitionData};
+use kafka_protocol::messages::fetch_response::{AbortedTransaction, EpochEndOffset, PartitionData};
+use kafka_protocol::messages::ProducerId;
 
 use super::read::{empty_partition, read_records};
+use super::Isolation;
 use crate::partition::Partition;
 use crate::shard::ShardCtx;
 
@@ -14,7 +17,7 @@ pub(super) async fn read(
     ctx: &ShardCtx,
     part: &Partition,
     fp: &FetchPartition,
-    (budget, first): (usize, bool),
+    (budget, first, isolation): (usize, bool, Isolation),
     version: i16,
 ) -> (PartitionData, Vec<ReadSlice>) {
     let mut pd = empty_partition(fp.partition);
@@ -25,8 +28,9 @@ pub(super) async fn read(
         }
     }
     let hw = part.high_watermark();
+    let lso = part.last_stable_offset();
     pd.high_watermark = hw.0;
-    pd.last_stable_offset = hw.0;
+    pd.last_stable_offset = lso.0;
     if version >= 5 {
         pd.log_start_offset = part.log.log_start_offset().0;
     }
@@ -41,5 +45,24 @@ pub(super) async fn read(
             return (pd, Vec::new());
         }
     }
-    read_records(part, fp, (budget, first), hw, pd).await
+    match isolation {
+        Isolation::ReadUncommitted => read_records(part, fp, (budget, first), hw, pd).await,
+        Isolation::ReadCommitted => {
+            let (mut pd, slices) = read_records(part, fp, (budget, first), lso, pd).await;
+            // Those overlapping the fetch offset up to the LSO: a superset of the read's
+            // (Kafka's bound is the read's end), which clients filter by offset anyway.
+            let aborted = part.aborted_transactions(Offset(fp.fetch_offset), lso);
+            pd.aborted_transactions = Some(
+                aborted
+                    .into_iter()
+                    .map(|a| {
+                        AbortedTransaction::default()
+                            .with_producer_id(ProducerId(a.producer_id))
+                            .with_first_offset(a.first_offset.0)
+                    })
+                    .collect(),
+            );
+            (pd, slices)
+        }
+    }
 }

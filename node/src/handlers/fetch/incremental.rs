@@ -30,6 +30,8 @@ use crate::shard::ShardCtx;
 /// An incremental fetch of a consumer's session, served from its record of what moved.
 pub(super) struct Incremental<'a> {
     pub session_id: i32,
+    /// The consumer and its isolation level.
+    pub origin: FetchOrigin,
     /// The session's partitions as `FetchSessions::begin` returned them.
     pub wanted: &'a Rc<Vec<Wanted>>,
     pub moved: Rc<Moved>,
@@ -104,7 +106,7 @@ impl Incremental<'_> {
                     .find(|((t, id), _)| *t == w.topic && *id == w.topic_id)
                     .map(|(_, name)| name.clone());
                 let fetcher = Fetcher {
-                    origin: FetchOrigin::Consumer,
+                    origin: self.origin,
                     first: total == 0,
                     version,
                 };

@@ -96,7 +96,7 @@ pub async fn handle(
     // A consumer's incremental fetch reads only what moved, while every topic of its session
     // is known and readable (else every partition is read, and its error answered).
     let session = match &context {
-        Context::Incremental { session_id } if origin == FetchOrigin::Consumer => ctx
+        Context::Incremental { session_id } if !origin.is_follower() => ctx
             .fetch_sessions()
             .borrow()
             .moved(*session_id, &wanted)
@@ -107,6 +107,7 @@ pub async fn handle(
         if let Some(topics) = incremental::readable(ctx, client, topics, by_topic_id) {
             let fetch = incremental::Incremental {
                 session_id: *session_id,
+                origin,
                 wanted: &wanted,
                 moved: moved.clone(),
                 topics,
@@ -277,6 +278,7 @@ fn respond(
 fn told(data: &PartitionData, slices: &[ReadSlice]) -> (Sent, bool) {
     let sent = Sent {
         high_watermark: data.high_watermark,
+        last_stable_offset: data.last_stable_offset,
         log_start_offset: data.log_start_offset,
     };
     let news =
@@ -432,8 +434,17 @@ async fn read_wanted(
 /// >= 0: its broker id, in `ReplicaState` from v15).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FetchOrigin {
-    Consumer,
+    Consumer(Isolation),
     Follower(Follower),
+}
+
+/// A consumer's `isolation_level` (v4+).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// Records below the high watermark.
+    ReadUncommitted,
+    /// Records below the last stable offset, with the aborted transactions among them.
+    ReadCommitted,
 }
 
 impl FetchOrigin {
@@ -449,7 +460,11 @@ impl FetchOrigin {
             (req.replica_id.0, Some(-1))
         };
         if id < 0 {
-            FetchOrigin::Consumer
+            FetchOrigin::Consumer(if version >= 4 && req.isolation_level == 1 {
+                Isolation::ReadCommitted
+            } else {
+                Isolation::ReadUncommitted
+            })
         } else {
             FetchOrigin::Follower(Follower {
                 broker: id,
@@ -485,8 +500,9 @@ async fn read_partition(
             let quotas = ctx.replication_quotas();
             follower::read(part, fp, follower, (budget, fetcher.first), quotas).await
         }
-        FetchOrigin::Consumer => {
-            consumer::read(ctx, part, fp, (budget, fetcher.first), fetcher.version).await
+        FetchOrigin::Consumer(isolation) => {
+            let how = (budget, fetcher.first, isolation);
+            consumer::read(ctx, part, fp, how, fetcher.version).await
         }
     }
 }

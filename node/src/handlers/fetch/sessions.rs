@@ -50,6 +50,7 @@ impl Wanted {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sent {
     pub high_watermark: i64,
+    pub last_stable_offset: i64,
     pub log_start_offset: i64,
 }
 
@@ -364,6 +365,7 @@ mod tests {
 
     const SENT: Sent = Sent {
         high_watermark: 10,
+        last_stable_offset: 10,
         log_start_offset: 0,
     };
 
