@@ -4,12 +4,11 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use iouring_log::{Offset, ReadOptions};
-use kafka_protocol::records::RecordBatchDecoder;
 
 use super::coordinator::{partition_for, Coordinator};
 use super::membership::Group;
 use super::records::{self, OffsetValue, RecordKey};
+use crate::partition::internal::replay_records;
 use crate::partition::Partition;
 
 impl Coordinator {
@@ -17,63 +16,21 @@ impl Coordinator {
     /// for its groups get COORDINATOR_LOAD_IN_PROGRESS.
     pub async fn load_partition(&self, part: &Partition, now: i64) {
         let p = part.index;
-        let mut next = part.log.log_start_offset();
-        let end = part.log.log_end_offset();
         let (mut offsets, mut metas) = (0usize, 0usize);
         let mut groups = BTreeMap::<String, Group>::new();
-        while next < end {
-            let opts = ReadOptions {
-                max_bytes: 1 << 20,
-                max_offset: None,
-                min_one_batch: true,
-            };
-            let bytes = match part.log.read(next, opts).await {
-                Ok(r) if r.is_empty() => break,
-                Ok(r) => match iouring_log::read_slices_to_vec(&r.slices).await {
-                    Ok(b) => b,
-                    Err(e) => {
-                        tracing::error!(partition = p, error = %e, "loading __consumer_offsets");
-                        break;
-                    }
-                },
+        replay_records(part, |r| {
+            if r.control {
+                return;
+            }
+            match apply_record(&mut groups, r.key, r.value, now) {
+                Ok(true) => offsets += 1,
+                Ok(false) => metas += 1,
                 Err(e) => {
-                    tracing::error!(partition = p, error = %e, "loading __consumer_offsets");
-                    break;
-                }
-            };
-            let before = next;
-            let bytes = Bytes::from(bytes);
-            for range in iouring_log::whole_batches(&bytes) {
-                let mut batch = bytes.slice(range);
-                let Ok(set) = RecordBatchDecoder::decode(&mut batch) else {
-                    tracing::error!(
-                        partition = p,
-                        offset = next.0,
-                        "undecodable batch in __consumer_offsets; skipped"
-                    );
-                    continue;
-                };
-                for r in set.records {
-                    if r.offset < next.0 {
-                        continue;
-                    }
-                    next = Offset(r.offset + 1);
-                    if r.control {
-                        continue;
-                    }
-                    match apply_record(&mut groups, r.key, r.value, now) {
-                        Ok(true) => offsets += 1,
-                        Ok(false) => metas += 1,
-                        Err(e) => {
-                            tracing::warn!(partition = p, offset = r.offset, error = %e, "skipped record")
-                        }
-                    }
+                    tracing::warn!(partition = p, offset = r.offset, error = %e, "skipped record")
                 }
             }
-            if next == before {
-                break;
-            }
-        }
+        })
+        .await;
         let count = groups.len();
         self.groups.borrow_mut().extend(groups);
         self.loaded.borrow_mut().insert(p);

@@ -2,11 +2,7 @@
 //! partition's produce path: ordered append, then the wait until written (a commit survives
 //! `kill -9` once acknowledged; like Kafka, no fsync per commit — `log.flush.*` applies).
 
-use bytes::{Bytes, BytesMut};
 use iouring_log::LeaderEpoch;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 use kafka_protocol::ResponseError;
 
 use super::host::Host;
@@ -14,8 +10,8 @@ use super::records::RecordKey;
 use crate::limits::OFFSET_COMMIT_TIMEOUT;
 use crate::metadata::OFFSETS_TOPIC;
 
-/// Records to append: `(key, value)`, a `None` value being a tombstone.
-pub(super) type KeyValues = Vec<(Bytes, Option<Bytes>)>;
+use crate::partition::internal::append_keyed;
+pub(super) use crate::partition::internal::KeyValues;
 
 /// Tombstones for the given offsets of `group` (and its metadata when `group_too`).
 pub(super) fn tombstones(
@@ -39,9 +35,9 @@ pub(super) fn tombstones(
     out
 }
 
-/// Appends coordinator records to partition `p` of `__consumer_offsets` and waits until they
-/// are written to the segment file: a commit survives the broker being killed once it is
-/// acknowledged (not a machine crash: like Kafka, no fsync per commit; `log.flush.*` applies).
+/// Appends coordinator records to partition `p` of `__consumer_offsets` and waits until every
+/// in-sync replica has them: a commit survives the broker being killed once it is acknowledged
+/// (not a machine crash: like Kafka, no fsync per commit; `log.flush.*` applies).
 pub(super) async fn append(
     host: &dyn Host,
     p: i32,
@@ -51,74 +47,24 @@ pub(super) async fn append(
     let part = host
         .offsets_partition(p)
         .ok_or(ResponseError::NotCoordinator)?;
-    let records: Vec<Record> = records
-        .into_iter()
-        .enumerate()
-        .map(|(i, (key, value))| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: -1,
-            timestamp: now,
-            key: Some(key),
-            value,
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let opts = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &opts).map_err(|e| {
-        tracing::error!(error = %e, "encoding __consumer_offsets records");
-        ResponseError::UnknownServerError
-    })?;
-    let header = iouring_log::BatchHeader::parse(&buf).map_err(|e| {
-        tracing::error!(error = %e, "encoded __consumer_offsets batch");
-        ResponseError::UnknownServerError
-    })?;
     let epoch = host
         .snapshot()
         .partition(OFFSETS_TOPIC, p)
         .map_or(LeaderEpoch(0), |m| m.leader_epoch);
-    let mut appended = part
-        .append_as_leader(&buf, &header, epoch, now)
-        .await
-        .map_err(|refused| {
-            tracing::error!(partition = p, error = %refused.message, "appending to __consumer_offsets");
-            match refused.error {
-                ResponseError::RecordListTooLarge | ResponseError::MessageTooLarge => {
-                    ResponseError::InvalidCommitOffsetSize
-                }
-                _ => ResponseError::UnknownServerError,
+    // As Kafka's group coordinator: acks=all, bounded like its offset.commit.timeout.ms.
+    let written = append_keyed(&part, epoch, records, now, OFFSET_COMMIT_TIMEOUT).await;
+    written.map_err(|refused| {
+        tracing::warn!(partition = p, error = %refused.message, "writing __consumer_offsets");
+        match refused.error {
+            ResponseError::RecordListTooLarge | ResponseError::MessageTooLarge => {
+                ResponseError::InvalidCommitOffsetSize
             }
-        })?;
-    // As Kafka's group coordinator: acks=all (every in-sync replica of the offsets partition),
-    // bounded like its offset.commit.timeout.ms.
-    appended.replicated = Some(epoch);
-    let done = async { Some(part.wait_acknowledgeable(&appended).await) };
-    let timeout = async {
-        glommio::timer::sleep(OFFSET_COMMIT_TIMEOUT).await;
-        None
-    };
-    match futures_lite::future::or(done, timeout).await {
-        Some(Ok(())) => Ok(()),
-        Some(Err(refused)) => {
-            tracing::warn!(partition = p, error = %refused.message, "writing __consumer_offsets");
-            Err(match refused.error {
-                ResponseError::NotLeaderOrFollower => ResponseError::NotCoordinator,
-                ResponseError::NotEnoughReplicas | ResponseError::NotEnoughReplicasAfterAppend => {
-                    ResponseError::CoordinatorNotAvailable
-                }
-                _ => ResponseError::UnknownServerError,
-            })
+            ResponseError::NotLeaderOrFollower => ResponseError::NotCoordinator,
+            ResponseError::NotEnoughReplicas | ResponseError::NotEnoughReplicasAfterAppend => {
+                ResponseError::CoordinatorNotAvailable
+            }
+            ResponseError::RequestTimedOut => ResponseError::RequestTimedOut,
+            _ => ResponseError::UnknownServerError,
         }
-        None => Err(ResponseError::RequestTimedOut),
-    }
+    })
 }

@@ -5,6 +5,7 @@
 
 pub mod append;
 pub mod hw_checkpoint;
+pub mod internal;
 pub mod producer_snapshot;
 pub mod producer_state;
 pub mod replica;
