@@ -14,8 +14,10 @@
 //! error codes in the handlers. It must not reach into a log's files, must not decide
 //! replication rules itself (they live, pure, in `replication`), and must not hand-write
 //! protocol codecs (the one exception: the `__consumer_offsets` record layouts in
-//! `group/records.rs`, which are Kafka-internal and not in `kafka-protocol`). Not built yet:
-//! transactions (see the issues). The log cleaner (compaction) lives in `iouring-log`; the
+//! `group/records.rs`, which are Kafka-internal and not in `kafka-protocol`, and
+//! `__transaction_state`'s, which live in the `transactions` crate). The transaction
+//! coordinator (`txn_coordinator/`) hosts the `transactions` crate's state machines on the
+//! shards leading `__transaction_state`; partitions keep their side (`partition/txns.rs`). The log cleaner (compaction) lives in `iouring-log`; the
 //! shard schedules it (`shard/cleaner.rs`). A shard's task queues: requests (the default),
 //! maintenance, the log cleaner and the stall probe (`shard/stall_probe.rs`, which counts the
 //! time a due task could not run).
@@ -42,3 +44,4 @@ pub mod signals;
 pub mod start;
 pub mod stop;
 pub mod topic_config;
+pub mod txn_coordinator;

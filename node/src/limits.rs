@@ -305,6 +305,18 @@ pub const AUTH_FAILURE_LOG_WINDOW: Duration = Duration::from_secs(10);
 /// Kafka's `offsets.commit.timeout.ms` default: how long a group write waits for the ISR.
 pub const OFFSET_COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a transaction coordinator waits for a `__transaction_state` write to reach every
+/// in-sync replica before it answers COORDINATOR_NOT_AVAILABLE (and the client retries).
+pub const TXN_STATE_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The first wait before a transaction marker a leader could not take is sent again; it
+/// doubles up to [`TXN_MARKER_RETRY_MAX`].
+pub const TXN_MARKER_RETRY_MIN: Duration = Duration::from_millis(20);
+pub const TXN_MARKER_RETRY_MAX: Duration = Duration::from_secs(1);
+/// How long one WriteTxnMarkers call (connection included) may take before the leader is
+/// taken as unreachable and asked again (a paused node accepts and never answers).
+pub const TXN_MARKER_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
 // ---- Waits of the control plane and the etcd client ----
 
 /// Bounds of `broker.session.timeout.ms` (a node's lease on etcd), in ms.

@@ -100,7 +100,7 @@ impl TxnState {
         }
     }
 
-    fn is_prepare(self) -> bool {
+    pub fn is_prepare(self) -> bool {
         matches!(self, TxnState::PrepareCommit | TxnState::PrepareAbort)
     }
 }

@@ -463,6 +463,42 @@ pub const PROPERTIES: &[Property] = &[
         ConfigType::Int,
         "Members per group (more: GROUP_MAX_SIZE_REACHED).",
     ),
+    prop(
+        "transaction.state.log.num.partitions",
+        "50",
+        ConfigType::Int,
+        "Partitions of __transaction_state when the node creates it.",
+    ),
+    prop(
+        "transaction.state.log.replication.factor",
+        "3",
+        ConfigType::Short,
+        "Replicas of __transaction_state in a cluster (1 on a single node).",
+    ),
+    prop(
+        "transaction.state.log.min.isr",
+        "2",
+        ConfigType::Int,
+        "min.insync.replicas of __transaction_state (capped by its replication factor).",
+    ),
+    prop(
+        "transaction.state.log.segment.bytes",
+        "104857600",
+        ConfigType::Int,
+        "Segment size of __transaction_state.",
+    ),
+    prop(
+        "transaction.max.timeout.ms",
+        "900000",
+        ConfigType::Int,
+        "The longest transaction.timeout.ms a producer may ask (longer: INVALID_TRANSACTION_TIMEOUT).",
+    ),
+    prop(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "10000",
+        ConfigType::Int,
+        "How often the transaction coordinator aborts transactions open longer than their timeout.",
+    ),
 ];
 
 /// Properties earlier versions took, with what replaced them.

@@ -8,6 +8,7 @@ pub mod dynamic;
 mod groups;
 mod security;
 mod storage;
+mod transactions;
 
 pub use catalogue::PROPERTIES;
 use catalogue::REMOVED;
@@ -95,6 +96,22 @@ pub struct GroupConfig {
     pub max_size: usize,
 }
 
+/// The transaction coordinator's settings (Kafka's names and defaults).
+#[derive(Debug, Clone)]
+pub struct TxnConfig {
+    /// Partitions of `__transaction_state` when the node creates it.
+    pub state_log_partitions: i32,
+    /// Its replication factor in a cluster (a single node's is 1).
+    pub state_log_replication_factor: i32,
+    /// Its `min.insync.replicas` (capped by the replication factor it gets).
+    pub state_log_min_isr: i32,
+    pub state_log_segment_bytes: i64,
+    /// `transaction.max.timeout.ms`.
+    pub max_timeout_ms: i32,
+    /// How often timed-out transactions are aborted.
+    pub abort_timed_out_interval_ms: i64,
+}
+
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
     pub node_id: NodeId,
@@ -130,6 +147,7 @@ pub struct BrokerConfig {
     /// `log.read.cache.bytes`: the node's read cache (split evenly over its shards).
     pub read_cache_bytes: u64,
     pub group: GroupConfig,
+    pub transactions: TxnConfig,
     /// Where cluster metadata lives.
     pub metadata: MetadataConfig,
     /// The properties as given (DescribeConfigs shows them with their sources).
@@ -424,6 +442,7 @@ impl Properties {
             metrics_listen: self.metrics_listen()?,
             read_cache_bytes: self.read_cache_bytes(shards)?,
             group: self.group()?,
+            transactions: self.transactions()?,
             metadata,
             properties: self.clone(),
             add_scram: Vec::new(),

@@ -25,6 +25,7 @@ pub mod reassignments;
 pub mod scram_credentials;
 pub mod topic_propagation;
 pub mod topics;
+pub mod transactions;
 
 use std::rc::Rc;
 
@@ -93,6 +94,11 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListPartitionReassignments, 0, 0),
     // v1 carries the election type (PREFERRED, UNCLEAN), v2 flexible versions.
     (ApiKey::ElectLeaders, 0, 2),
+    // Transactions, transaction version 0/1 (explicit AddPartitionsToTxn; v4+ of it is the
+    // brokers' verification, not built): AddOffsetsToTxn and TxnOffsetCommit are not built yet.
+    (ApiKey::AddPartitionsToTxn, 0, 3),
+    (ApiKey::EndTxn, 0, 4),
+    (ApiKey::WriteTxnMarkers, 1, 1),
 ];
 
 pub fn supported_versions(api: ApiKey) -> Option<(i16, i16)> {
@@ -154,9 +160,22 @@ pub async fn dispatch(
         RequestKind::DescribeConfigs(r) => {
             encode(&describe_configs::handle(ctx, client, r, version), version)?
         }
-        RequestKind::InitProducerId(r) => {
-            encode(&init_producer_id::handle(ctx, client, r), version)?
-        }
+        RequestKind::InitProducerId(r) => encode(
+            &init_producer_id::handle(ctx, client, r, version).await,
+            version,
+        )?,
+        RequestKind::AddPartitionsToTxn(r) => encode(
+            &transactions::add_partitions(ctx, client, r, version).await,
+            version,
+        )?,
+        RequestKind::EndTxn(r) => encode(
+            &transactions::end_txn(ctx, client, r, version).await,
+            version,
+        )?,
+        RequestKind::WriteTxnMarkers(r) => encode(
+            &transactions::write_txn_markers(ctx, client, r).await,
+            version,
+        )?,
         RequestKind::FindCoordinator(r) => encode(
             &groups::find_coordinator(ctx, client, r, version).await,
             version,

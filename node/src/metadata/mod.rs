@@ -16,5 +16,5 @@ pub mod snapshot;
 pub mod store;
 
 pub use controller::{Command, Controller, SnapshotUpdate};
-pub use names::{is_internal, validate_topic_name, OFFSETS_TOPIC};
+pub use names::{is_internal, validate_topic_name, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC};
 pub use snapshot::{Leader, PartitionMeta, Slot, Snapshot, TopicMeta};

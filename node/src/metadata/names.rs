@@ -8,9 +8,12 @@ use crate::limits::TOPIC_NAME_MAX;
 /// The group coordinator's topic (Kafka's name and record layout).
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
+/// The transaction coordinator's topic (Kafka's name and record layout).
+pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
+
 /// Kafka's internal topics: written only by the broker itself.
 pub fn is_internal(name: &str) -> bool {
-    name == OFFSETS_TOPIC
+    name == OFFSETS_TOPIC || name == TRANSACTION_STATE_TOPIC
 }
 
 /// INVALID_TOPIC_EXCEPTION for an internal topic asked to be `what`.

@@ -19,7 +19,7 @@ impl ShardCtx {
 
     /// Retention and `flush.ms` on the partitions of the shard this tick visits (every
     /// `stride`-th, from `tick`); failed logs reopened when their disk has room.
-    pub(super) async fn maintain(&self, tick: u64, stride: u64, check_retention: bool) {
+    pub(super) async fn maintain(self: &Rc<Self>, tick: u64, stride: u64, check_retention: bool) {
         let parts: Vec<Rc<Partition>> = self
             .partitions
             .borrow()

@@ -8,6 +8,7 @@ mod report;
 pub mod run;
 mod stall_probe;
 mod topology;
+mod txn_host;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -69,6 +70,11 @@ pub struct ShardCtx {
     connections: Cell<usize>,
     /// The group coordinator for the `__consumer_offsets` partitions this shard leads.
     groups: Coordinator,
+    /// The transaction coordinator for the `__transaction_state` partitions this shard leads.
+    txns: crate::txn_coordinator::TxnCoordinator,
+    /// Connections to leader shards the transaction coordinator sends markers to.
+    marker_connections:
+        RefCell<HashMap<crate::metadata::Slot, kafka_client::async_glommio::Connection>>,
     /// Incremental fetch sessions of the fetchers of this shard (KIP-227).
     fetch_sessions: RefCell<FetchSessions>,
     /// The leader shards this shard's follower fetchers pull from (one task each).
@@ -154,6 +160,8 @@ impl ShardCtx {
             stop: node.stop,
             connections: Cell::new(0),
             groups: Coordinator::default(),
+            txns: Default::default(),
+            marker_connections: RefCell::default(),
             fetch_sessions: RefCell::default(),
             fetchers: RefCell::default(),
             lease: node.lease,

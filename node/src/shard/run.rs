@@ -102,6 +102,16 @@ pub async fn run_shard(
         }
     });
     let group_ticker = spawn_group_ticker(ctx.clone(), background);
+    let txn_ticker = spawn_into(background, {
+        let ctx = ctx.clone();
+        async move {
+            let every = ctx.config.transactions.abort_timed_out_interval_ms as u64;
+            loop {
+                glommio::timer::sleep(std::time::Duration::from_millis(every)).await;
+                crate::txn_coordinator::abort_timed_out(ctx.clone(), now_ms());
+            }
+        }
+    });
     let reporter = glommio::spawn_local({
         let ctx = ctx.clone();
         async move {
@@ -126,6 +136,7 @@ pub async fn run_shard(
     }
     reporter.cancel();
     group_ticker.cancel();
+    txn_ticker.cancel();
     maintenance.cancel();
     stall_probe.cancel();
     // In-flight requests finish: connections close after their current request, within

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 impl ShardCtx {
     /// Opens the logs of partitions this shard now owns, closes and deletes those of topics
     /// that are gone.
-    pub(super) async fn apply_snapshot(&self, snapshot: Arc<Snapshot>) {
+    pub(super) async fn apply_snapshot(self: &Rc<Self>, snapshot: Arc<Snapshot>) {
         let _topology = self.lock_topology().await;
         let mut wanted = Vec::new();
         for topic in snapshot.topics.values() {
@@ -228,6 +228,9 @@ impl ShardCtx {
     /// would block the shard for as long as the file system takes, and freeing a large
     /// segment's blocks is slow: `Log::remove_closed`).
     async fn remove_partition(&self, part: &Partition) {
+        if part.topic == crate::metadata::TRANSACTION_STATE_TOPIC {
+            self.txns.unload_partition(part.index);
+        }
         if part.topic == crate::metadata::OFFSETS_TOPIC {
             let count = self
                 .snapshot
@@ -296,7 +299,7 @@ impl ShardCtx {
     /// (recovery, as after a crash), restores producer state and high watermark, and takes the
     /// role the current snapshot gives it. Until then the failed log serves reads of what it
     /// wrote and produce gets KAFKA_STORAGE_ERROR. Retried every [`LOG_REOPEN_INTERVAL`].
-    pub(super) async fn reopen_failed(&self, failed: &Rc<Partition>) {
+    pub(super) async fn reopen_failed(self: &Rc<Self>, failed: &Rc<Partition>) {
         if !failed
             .log
             .failure()
@@ -339,6 +342,9 @@ impl ShardCtx {
         }
         tracing::info!(shard = self.shard, topic = %failed.topic, partition = failed.index, reason = ?failed.log.failure(), "reopening a failed log");
         self.stop_serving(&key);
+        if failed.topic == crate::metadata::TRANSACTION_STATE_TOPIC {
+            self.txns.unload_partition(failed.index);
+        }
         if failed.topic == crate::metadata::OFFSETS_TOPIC && failed.is_leader() {
             self.groups
                 .unload_partition(failed.index, topic.partitions.len() as i32);
@@ -360,7 +366,7 @@ impl ShardCtx {
     /// replica, offline); the group coordinator loads a `__consumer_offsets` partition this
     /// shard starts leading and unloads one it stops leading.
     async fn apply_roles(
-        &self,
+        self: &Rc<Self>,
         snapshot: &Snapshot,
         opened: &std::collections::HashSet<(String, i32)>,
     ) {
@@ -390,6 +396,16 @@ impl ShardCtx {
                     leading = part.is_leader(),
                     "replica role changed"
                 );
+            }
+            if part.topic == crate::metadata::TRANSACTION_STATE_TOPIC {
+                // Loaded again when it leads in a new epoch: the coordinator epoch changes.
+                let loaded = self.txns.loaded_epoch(part.index);
+                let epoch = meta.leader_epoch.0;
+                if part.is_leader() && loaded != Some(epoch) {
+                    crate::txn_coordinator::load_partition(self.clone(), &part, epoch).await;
+                } else if !part.is_leader() && loaded.is_some() {
+                    self.txns.unload_partition(part.index);
+                }
             }
             if part.topic == crate::metadata::OFFSETS_TOPIC && part.is_leader() != was_leader {
                 if part.is_leader() {

@@ -1,4 +1,5 @@
-//! FindCoordinator, creating `__consumer_offsets` on first use as Kafka does.
+//! FindCoordinator of a group (key type 0) or a transactional id (1), creating
+//! `__consumer_offsets` or `__transaction_state` on first use as Kafka does.
 
 use std::rc::Rc;
 
@@ -10,37 +11,83 @@ use kafka_protocol::ResponseError;
 use crate::error::Refused;
 use crate::group_coordinator::partition_for;
 use crate::metadata::Command;
-use crate::metadata::OFFSETS_TOPIC;
+use crate::metadata::{OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC};
 use crate::shard::ShardCtx;
 
 use super::{s, Client};
 use crate::handlers::authorized::authorized;
 use crate::security::acl::{Operation, ResourceType};
 
-/// Creates `__consumer_offsets` if it does not exist yet (as Kafka does on the first
+/// What a coordinator's topic is created with.
+struct InternalTopic {
+    name: &'static str,
+    partitions: i32,
+    /// In a cluster; a single node's is 1.
+    replication_factor: i32,
+    configs: Vec<(&'static str, String)>,
+}
+
+/// `__consumer_offsets`: compacted, as Kafka's (the log cleaner keeps each key's latest
+/// record, a group's offsets and metadata, and a load replays only those).
+fn offsets_topic(ctx: &ShardCtx) -> InternalTopic {
+    let g = &ctx.config().group;
+    InternalTopic {
+        name: OFFSETS_TOPIC,
+        partitions: g.offsets_topic_partitions,
+        replication_factor: g.offsets_topic_replication_factor,
+        configs: vec![
+            ("cleanup.policy", "compact".to_owned()),
+            ("segment.bytes", g.offsets_topic_segment_bytes.to_string()),
+        ],
+    }
+}
+
+/// `__transaction_state`: compacted, `transaction.state.log.*` (its `min.insync.replicas`
+/// capped by the replication factor it gets).
+fn transaction_state_topic(ctx: &ShardCtx) -> InternalTopic {
+    let t = &ctx.config().transactions;
+    let rf = replication_factor(ctx, t.state_log_replication_factor);
+    InternalTopic {
+        name: TRANSACTION_STATE_TOPIC,
+        partitions: t.state_log_partitions,
+        replication_factor: t.state_log_replication_factor,
+        configs: vec![
+            ("cleanup.policy", "compact".to_owned()),
+            ("segment.bytes", t.state_log_segment_bytes.to_string()),
+            (
+                "min.insync.replicas",
+                t.state_log_min_isr.min(rf).to_string(),
+            ),
+        ],
+    }
+}
+
+/// The replication factor a coordinator topic gets: `configured` in a cluster, 1 on a single
+/// node.
+fn replication_factor(ctx: &ShardCtx, configured: i32) -> i32 {
+    match ctx.config().metadata {
+        crate::config::MetadataConfig::Embedded => 1,
+        crate::config::MetadataConfig::Etcd { .. } => configured,
+    }
+}
+
+/// Creates the coordinator topic `topic` if it does not exist yet (as Kafka does on the first
 /// FindCoordinator). Returns its partition count.
-async fn offsets_topic(ctx: &Rc<ShardCtx>) -> Result<i32, ResponseError> {
-    if let Some(t) = ctx.snapshot().topics.get(OFFSETS_TOPIC) {
+async fn internal_topic(ctx: &Rc<ShardCtx>, topic: InternalTopic) -> Result<i32, ResponseError> {
+    let name = topic.name;
+    if let Some(t) = ctx.snapshot().topics.get(name) {
         return Ok(t.partitions.len() as i32);
     }
-    let g = &ctx.config().group;
-    // Compacted, as Kafka's: the log cleaner keeps each key's latest record (a group's
-    // offsets and metadata), and a load replays only those.
-    let configs = [
-        ("cleanup.policy", "compact".to_owned()),
-        ("segment.bytes", g.offsets_topic_segment_bytes.to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect();
-    let partitions = g.offsets_topic_partitions;
-    let replication_factor = match ctx.config().metadata {
-        crate::config::MetadataConfig::Embedded => 1,
-        crate::config::MetadataConfig::Etcd { .. } => g.offsets_topic_replication_factor,
-    };
+    let configs = topic
+        .configs
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    let partitions = topic.partitions;
+    let replication_factor = replication_factor(ctx, topic.replication_factor);
     let created = ctx
         .control(|reply| Command::CreateTopic {
-            name: OFFSETS_TOPIC.to_owned(),
+            name: name.to_owned(),
             partitions,
             replication_factor,
             configs,
@@ -49,16 +96,16 @@ async fn offsets_topic(ctx: &Rc<ShardCtx>) -> Result<i32, ResponseError> {
         })
         .await;
     match created {
-        Ok(()) => tracing::info!(partitions, "created {OFFSETS_TOPIC}"),
+        Ok(()) => tracing::info!(partitions, "created {name}"),
         Err(r) if r.error == ResponseError::TopicAlreadyExists => {}
         Err(r) => {
-            tracing::error!(error = %r, "creating {OFFSETS_TOPIC}");
+            tracing::error!(error = %r, "creating {name}");
             return Err(ResponseError::CoordinatorNotAvailable);
         }
     }
     ctx.snapshot()
         .topics
-        .get(OFFSETS_TOPIC)
+        .get(name)
         .map(|t| t.partitions.len() as i32)
         .ok_or(ResponseError::CoordinatorNotAvailable)
 }
@@ -71,29 +118,43 @@ async fn coordinator_of(
     key: &str,
 ) -> Result<(BrokerId, String, i32), Refused> {
     let listener = client.listener;
-    if key_type != 0 {
-        return Err(Refused::new(
-            ResponseError::InvalidRequest,
-            format!("coordinator key type {key_type} is not supported (transactions and share groups are not built; 0 = group)"),
-        ));
-    }
+    let (resource, kind, topic) = match key_type {
+        0 => (ResourceType::Group, "group", offsets_topic(ctx)),
+        1 => (
+            ResourceType::TransactionalId,
+            "transactional id",
+            transaction_state_topic(ctx),
+        ),
+        other => {
+            return Err(Refused::new(
+                ResponseError::InvalidRequest,
+                format!("coordinator key type {other} is not supported (share groups are not built; 0 = group, 1 = transaction)"),
+            ))
+        }
+    };
     if key.is_empty() {
+        let error = match key_type {
+            0 => ResponseError::InvalidGroupId,
+            _ => ResponseError::InvalidRequest,
+        };
+        return Err(Refused::new(error, format!("empty {kind}")));
+    }
+    if !authorized(ctx, client, Operation::Describe, resource, key) {
+        let error = match key_type {
+            0 => ResponseError::GroupAuthorizationFailed,
+            _ => ResponseError::TransactionalIdAuthorizationFailed,
+        };
         return Err(Refused::new(
-            ResponseError::InvalidGroupId,
-            "empty group id",
+            error,
+            format!("{} may not describe {kind} {key}", client.principal),
         ));
     }
-    if !authorized(ctx, client, Operation::Describe, ResourceType::Group, key) {
-        return Err(Refused::new(
-            ResponseError::GroupAuthorizationFailed,
-            format!("{} may not describe group {key}", client.principal),
-        ));
-    }
-    let partitions = offsets_topic(ctx)
+    let name = topic.name;
+    let partitions = internal_topic(ctx, topic)
         .await
-        .map_err(|e| Refused::new(e, format!("{OFFSETS_TOPIC} is not available")))?;
+        .map_err(|e| Refused::new(e, format!("{name} is not available")))?;
     let p = partition_for(key, partitions);
-    let meta = ctx.snapshot().partition(OFFSETS_TOPIC, p).cloned();
+    let meta = ctx.snapshot().partition(name, p).cloned();
     meta.and_then(|m| ctx.leader_endpoint(&m, listener))
         .ok_or(Refused::new(
             ResponseError::CoordinatorNotAvailable,

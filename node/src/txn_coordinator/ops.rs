@@ -1,0 +1,128 @@
+//! The client requests the coordinator decides: InitProducerId with a transactional id,
+//! AddPartitionsToTxn, EndTxn. Each decides with the state machine, writes the transit, and
+//! answers once it is written; an EndTxn (or a fence) then has its markers sent.
+
+use std::rc::Rc;
+
+use kafka_protocol::ResponseError;
+use transactions::coordinator::{Decision, FencedAbort, InitProducerId, ProducerIdAndEpoch};
+use transactions::{TxnError, TxnVersion};
+
+use super::{markers, owner, refusal, settings, write, TxnHost};
+
+/// Kafka's error for a refusal, for a request of `version` whose first version knowing
+/// PRODUCER_FENCED is `fenced_since` (older clients get INVALID_PRODUCER_EPOCH).
+pub fn txn_error(e: ResponseError, version: i16, fenced_since: i16) -> ResponseError {
+    if e == ResponseError::ProducerFenced && version < fenced_since {
+        ResponseError::InvalidProducerEpoch
+    } else {
+        e
+    }
+}
+
+/// InitProducerId with a transactional id: a producer id and a bumped epoch for the new
+/// producer instance (KIP-360: `expected` is the id and epoch of an instance recovering). An
+/// open transaction of an older instance is fenced and aborted first: CONCURRENT_TRANSACTIONS,
+/// and the client retries.
+pub async fn init_producer_id(
+    host: Rc<dyn TxnHost>,
+    transactional_id: &str,
+    timeout_ms: i32,
+    expected: Option<ProducerIdAndEpoch>,
+    now: i64,
+) -> Result<ProducerIdAndEpoch, ResponseError> {
+    let (p, epoch) = owner(&*host, transactional_id)?;
+    let settings = settings(&*host);
+    let mut allocate = || Some(host.new_producer_id());
+    let decided = host
+        .txn_coordinator()
+        .with(p, epoch, |txns| {
+            txns.init_producer_id(
+                transactional_id,
+                timeout_ms,
+                expected,
+                now,
+                settings,
+                &mut allocate,
+            )
+        })
+        .ok_or(ResponseError::NotCoordinator)?
+        .map_err(refusal)?;
+    match decided {
+        InitProducerId::Write(transit, answer) => {
+            write(&*host, p, epoch, &transit, now).await?;
+            Ok(answer)
+        }
+        InitProducerId::FenceOngoing(FencedAbort(transit)) => {
+            write(&*host, p, epoch, &transit, now).await?;
+            markers::spawn(host, p, epoch, transactional_id.to_owned());
+            Err(ResponseError::ConcurrentTransactions)
+        }
+    }
+}
+
+/// AddPartitionsToTxn of a client (v0-3): the partitions join the transaction, which starts
+/// with the first of them.
+pub async fn add_partitions(
+    host: Rc<dyn TxnHost>,
+    transactional_id: &str,
+    producer: ProducerIdAndEpoch,
+    partitions: &[(String, i32)],
+    now: i64,
+) -> Result<(), ResponseError> {
+    let (p, epoch) = owner(&*host, transactional_id)?;
+    let decided = host
+        .txn_coordinator()
+        .with(p, epoch, |txns| {
+            txns.add_partitions(
+                transactional_id,
+                producer.producer_id,
+                producer.epoch,
+                partitions,
+                TxnVersion::V0,
+                now,
+            )
+        })
+        .ok_or(ResponseError::NotCoordinator)?
+        .map_err(refusal)?;
+    match decided {
+        Decision::Answer(()) => Ok(()),
+        Decision::Write(transit, ()) => write(&*host, p, epoch, &transit, now).await,
+    }
+}
+
+/// EndTxn (v0-4): the transaction is prepared to commit or abort, answered once that is
+/// written; its markers are then sent and its completion written in the background (the
+/// producer's next transaction waits on CONCURRENT_TRANSACTIONS until then).
+pub async fn end_txn(
+    host: Rc<dyn TxnHost>,
+    transactional_id: &str,
+    producer: ProducerIdAndEpoch,
+    commit: bool,
+    now: i64,
+) -> Result<(), ResponseError> {
+    let (p, epoch) = owner(&*host, transactional_id)?;
+    let mut allocate = || Some(host.new_producer_id());
+    let decided = host
+        .txn_coordinator()
+        .with(p, epoch, |txns| {
+            txns.end_txn(
+                transactional_id,
+                producer,
+                commit,
+                TxnVersion::V0,
+                now,
+                &mut allocate,
+            )
+        })
+        .ok_or(ResponseError::NotCoordinator)?
+        .map_err(|e: TxnError| refusal(e))?;
+    match decided {
+        Decision::Answer(_) => Ok(()),
+        Decision::Write(transit, _) => {
+            write(&*host, p, epoch, &transit, now).await?;
+            markers::spawn(host, p, epoch, transactional_id.to_owned());
+            Ok(())
+        }
+    }
+}

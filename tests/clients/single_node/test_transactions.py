@@ -1,0 +1,118 @@
+"""Transactions on one node (issue 45): a transactional producer's committed records reach
+`read_committed` consumers, aborted ones never do (a `read_uncommitted` consumer sees both);
+a second producer instance of the same `transactional.id` fences the first; everything holds
+across a restart and a kill -9.
+"""
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition, OFFSET_BEGINNING
+from confluent_kafka.admin import AdminClient, NewTopic
+
+TOPIC = "txn"
+
+
+def create(b, topic=TOPIC, partitions=2):
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def transactional(b, tid, **extra):
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": tid,
+                  "transaction.timeout.ms": 60000, **extra})
+    p.init_transactions(30)
+    return p
+
+
+def send(p, values, commit, topic=TOPIC):
+    p.begin_transaction()
+    for i, v in enumerate(values):
+        p.produce(topic, value=v, partition=i % 2)
+    if commit:
+        p.commit_transaction(30)
+    else:
+        p.flush(30)
+        p.abort_transaction(30)
+
+
+def read(b, isolation, expected, topic=TOPIC, partitions=2, timeout=20):
+    """Values per partition, in offset order, once `expected` records were read (or the time
+    ran out)."""
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"reader-{isolation}-{time.time()}",
+                  "isolation.level": isolation, "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    got = {p: [] for p in range(partitions)}
+    deadline = time.time() + timeout
+    while sum(len(v) for v in got.values()) < expected and time.time() < deadline:
+        m = c.poll(0.5)
+        if m is None or m.error():
+            continue
+        got[m.partition()].append(m.value())
+    # Nothing more arrives after the expected ones.
+    end = time.time() + 1
+    while time.time() < end:
+        m = c.poll(0.2)
+        if m is not None and not m.error():
+            got[m.partition()].append(m.value())
+    c.close()
+    return got
+
+
+def by_partition(values):
+    out = {0: [], 1: []}
+    for i, v in enumerate(values):
+        out[i % 2].append(v)
+    return out
+
+
+def test_read_committed_sees_commits_only_across_a_restart_and_kill_9(make_broker):
+    b = make_broker().start()
+    create(b)
+    p = transactional(b, "t1")
+    first = [b"c1-%d" % i for i in range(20)]
+    aborted = [b"a-%d" % i for i in range(10)]
+    second = [b"c2-%d" % i for i in range(6)]
+    send(p, first, commit=True)
+    send(p, aborted, commit=False)
+    send(p, second, commit=True)
+    committed = by_partition(first)
+    for part, vs in by_partition(second).items():
+        committed[part] += vs
+    assert read(b, "read_committed", 26) == committed
+    everything = read(b, "read_uncommitted", 36)
+    assert sorted(sum(everything.values(), [])) == sorted(first + aborted + second)
+
+    # An open transaction holds read_committed consumers back: its records are not read.
+    p.begin_transaction()
+    p.produce(TOPIC, value=b"open", partition=0)
+    p.flush(30)
+    assert read(b, "read_committed", 26, timeout=3) == committed
+    p.abort_transaction(30)
+    p.flush(30)
+
+    b.stop()
+    b.start()
+    assert read(b, "read_committed", 26) == committed
+    p2 = transactional(b, "t1")
+    send(p2, [b"c3-0", b"c3-1"], commit=True)
+    committed[0].append(b"c3-0")
+    committed[1].append(b"c3-1")
+    b.kill9()
+    b.start()
+    assert read(b, "read_committed", 28) == committed
+
+
+def test_a_new_instance_fences_the_old_one(make_broker):
+    b = make_broker().start()
+    create(b)
+    old = transactional(b, "fenced")
+    old.begin_transaction()
+    old.produce(TOPIC, value=b"zombie", partition=0)
+    old.flush(30)
+    # The new instance aborts the old one's open transaction and bumps the epoch.
+    new = transactional(b, "fenced")
+    send(new, [b"fresh-0", b"fresh-1"], commit=True)
+    with pytest.raises(KafkaException) as e:
+        old.commit_transaction(10)
+    assert e.value.args[0].fatal() or "fenced" in str(e.value).lower(), e.value
+    assert read(b, "read_committed", 2) == {0: [b"fresh-0"], 1: [b"fresh-1"]}
