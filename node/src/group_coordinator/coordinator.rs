@@ -42,6 +42,8 @@ pub struct Coordinator {
     /// `__consumer_offsets` partitions of this shard whose records are in memory.
     pub(super) loaded: RefCell<HashSet<i32>>,
     pub(super) last_retention_ms: Cell<i64>,
+    /// Offsets committed in transactions not settled yet (`txn_offsets.rs`).
+    pub(super) txn_offsets: RefCell<super::txn_offsets::Pending>,
 }
 
 impl Coordinator {

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use super::coordinator::{partition_for, Coordinator};
 use super::membership::Group;
 use super::records::{self, OffsetValue, RecordKey};
+use super::txn_offsets::{settle, Pending};
 use crate::partition::internal::replay_records;
 use crate::partition::Partition;
 
@@ -18,8 +19,36 @@ impl Coordinator {
         let p = part.index;
         let (mut offsets, mut metas) = (0usize, 0usize);
         let mut groups = BTreeMap::<String, Group>::new();
+        let mut pending = Pending::new();
         replay_records(part, |r| {
             if r.control {
+                // A transaction's marker (key: version, type; ABORT 0, COMMIT 1).
+                let kind = r
+                    .key
+                    .as_deref()
+                    .filter(|k| k.len() >= 4)
+                    .map(|k| i16::from_be_bytes([k[2], k[3]]));
+                if let Some(kind @ (0 | 1)) = kind {
+                    settle(
+                        &mut pending,
+                        r.producer_id,
+                        kind == 1,
+                        |_| true,
+                        |g, tp, v| {
+                            groups
+                                .entry(g.to_owned())
+                                .or_insert_with(|| Group::new(g.to_owned(), now))
+                                .offsets
+                                .insert(tp, v);
+                        },
+                    );
+                }
+                return;
+            }
+            if r.transactional {
+                if let Err(e) = pend_record(&mut pending, r.producer_id, r.key, r.value) {
+                    tracing::warn!(partition = p, offset = r.offset, error = %e, "skipped record");
+                }
                 return;
             }
             match apply_record(&mut groups, r.key, r.value, now) {
@@ -33,6 +62,7 @@ impl Coordinator {
         .await;
         let count = groups.len();
         self.groups.borrow_mut().extend(groups);
+        self.txn_offsets.borrow_mut().extend(pending);
         self.loaded.borrow_mut().insert(p);
         if count == 0 && offsets + metas == 0 {
             return;
@@ -49,6 +79,9 @@ impl Coordinator {
     /// Forgets the groups of a partition this shard no longer leads.
     pub fn unload_partition(&self, p: i32, partitions: i32) {
         self.loaded.borrow_mut().remove(&p);
+        self.txn_offsets
+            .borrow_mut()
+            .retain(|(group, _), _| partition_for(group, partitions) != p);
         self.groups.borrow_mut().retain(|id, g| {
             let keep = partition_for(id, partitions) != p;
             if !keep {
@@ -57,6 +90,30 @@ impl Coordinator {
             keep
         });
     }
+}
+
+/// A transactional offset record during load: pending until its transaction's marker.
+fn pend_record(
+    pending: &mut Pending,
+    producer_id: i64,
+    key: Option<Bytes>,
+    value: Option<Bytes>,
+) -> Result<(), records::RecordError> {
+    if let RecordKey::Offset {
+        group,
+        topic,
+        partition,
+    } = RecordKey::decode(key.unwrap_or_default())?
+    {
+        if let Some(v) = value {
+            let v = OffsetValue::decode(v)?;
+            pending
+                .entry((group, producer_id))
+                .or_default()
+                .insert((topic, partition), v);
+        }
+    }
+    Ok(())
 }
 
 /// Applies one record during load; `Ok(true)` for an offset record, `Ok(false)` for group

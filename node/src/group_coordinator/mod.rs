@@ -19,6 +19,7 @@ pub mod membership;
 mod offsets;
 mod persist;
 pub mod records;
+mod txn_offsets;
 
 pub use coordinator::{partition_for, Coordinator, GroupSummary};
 pub use host::Host;

@@ -10,8 +10,8 @@ use super::records::RecordKey;
 use crate::limits::OFFSET_COMMIT_TIMEOUT;
 use crate::metadata::OFFSETS_TOPIC;
 
-use crate::partition::internal::append_keyed;
 pub(super) use crate::partition::internal::KeyValues;
+use crate::partition::internal::{append_keyed_in, InTransaction};
 
 /// Tombstones for the given offsets of `group` (and its metadata when `group_too`).
 pub(super) fn tombstones(
@@ -44,6 +44,17 @@ pub(super) async fn append(
     records: KeyValues,
     now: i64,
 ) -> Result<(), ResponseError> {
+    append_in(host, p, records, None, now).await
+}
+
+/// [`append`], in a producer's transaction when `txn` is given (TxnOffsetCommit).
+pub(super) async fn append_in(
+    host: &dyn Host,
+    p: i32,
+    records: KeyValues,
+    txn: Option<InTransaction>,
+    now: i64,
+) -> Result<(), ResponseError> {
     let part = host
         .offsets_partition(p)
         .ok_or(ResponseError::NotCoordinator)?;
@@ -52,7 +63,7 @@ pub(super) async fn append(
         .partition(OFFSETS_TOPIC, p)
         .map_or(LeaderEpoch(0), |m| m.leader_epoch);
     // As Kafka's group coordinator: acks=all, bounded like its offset.commit.timeout.ms.
-    let written = append_keyed(&part, epoch, records, now, OFFSET_COMMIT_TIMEOUT).await;
+    let written = append_keyed_in(&part, epoch, records, txn, now, OFFSET_COMMIT_TIMEOUT).await;
     written.map_err(|refused| {
         tracing::warn!(partition = p, error = %refused.message, "writing __consumer_offsets");
         match refused.error {
@@ -64,6 +75,8 @@ pub(super) async fn append(
                 ResponseError::CoordinatorNotAvailable
             }
             ResponseError::RequestTimedOut => ResponseError::RequestTimedOut,
+            // A transaction's records of a fenced producer epoch (TxnOffsetCommit).
+            ResponseError::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,
             _ => ResponseError::UnknownServerError,
         }
     })

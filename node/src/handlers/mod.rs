@@ -95,9 +95,11 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // v1 carries the election type (PREFERRED, UNCLEAN), v2 flexible versions.
     (ApiKey::ElectLeaders, 0, 2),
     // Transactions, transaction version 0/1 (explicit AddPartitionsToTxn; v4+ of it is the
-    // brokers' verification, not built): AddOffsetsToTxn and TxnOffsetCommit are not built yet.
+    // brokers' verification, not built).
     (ApiKey::AddPartitionsToTxn, 0, 3),
+    (ApiKey::AddOffsetsToTxn, 0, 4),
     (ApiKey::EndTxn, 0, 4),
+    (ApiKey::TxnOffsetCommit, 0, 4),
     (ApiKey::WriteTxnMarkers, 1, 1),
 ];
 
@@ -166,6 +168,14 @@ pub async fn dispatch(
         )?,
         RequestKind::AddPartitionsToTxn(r) => encode(
             &transactions::add_partitions(ctx, client, r, version).await,
+            version,
+        )?,
+        RequestKind::AddOffsetsToTxn(r) => encode(
+            &transactions::add_offsets(ctx, client, r, version).await,
+            version,
+        )?,
+        RequestKind::TxnOffsetCommit(r) => encode(
+            &transactions::txn_offset_commit(ctx, client, r, version).await,
             version,
         )?,
         RequestKind::EndTxn(r) => encode(

@@ -1,16 +1,23 @@
-//! The transactional producer's requests — AddPartitionsToTxn (v0-3, a client's), EndTxn —
+//! The transactional producer's requests — AddPartitionsToTxn (v0-3, a client's),
+//! AddOffsetsToTxn, EndTxn, and TxnOffsetCommit (to the group's coordinator) —
 //! answered by the transaction coordinator (`txn_coordinator/`), and WriteTxnMarkers, which a
 //! coordinator sends to the leaders of a transaction's partitions over the inter-broker
 //! listener. InitProducerId with a transactional id is in `init_producer_id.rs`.
 
 use std::rc::Rc;
 
+use kafka_protocol::messages::add_offsets_to_txn_request::AddOffsetsToTxnRequest;
+use kafka_protocol::messages::add_offsets_to_txn_response::AddOffsetsToTxnResponse;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnRequest;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResponse, AddPartitionsToTxnTopicResult,
 };
 use kafka_protocol::messages::end_txn_request::EndTxnRequest;
 use kafka_protocol::messages::end_txn_response::EndTxnResponse;
+use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequest;
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
 use kafka_protocol::messages::write_txn_markers_request::WriteTxnMarkersRequest;
 use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
@@ -20,9 +27,13 @@ use kafka_protocol::messages::ProducerId;
 use kafka_protocol::ResponseError;
 use transactions::coordinator::ProducerIdAndEpoch;
 
+use crate::group_coordinator::membership::Caller;
+use crate::group_coordinator::records::OffsetValue;
 use crate::handlers::authorized::{authorized, on_cluster};
 use crate::handlers::groups::Client;
 use crate::limits::TXN_STATE_WRITE_TIMEOUT;
+use crate::metadata::OFFSETS_TOPIC;
+use crate::partition::internal::InTransaction;
 use crate::security::acl::{Operation, ResourceType};
 use crate::shard::{now_ms, ShardCtx};
 use crate::txn_coordinator::{self, txn_error};
@@ -98,6 +109,138 @@ pub async fn add_partitions(
             })
             .collect();
         resp.results_by_topic_v3_and_below.push(tr);
+    }
+    resp
+}
+
+/// AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the transaction (WRITE
+/// on the transactional id, READ on the group).
+pub async fn add_offsets(
+    ctx: &Rc<ShardCtx>,
+    client: &Client,
+    req: AddOffsetsToTxnRequest,
+    version: i16,
+) -> AddOffsetsToTxnResponse {
+    let id = req.transactional_id.0.to_string();
+    let group = req.group_id.0.to_string();
+    let mut resp = AddOffsetsToTxnResponse::default();
+    let error = if !authorized(
+        ctx,
+        client,
+        Operation::Write,
+        ResourceType::TransactionalId,
+        &id,
+    ) {
+        Some(ResponseError::TransactionalIdAuthorizationFailed)
+    } else if !authorized(ctx, client, Operation::Read, ResourceType::Group, &group) {
+        Some(ResponseError::GroupAuthorizationFailed)
+    } else {
+        let partitions = ctx
+            .snapshot()
+            .topics
+            .get(OFFSETS_TOPIC)
+            .map_or(ctx.config().group.offsets_topic_partitions, |t| {
+                t.partitions.len() as i32
+            });
+        let producer = ProducerIdAndEpoch {
+            producer_id: req.producer_id.0,
+            epoch: req.producer_epoch,
+        };
+        let host: Rc<dyn txn_coordinator::TxnHost> = ctx.clone();
+        let added = txn_coordinator::add_offsets(host, &id, producer, &group, partitions, now_ms());
+        added.await.err().map(|e| txn_error(e, version, 2))
+    };
+    resp.error_code = error.map_or(0, |e| e.code());
+    resp
+}
+
+/// TxnOffsetCommit: a consumer group's offsets committed in the producer's transaction, by
+/// the group's coordinator (READ on the group and on each topic); visible once the
+/// transaction commits.
+pub async fn txn_offset_commit(
+    ctx: &Rc<ShardCtx>,
+    client: &Client,
+    req: TxnOffsetCommitRequest,
+    version: i16,
+) -> TxnOffsetCommitResponse {
+    let now = now_ms();
+    let group = req.group_id.0.to_string();
+    let group_ok = authorized(ctx, client, Operation::Read, ResourceType::Group, &group);
+    let mut answers: Vec<(String, i32, Option<ResponseError>)> = Vec::new();
+    let mut offsets = Vec::new();
+    for t in &req.topics {
+        let name = t.name.0.to_string();
+        let topic_ok = authorized(ctx, client, Operation::Read, ResourceType::Topic, &name);
+        for p in &t.partitions {
+            let refused = if !group_ok {
+                Some(ResponseError::GroupAuthorizationFailed)
+            } else if !topic_ok {
+                Some(ResponseError::TopicAuthorizationFailed)
+            } else {
+                offsets.push((
+                    name.clone(),
+                    p.partition_index,
+                    OffsetValue {
+                        offset: p.committed_offset,
+                        leader_epoch: if version >= 2 {
+                            p.committed_leader_epoch
+                        } else {
+                            -1
+                        },
+                        metadata: p
+                            .committed_metadata
+                            .as_ref()
+                            .map(|m| m.to_string())
+                            .unwrap_or_default(),
+                        commit_timestamp: now,
+                    },
+                ));
+                None
+            };
+            answers.push((name.clone(), p.partition_index, refused));
+        }
+    }
+    if !offsets.is_empty() {
+        let txn = InTransaction {
+            producer_id: req.producer_id.0,
+            producer_epoch: req.producer_epoch,
+        };
+        let who = Caller {
+            member_id: &req.member_id,
+            instance_id: req.group_instance_id.as_deref(),
+            generation: if version >= 3 { req.generation_id } else { -1 },
+        };
+        let committed = ctx
+            .groups()
+            .txn_commit(&**ctx, &group, txn, who, offsets, now)
+            .await;
+        let mut results = match committed {
+            Ok(results) => results.into_iter(),
+            Err(e) => vec![Err(e); answers.iter().filter(|a| a.2.is_none()).count()].into_iter(),
+        };
+        for a in answers.iter_mut().filter(|a| a.2.is_none()) {
+            a.2 = results
+                .next()
+                .and_then(|r| r.err())
+                .map(|e| txn_error(e, version, 3));
+        }
+    }
+    let mut resp = TxnOffsetCommitResponse::default();
+    for (topic, results) in super::by_topic(answers.into_iter().map(|(t, p, e)| (t, (p, e)))) {
+        resp.topics.push(
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(kafka_protocol::messages::TopicName(topic.into()))
+                .with_partitions(
+                    results
+                        .into_iter()
+                        .map(|(p, e)| {
+                            TxnOffsetCommitResponsePartition::default()
+                                .with_partition_index(p)
+                                .with_error_code(e.map_or(0, |e| e.code()))
+                        })
+                        .collect(),
+                ),
+        );
     }
     resp
 }
@@ -203,7 +346,19 @@ async fn write_marker(
         None
     };
     match futures_lite::future::or(done, expired).await {
-        Some(r) => r.map_err(|r| r.error),
-        None => Err(ResponseError::RequestTimedOut),
+        Some(r) => r.map_err(|r| r.error)?,
+        None => return Err(ResponseError::RequestTimedOut),
     }
+    if topic == OFFSETS_TOPIC {
+        // The group coordinator of this partition settles the transaction's offsets.
+        let partitions = ctx
+            .snapshot()
+            .topics
+            .get(OFFSETS_TOPIC)
+            .map_or(0, |t| t.partitions.len());
+        let commit = m.transaction_result;
+        ctx.groups()
+            .complete_txn(p, partitions as i32, m.producer_id.0, commit, now);
+    }
+    Ok(())
 }

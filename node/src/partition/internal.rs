@@ -18,6 +18,15 @@ use super::Partition;
 /// Records to append: `(key, value)`, a `None` value being a tombstone.
 pub type KeyValues = Vec<(Bytes, Option<Bytes>)>;
 
+/// The transactional producer a coordinator writes records for (TxnOffsetCommit): its id and
+/// epoch in the batch, which is transactional and carries no sequence (Kafka's coordinator
+/// appends are not checked for duplicates).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InTransaction {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+}
+
 /// Appends `records` in one batch (leader epoch `epoch`) and waits until every in-sync replica
 /// has them (as Kafka's coordinators write, `acks=all`), at most `timeout`: REQUEST_TIMED_OUT
 /// after it; the partition's own refusal otherwise.
@@ -28,16 +37,28 @@ pub async fn append_keyed(
     now: i64,
     timeout: Duration,
 ) -> Result<(), Refused> {
+    append_keyed_in(part, epoch, records, None, now, timeout).await
+}
+
+/// [`append_keyed`], in `txn`'s transaction when given.
+pub async fn append_keyed_in(
+    part: &Partition,
+    epoch: LeaderEpoch,
+    records: KeyValues,
+    txn: Option<InTransaction>,
+    now: i64,
+    timeout: Duration,
+) -> Result<(), Refused> {
     let records: Vec<Record> = records
         .into_iter()
         .enumerate()
         .map(|(i, (key, value))| Record {
-            transactional: false,
+            transactional: txn.is_some(),
             control: false,
             delete_horizon: false,
             partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id: txn.map_or(-1, |t| t.producer_id),
+            producer_epoch: txn.map_or(-1, |t| t.producer_epoch),
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
             sequence: -1,

@@ -189,7 +189,11 @@ async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     pipeline.changed.notify_all();
     // Requests already read are answered before the connection closes.
     let written = writer.await;
-    result.and(written)
+    match (result, written) {
+        // The reader stopped because the writer failed: the writer's error says why.
+        (Err(ConnectionError::WriterFailed), Err(why)) => Err(why),
+        (result, written) => result.and(written),
+    }
 }
 
 async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(

@@ -305,6 +305,8 @@ mod tests {
             ApiKey::InitProducerId => RequestKind::InitProducerId(Default::default()),
             ApiKey::AddPartitionsToTxn => RequestKind::AddPartitionsToTxn(Default::default()),
             ApiKey::EndTxn => RequestKind::EndTxn(Default::default()),
+            ApiKey::AddOffsetsToTxn => RequestKind::AddOffsetsToTxn(Default::default()),
+            ApiKey::TxnOffsetCommit => RequestKind::TxnOffsetCommit(Default::default()),
             ApiKey::WriteTxnMarkers => RequestKind::WriteTxnMarkers(Default::default()),
             ApiKey::DescribeConfigs => RequestKind::DescribeConfigs(Default::default()),
             ApiKey::CreatePartitions => RequestKind::CreatePartitions(Default::default()),

@@ -91,6 +91,21 @@ pub async fn add_partitions(
     }
 }
 
+/// AddOffsetsToTxn: the `__consumer_offsets` partition of `group` (one of `offsets_partitions`)
+/// joins the transaction, so that its TxnOffsetCommit records get the transaction's marker.
+pub async fn add_offsets(
+    host: Rc<dyn TxnHost>,
+    transactional_id: &str,
+    producer: ProducerIdAndEpoch,
+    group: &str,
+    offsets_partitions: i32,
+    now: i64,
+) -> Result<(), ResponseError> {
+    let p = crate::group_coordinator::partition_for(group, offsets_partitions);
+    let partition = (crate::metadata::OFFSETS_TOPIC.to_owned(), p);
+    add_partitions(host, transactional_id, producer, &[partition], now).await
+}
+
 /// EndTxn (v0-4): the transaction is prepared to commit or abort, answered once that is
 /// written; its markers are then sent and its completion written in the background (the
 /// producer's next transaction waits on CONCURRENT_TRANSACTIONS until then).

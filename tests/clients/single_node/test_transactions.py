@@ -116,3 +116,63 @@ def test_a_new_instance_fences_the_old_one(make_broker):
         old.commit_transaction(10)
     assert e.value.args[0].fatal() or "fenced" in str(e.value).lower(), e.value
     assert read(b, "read_committed", 2) == {0: [b"fresh-0"], 1: [b"fresh-1"]}
+
+
+def committed_offsets(b, group, topic, partitions=2):
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "enable.auto.commit": False})
+    got = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+    c.close()
+    return {tp.partition: tp.offset for tp in got}
+
+
+def test_consume_transform_produce_copies_exactly_once(make_broker):
+    """A copier reads `in`, writes `out` and commits its consumer offsets in one transaction;
+    one transaction is aborted part way (its output never read, its offsets not committed, the
+    copier rewinds to the committed offsets), the broker is restarted between transactions."""
+    b = make_broker().start()
+    create(b, "in")
+    create(b, "out")
+    src = Producer({"bootstrap.servers": b.bootstrap})
+    values = [b"v%03d" % i for i in range(60)]
+    for i, v in enumerate(values):
+        src.produce("in", value=v, partition=i % 2)
+    assert src.flush(30) == 0
+
+    def consumer():
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "copier",
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                      "isolation.level": "read_committed"})
+        c.subscribe(["in"])
+        return c
+
+    p = transactional(b, "copier-1")
+    c = consumer()
+    copied, rounds = 0, 0
+    while copied < 60 and rounds < 100:
+        rounds += 1
+        batch = [m for m in c.consume(10, 1.0) if not m.error()]
+        if not batch:
+            continue
+        p.begin_transaction()
+        for m in batch:
+            p.produce("out", value=b"out-" + m.value(), partition=m.partition())
+        p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 30)
+        if rounds == 2:
+            p.abort_transaction(30)
+            # Rewind to what the group committed.
+            for tp in c.committed(c.assignment(), timeout=10):
+                c.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+            continue
+        p.commit_transaction(30)
+        copied += len(batch)
+        if rounds == 4:
+            c.close()
+            b.stop()
+            b.start()
+            p = transactional(b, "copier-1")
+            c = consumer()
+    c.close()
+    assert copied == 60, f"copied {copied} in {rounds} rounds"
+    out = read(b, "read_committed", 60, topic="out")
+    assert out == {part: [b"out-" + v for v in vs] for part, vs in by_partition(values).items()}
+    assert committed_offsets(b, "copier", "in") == {0: 30, 1: 30}

@@ -152,6 +152,14 @@ pub fn offset_fetch(
         found.retain(|(t, _)| authorized(ctx, client, Operation::Describe, ResourceType::Topic, t));
         Ok(found)
     };
+    // v7+: offsets pending in a transaction are UNSTABLE_OFFSET_COMMIT (KIP-447), retried.
+    let require_stable = version >= 7 && req.require_stable;
+    let unstable = |group: &str, name: &str, index: i32| {
+        require_stable
+            && ctx
+                .groups()
+                .has_pending_offset(group, &(name.to_owned(), index))
+    };
     let mut resp = OffsetFetchResponse::default();
     if version >= 8 {
         for g in req.groups {
@@ -166,13 +174,17 @@ pub fn offset_fetch(
                         .into_iter()
                         .map(|(name, ps)| {
                             let mut t = OffsetFetchResponseTopics::default();
-                            t.name = TopicName(s(name));
+                            t.name = TopicName(s(name.clone()));
                             t.partitions = ps
                                 .into_iter()
                                 .map(|(index, v)| {
                                     let mut p = OffsetFetchResponsePartitions::default();
                                     p.partition_index = index;
-                                    let (o, e, m) = offset_fields(v);
+                                    let unstable = unstable(&g.group_id.0, &name, index);
+                                    if unstable {
+                                        p.error_code = ResponseError::UnstableOffsetCommit.code();
+                                    }
+                                    let (o, e, m) = offset_fields(v.filter(|_| !unstable));
                                     p.committed_offset = o;
                                     p.committed_leader_epoch = e;
                                     p.metadata = Some(s(m));
@@ -198,13 +210,17 @@ pub fn offset_fetch(
                 .into_iter()
                 .map(|(name, ps)| {
                     let mut t = OffsetFetchResponseTopic::default();
-                    t.name = TopicName(s(name));
+                    t.name = TopicName(s(name.clone()));
                     t.partitions = ps
                         .into_iter()
                         .map(|(index, v)| {
                             let mut p = OffsetFetchResponsePartition::default();
                             p.partition_index = index;
-                            let (o, e, m) = offset_fields(v);
+                            let unstable = unstable(&req.group_id.0, &name, index);
+                            if unstable {
+                                p.error_code = ResponseError::UnstableOffsetCommit.code();
+                            }
+                            let (o, e, m) = offset_fields(v.filter(|_| !unstable));
                             p.committed_offset = o;
                             if version >= 5 {
                                 p.committed_leader_epoch = e;
@@ -230,7 +246,7 @@ pub fn offset_fetch(
                     Some(t) => t.partitions.push(p),
                     None => {
                         let mut t = OffsetFetchResponseTopic::default();
-                        t.name = TopicName(s(name));
+                        t.name = TopicName(s(name.clone()));
                         t.partitions.push(p);
                         resp.topics.push(t);
                     }

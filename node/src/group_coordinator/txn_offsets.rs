@@ -1,0 +1,132 @@
+//! Transactional offset commits (TxnOffsetCommit, Kafka's consume-transform-produce): the
+//! offsets are written to `__consumer_offsets` in the producer's transaction and stay pending
+//! — not visible to OffsetFetch, which answers UNSTABLE_OFFSET_COMMIT for them when asked
+//! for stable offsets (KIP-447) — until the transaction's marker reaches that partition: a
+//! COMMIT makes them the group's committed offsets, an ABORT drops them. A load replays the
+//! same way: transactional offset records are pending until their marker.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::ResponseError;
+
+use super::coordinator::{partition_for, Coordinator};
+use super::host::Host;
+use super::membership::Caller;
+use super::persist::append_in;
+use super::records::{OffsetValue, RecordKey};
+use crate::partition::internal::InTransaction;
+
+/// Offsets pending in a transaction: by (group, producer id), each partition's offset.
+pub(super) type Pending = BTreeMap<(String, i64), BTreeMap<(String, i32), OffsetValue>>;
+
+impl Coordinator {
+    /// TxnOffsetCommit: `offsets` of `group` written in `txn`'s transaction, pending until its
+    /// marker. A member of a live group is checked as for OffsetCommit (generation, member id,
+    /// instance id); a caller naming no generation is not (Kafka's rule for transactional
+    /// commits of groups managed elsewhere).
+    pub async fn txn_commit(
+        &self,
+        host: &dyn Host,
+        group: &str,
+        txn: InTransaction,
+        who: Caller<'_>,
+        offsets: Vec<(String, i32, OffsetValue)>,
+        now: i64,
+    ) -> Result<Vec<Result<(), ResponseError>>, ResponseError> {
+        let p = self.locate(host, group)?;
+        if who.generation >= 0 {
+            let checked = self.with_group(group, None, |g| g.check_commit(who, now));
+            checked.ok_or(ResponseError::IllegalGeneration)??;
+        }
+        let max_metadata = host.settings().offset_metadata_max_bytes;
+        let mut results = Vec::with_capacity(offsets.len());
+        let mut records = Vec::new();
+        let mut accepted = Vec::new();
+        for (topic, partition, value) in offsets {
+            let result = if host.snapshot().partition(&topic, partition).is_none() {
+                Err(ResponseError::UnknownTopicOrPartition)
+            } else if value.metadata.len() > max_metadata {
+                Err(ResponseError::OffsetMetadataTooLarge)
+            } else {
+                let key = RecordKey::Offset {
+                    group: group.to_owned(),
+                    topic: topic.clone(),
+                    partition,
+                };
+                records.push((key.encode(), Some(value.encode())));
+                accepted.push((results.len(), topic, partition, value));
+                Ok(())
+            };
+            results.push(result);
+        }
+        if records.is_empty() {
+            return Ok(results);
+        }
+        if let Err(e) = append_in(host, p, records, Some(txn), now).await {
+            for (i, ..) in &accepted {
+                results[*i] = Err(e);
+            }
+            return Ok(results);
+        }
+        let mut pending = self.txn_offsets.borrow_mut();
+        let entry = pending
+            .entry((group.to_owned(), txn.producer_id))
+            .or_default();
+        for (_, topic, partition, value) in accepted {
+            entry.insert((topic, partition), value);
+        }
+        Ok(results)
+    }
+
+    /// The marker of `producer_id`'s transaction reached `__consumer_offsets` partition `p`
+    /// (of `partitions`): its pending offsets there become committed (`commit`) or go.
+    pub fn complete_txn(&self, p: i32, partitions: i32, producer_id: i64, commit: bool, now: i64) {
+        let mut pending = self.txn_offsets.borrow_mut();
+        let mut groups = self.groups.borrow_mut();
+        settle(
+            &mut pending,
+            producer_id,
+            commit,
+            |group| partition_for(group, partitions) == p,
+            |group, tp, v| {
+                groups
+                    .entry(group.to_owned())
+                    .or_insert_with(|| super::membership::Group::new(group.to_owned(), now))
+                    .offsets
+                    .insert(tp, v);
+            },
+        );
+    }
+
+    /// Whether `group` has an offset of `tp` pending in a transaction.
+    pub fn has_pending_offset(&self, group: &str, tp: &(String, i32)) -> bool {
+        self.txn_offsets
+            .borrow()
+            .range((group.to_owned(), i64::MIN)..=(group.to_owned(), i64::MAX))
+            .any(|(_, offsets)| offsets.contains_key(tp))
+    }
+}
+
+/// Settles the pending offsets of `producer_id` in the groups `ours` accepts: committed
+/// through `apply` when `commit`, dropped otherwise.
+pub(super) fn settle(
+    pending: &mut Pending,
+    producer_id: i64,
+    commit: bool,
+    ours: impl Fn(&str) -> bool,
+    mut apply: impl FnMut(&str, (String, i32), OffsetValue),
+) {
+    let keys: Vec<(String, i64)> = pending
+        .keys()
+        .filter(|(g, pid)| *pid == producer_id && ours(g))
+        .cloned()
+        .collect();
+    for key in keys {
+        let offsets = pending.remove(&key).unwrap_or_default();
+        if commit {
+            for (tp, v) in offsets {
+                apply(&key.0, tp, v);
+            }
+        }
+    }
+}
