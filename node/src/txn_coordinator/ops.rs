@@ -131,7 +131,16 @@ pub async fn end_txn(
             )
         })
         .ok_or(ResponseError::NotCoordinator)?
-        .map_err(|e: TxnError| refusal(e))?;
+        .map_err(|e: TxnError| {
+            if matches!(e, TxnError::InvalidTxnState(_)) {
+                let state = host
+                    .txn_coordinator()
+                    .with(p, epoch, |t| t.get(transactional_id).map(|m| (m.state, m.producer_epoch)))
+                    .flatten();
+                tracing::warn!(transactional_id, commit, producer_id = producer.producer_id, producer_epoch = producer.epoch, ?state, error = %e, "EndTxn refused");
+            }
+            refusal(e)
+        })?;
     match decided {
         Decision::Answer(_) => Ok(()),
         Decision::Write(transit, _) => {
