@@ -201,3 +201,90 @@ fn a_cleaned_segment_holds_the_entries_of_the_segments_it_replaced() {
         log.close().await.unwrap();
     });
 }
+
+/// A compacted log: an aborted transaction's newer value of a key neither stays nor removes the
+/// key's committed value; a committed transaction's value supersedes as any record does; the
+/// markers stay.
+#[test]
+fn the_cleaner_drops_aborted_transactions_and_keeps_what_they_would_have_superseded() {
+    run(|| async {
+        let dir = tmpdir();
+        let config = LogConfig {
+            compaction: Compaction {
+                delete: false,
+                compact: true,
+                min_cleanable_dirty_ratio: 0.0,
+                ..Compaction::default()
+            },
+            ..small_segments()
+        };
+        let log = Log::open(dir.path(), config, 0).await.unwrap();
+        let keyed = |key: &str, value: &str, pid: i64| {
+            let mut r = record(
+                0,
+                Some(bytes::Bytes::from(key.to_owned())),
+                bytes::Bytes::from(value.to_owned()),
+                0,
+            );
+            if pid >= 0 {
+                r.transactional = true;
+                r.producer_id = pid;
+                r.producer_epoch = 0;
+                r.sequence = 0;
+            }
+            encode_batch(&[r], Compression::None)
+        };
+        let put = |bytes: Vec<u8>| {
+            let log = log.clone();
+            async move {
+                log.append_as_leader(&bytes, LeaderEpoch(0), 0)
+                    .await
+                    .unwrap()
+                    .first_offset
+            }
+        };
+        put(keyed("k", "committed-plain", -1)).await;
+        let first = put(keyed("k", "aborted", 7)).await;
+        let abort = put(iouring_log::encode_marker(7, 0, false, 0, 0)).await;
+        log.append_aborted_txn(aborted(7, first.0, abort.0))
+            .await
+            .unwrap();
+        put(keyed("j", "committed-txn", 8)).await;
+        put(iouring_log::encode_marker(8, 0, true, 0, 0)).await;
+        // Dirty records past the last segment so that all of the above is cleanable.
+        append(&log, 20).await;
+        let limits = CleanerLimits {
+            map_bytes: 1 << 20,
+            io_bytes_per_second: None,
+        };
+        let hw = log.log_end_offset();
+        let stats = log
+            .clean(1_800_000_000_000, hw, &limits, &|| false)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(stats.batches_removed >= 1, "{stats:?}");
+        let values: Vec<(Option<bytes::Bytes>, Option<bytes::Bytes>, bool)> = read_all(&log)
+            .await
+            .into_iter()
+            .map(|r| (r.key, r.value, r.control))
+            .collect();
+        let has = |v: &str| {
+            values
+                .iter()
+                .any(|(_, val, _)| val.as_deref() == Some(v.as_bytes()))
+        };
+        assert!(
+            has("committed-plain"),
+            "the committed value of k was removed: {values:?}"
+        );
+        assert!(!has("aborted"), "the aborted value stayed");
+        assert!(has("committed-txn"));
+        assert_eq!(
+            values.iter().filter(|v| v.2).count(),
+            2,
+            "both markers stay"
+        );
+        log.close().await.unwrap();
+    });
+}

@@ -250,6 +250,9 @@ impl Log {
             first_dirty: d.first_dirty,
             ..CleanStats::default()
         };
+        // Aborted transactions' batches count for nothing: they neither supersede a key's
+        // record nor stay (Kafka's cleaner drops them too).
+        let aborted = Aborted(self.aborted_txns(Offset(0), Offset(i64::MAX)));
         // The offset map over the dirty part, as far as it fits.
         let mut map = OffsetMap::new(limits.map_bytes);
         let mut end = d.first_dirty;
@@ -259,6 +262,9 @@ impl Log {
             }
             let mut batches = SegmentBatches::new(&s.view);
             while let Some(batch) = batches.next_decoded(&mut throttle).await? {
+                if aborted.holds(&batch.header) {
+                    continue;
+                }
                 let records = &batch.records;
                 for r in &records.records {
                     if let Some(key) = r.key(&records.bytes) {
@@ -274,6 +280,7 @@ impl Log {
         stats.bytes_before = to_clean.iter().map(|s| s.size).sum();
         let rules = Rules {
             map: &map,
+            aborted: &aborted,
             first_dirty: d.first_dirty,
             tombstone_horizon: now_ms - cfg.compaction.delete_retention_ms,
         };
@@ -328,6 +335,11 @@ impl Log {
                     records,
                 } = batch;
                 stats.records_read += records.records.len() as u64;
+                if rules.aborted.holds(&header) {
+                    stats.records_removed += records.records.len() as u64;
+                    stats.batches_removed += 1;
+                    continue;
+                }
                 let keep: Vec<&RawRecord> = records
                     .records
                     .iter()
@@ -518,8 +530,27 @@ impl Log {
 }
 
 /// What the cleaner decides for each record.
+/// The log's aborted transactions (its `.txnindex` entries).
+struct Aborted(Vec<AbortedTxnEntry>);
+
+impl Aborted {
+    /// Whether `header`'s batch holds records of an aborted transaction: a transactional
+    /// data batch of the entry's producer between its first offset and its ABORT marker (a
+    /// producer's transactions do not overlap).
+    fn holds(&self, header: &BatchHeader) -> bool {
+        header.is_transactional()
+            && !header.is_control()
+            && self.0.iter().any(|e| {
+                e.producer_id == header.producer_id
+                    && e.first_offset <= header.base_offset
+                    && header.base_offset <= e.last_offset
+            })
+    }
+}
+
 struct Rules<'a> {
     map: &'a OffsetMap,
+    aborted: &'a Aborted,
     first_dirty: Offset,
     /// Tombstones in batches at or before this time, in the clean part, go.
     tombstone_horizon: i64,

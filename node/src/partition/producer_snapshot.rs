@@ -160,12 +160,15 @@ impl Partition {
         Ok(())
     }
 
-    /// How far the log cleaner may go: below the high watermark, and below the last durable
+    /// How far the log cleaner may go: below the last stable offset (so the high watermark),
+    /// and below the last durable
     /// producer state snapshot while the state has changed since (after a crash the state is
     /// rebuilt from the snapshot and the batches after it, which the cleaner must not have
     /// removed).
     pub fn cleanable_bound(&self) -> iouring_log::Offset {
-        let hw = self.high_watermark();
+        // Below the last stable offset: an open transaction's records are neither dropped
+        // (it may abort) nor kept as the latest of their keys (nor may they supersede one).
+        let hw = self.last_stable_offset();
         if self.state_version() == self.durable_snapshot_version.get() {
             hw
         } else {
