@@ -8,11 +8,14 @@ whole or not at all; no record is read twice.
 """
 import os
 import random
+import subprocess
 import threading
 import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition, OFFSET_BEGINNING
 
+from support.broker import REPO
+from support.kafka import kafka_libs
 from support.waiting import wait_for
 from test_replication import Cluster, create
 
@@ -87,10 +90,10 @@ class TxnWriter:
         self.thread.join(120)
 
 
-def read_committed(c, partitions=2, idle_s=5):
+def read_committed(c, topic=TOPIC, partitions=2, idle_s=5):
     consumer = Consumer({"bootstrap.servers": c.bootstrap(), "group.id": f"check-{time.time()}",
                          "isolation.level": "read_committed", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(partitions)])
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     got = {p: [] for p in range(partitions)}
     last = time.time()
     while time.time() - last < idle_s:
@@ -145,3 +148,85 @@ def test_transactions_survive_kill_9_of_coordinators_and_leaders():
         assert order == sorted(order), f"partition {p} out of order"
     print(f"{len(w.committed)} committed, {len(w.aborted)} aborted, {len(w.unknown)} unknown; "
           f"errors: {w.errors[:10]}")
+
+
+def start_copier(c, partition, libs):
+    """Kafka's own TransactionalMessageCopier (kafka-tools 4.1.1) copying one input partition
+    in transactions of 750, with random aborts (Kafka's transactions_test.py)."""
+    cmd = (f"source {REPO}/scripts/kafka/kafka-common.sh; kafka_tool "
+           f"org.apache.kafka.tools.TransactionalMessageCopier --broker-list {c.bootstrap()} "
+           f"--input-topic copier-in --input-partition {partition} --output-topic copier-out "
+           f"--consumer-group copier-{partition} --transactional-id copier-{partition} "
+           f"--transaction-size 750 --transaction-timeout 30000 --enable-random-aborts "
+           f"--use-group-metadata")
+    return subprocess.Popen(["bash", "-c", cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=dict(os.environ, KAFKA_LIBS=libs))
+
+
+def copied_all(proc):
+    """Whether the copier reported nothing left to copy (its last JSON progress line)."""
+    return proc.poll() is not None and proc.returncode == 0
+
+
+def test_transactional_message_copier_copies_exactly_once_under_kill_9():
+    """Kafka's transactions_test.py scenario: 100 000 records in two input partitions copied by
+    two TransactionalMessageCopier processes (transactions of ~750, random aborts) while every
+    node is killed -9 in turn; a copier that dies is started again (it resumes from its group's
+    committed offsets). The output, read committed, is the input exactly: no record lost, none
+    twice, none of an aborted transaction."""
+    libs = kafka_libs()
+    c = Cluster()
+    c.extra = {"transaction.state.log.num.partitions": 5, "transaction.state.log.replication.factor": 3,
+               "transaction.state.log.min.isr": 2}
+    total = 100_000
+    copiers = {}
+    outputs = []
+    try:
+        c.start_all()
+        create(c, "copier-in", partitions=2)
+        create(c, "copier-out", partitions=2)
+        p = Producer({"bootstrap.servers": c.bootstrap(), "acks": "all", "enable.idempotence": True,
+                      "linger.ms": 5})
+        for i in range(total):
+            p.produce("copier-in", value=b"%d" % i, partition=i % 2)
+            if i % 10_000 == 0:
+                p.poll(0)
+        assert p.flush(60) == 0
+        copiers = {part: start_copier(c, part, libs) for part in (0, 1)}
+        started, kills = time.time(), []
+        deadline = time.time() + 300
+        victims = [1, 2, 3]
+        while time.time() < deadline:
+            for part, proc in list(copiers.items()):
+                if proc.poll() is not None:
+                    out = proc.stdout.read()
+                    outputs.append(out[-2000:])
+                    if proc.returncode == 0:
+                        del copiers[part]
+                    else:
+                        copiers[part] = start_copier(c, part, libs)
+            if not copiers:
+                break
+            if victims:
+                time.sleep(1.5)
+                v = victims.pop(0)
+                kills.append((round(time.time() - started, 1), v))
+                c.nodes[v].kill9()
+                time.sleep(2)
+                c.start(v)
+            else:
+                time.sleep(1)
+        assert not copiers, "copiers did not finish within 300 s:\n" + "\n".join(outputs)
+        print(f"copied in {time.time() - started:.1f} s; killed (s, node): {kills}; "
+              f"copier restarts: {len(outputs) - 2}")
+        print("\n".join(o[-600:] for o in outputs))
+        got = read_committed(c, topic="copier-out", idle_s=8)
+    finally:
+        for proc in copiers.values():
+            proc.kill()
+        c.stop()
+    values = [v for vs in got.values() for v in vs]
+    assert len(values) == len(set(values)), f"{len(values) - len(set(values))} records copied twice"
+    missing = set(b"%d" % i for i in range(total)) - set(values)
+    assert not missing, f"{len(missing)} records lost, e.g. {sorted(missing)[:5]}"
+    assert len(values) == total, f"{len(values)} records in the output, {total} in the input"
