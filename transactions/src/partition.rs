@@ -263,6 +263,14 @@ impl PartitionTxns {
         self.open_by_first.iter().map(|(&first, &p)| (p, first))
     }
 
+    /// Every producer known here: its epoch, the coordinator epoch of its last marker (-1:
+    /// none) and the first offset of its open transaction.
+    pub fn producers(&self) -> impl Iterator<Item = (ProducerId, i16, i32, Option<Offset>)> + '_ {
+        self.producers
+            .iter()
+            .map(|(&p, t)| (p, t.epoch, t.coordinator_epoch, t.open.map(|o| o.first)))
+    }
+
     /// Forgets producers with nothing open (the producer state's expiry decides when).
     pub fn forget(&mut self, producer: ProducerId) {
         if let Some(p) = self.producers.get(&producer) {

@@ -101,6 +101,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::EndTxn, 0, 4),
     (ApiKey::TxnOffsetCommit, 0, 4),
     (ApiKey::WriteTxnMarkers, 1, 1),
+    (ApiKey::DescribeTransactions, 0, 0),
+    // v2's transactional id pattern (a Java regex) is not served.
+    (ApiKey::ListTransactions, 0, 1),
+    (ApiKey::DescribeProducers, 0, 0),
 ];
 
 pub fn supported_versions(api: ApiKey) -> Option<(i16, i16)> {
@@ -170,6 +174,17 @@ pub async fn dispatch(
             &transactions::add_partitions(ctx, client, r, version).await,
             version,
         )?,
+        RequestKind::DescribeTransactions(r) => encode(
+            &transactions::describe_transactions(ctx, client, r),
+            version,
+        )?,
+        RequestKind::ListTransactions(r) => encode(
+            &transactions::list_transactions(ctx, client, r, version),
+            version,
+        )?,
+        RequestKind::DescribeProducers(r) => {
+            encode(&transactions::describe_producers(ctx, client, r), version)?
+        }
         RequestKind::AddOffsetsToTxn(r) => encode(
             &transactions::add_offsets(ctx, client, r, version).await,
             version,

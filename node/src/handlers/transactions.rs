@@ -2,7 +2,9 @@
 //! AddOffsetsToTxn, EndTxn, and TxnOffsetCommit (to the group's coordinator) —
 //! answered by the transaction coordinator (`txn_coordinator/`), and WriteTxnMarkers, which a
 //! coordinator sends to the leaders of a transaction's partitions over the inter-broker
-//! listener. InitProducerId with a transactional id is in `init_producer_id.rs`.
+//! listener. InitProducerId with a transactional id is in `init_producer_id.rs`. For
+//! operators (`kafka-transactions`): DescribeTransactions and ListTransactions (this shard's
+//! coordinator), DescribeProducers (the partitions this shard leads).
 
 use std::rc::Rc;
 
@@ -12,8 +14,21 @@ use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnR
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResponse, AddPartitionsToTxnTopicResult,
 };
+use kafka_protocol::messages::describe_producers_request::DescribeProducersRequest;
+use kafka_protocol::messages::describe_producers_response::{
+    DescribeProducersResponse, PartitionResponse as ProducersPartition,
+    ProducerState as ActiveProducer, TopicResponse as ProducersTopic,
+};
+use kafka_protocol::messages::describe_transactions_request::DescribeTransactionsRequest;
+use kafka_protocol::messages::describe_transactions_response::{
+    DescribeTransactionsResponse, TopicData, TransactionState as DescribedTransaction,
+};
 use kafka_protocol::messages::end_txn_request::EndTxnRequest;
 use kafka_protocol::messages::end_txn_response::EndTxnResponse;
+use kafka_protocol::messages::list_transactions_request::ListTransactionsRequest;
+use kafka_protocol::messages::list_transactions_response::{
+    ListTransactionsResponse, TransactionState as ListedTransaction,
+};
 use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequest;
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
@@ -24,6 +39,7 @@ use kafka_protocol::messages::write_txn_markers_response::{
     WriteTxnMarkersResponse,
 };
 use kafka_protocol::messages::ProducerId;
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use transactions::coordinator::ProducerIdAndEpoch;
 
@@ -36,7 +52,7 @@ use crate::metadata::OFFSETS_TOPIC;
 use crate::partition::internal::InTransaction;
 use crate::security::acl::{Operation, ResourceType};
 use crate::shard::{now_ms, ShardCtx};
-use crate::txn_coordinator::{self, txn_error};
+use crate::txn_coordinator::{self, txn_error, TxnHost};
 
 /// AddPartitionsToTxn v0-3 (one transaction, a client's). Every partition gets the same answer:
 /// the coordinator's, or — when some partition cannot be added at all (not authorized,
@@ -361,4 +377,157 @@ async fn write_marker(
             .complete_txn(p, partitions as i32, m.producer_id.0, commit, now);
     }
     Ok(())
+}
+
+/// DescribeTransactions: each transactional id's state on this coordinator (DESCRIBE on it;
+/// the partitions shown only of topics the caller may describe).
+pub fn describe_transactions(
+    ctx: &Rc<ShardCtx>,
+    client: &Client,
+    req: DescribeTransactionsRequest,
+) -> DescribeTransactionsResponse {
+    let mut resp = DescribeTransactionsResponse::default();
+    for id in req.transactional_ids {
+        let mut st = DescribedTransaction::default();
+        st.producer_id = ProducerId(-1);
+        st.producer_epoch = -1;
+        st.transaction_start_time_ms = -1;
+        st.transaction_state = StrBytes::from_static_str("");
+        let name = id.0.to_string();
+        st.transactional_id = id;
+        if !authorized(
+            ctx,
+            client,
+            Operation::Describe,
+            ResourceType::TransactionalId,
+            &name,
+        ) {
+            st.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
+            resp.transaction_states.push(st);
+            continue;
+        }
+        match txn_coordinator::describe(&**ctx, &name) {
+            Err(e) => st.error_code = e.code(),
+            Ok(m) => {
+                st.transaction_state = StrBytes::from_static_str(m.state.name());
+                st.transaction_timeout_ms = m.timeout_ms;
+                st.transaction_start_time_ms = m.start_ms;
+                st.producer_id = ProducerId(m.producer_id);
+                st.producer_epoch = m.producer_epoch;
+                let visible = m.partitions.iter().filter(|(t, _)| {
+                    authorized(ctx, client, Operation::Describe, ResourceType::Topic, t)
+                });
+                st.topics = super::by_topic(visible.cloned())
+                    .into_iter()
+                    .map(|(topic, partitions)| {
+                        TopicData::default()
+                            .with_topic(kafka_protocol::messages::TopicName(topic.into()))
+                            .with_partitions(partitions)
+                    })
+                    .collect();
+            }
+        }
+        resp.transaction_states.push(st);
+    }
+    resp
+}
+
+/// ListTransactions v0-1: the transactions this shard coordinates (an admin client asks every
+/// broker), filtered by state, producer id and (v1) how long they have run; the caller sees
+/// the ids it may describe. v2's id pattern is not served.
+pub fn list_transactions(
+    ctx: &Rc<ShardCtx>,
+    client: &Client,
+    req: ListTransactionsRequest,
+    version: i16,
+) -> ListTransactionsResponse {
+    let mut resp = ListTransactionsResponse::default();
+    let mut states = Vec::new();
+    for f in &req.state_filters {
+        match transactions::TxnState::from_name(f) {
+            Some(s) => states.push(s),
+            None => resp.unknown_state_filters.push(f.clone()),
+        }
+    }
+    // Unknown state names match nothing (Kafka's rule): with only those, nothing is listed.
+    if !req.state_filters.is_empty() && states.is_empty() {
+        return resp;
+    }
+    let pids: Vec<i64> = req.producer_id_filters.iter().map(|p| p.0).collect();
+    let longer_than = if version >= 1 {
+        req.duration_filter
+    } else {
+        -1
+    };
+    let now = now_ms();
+    let listed = ctx.txn_coordinator().each(|id, m| {
+        let wanted = (states.is_empty() || states.contains(&m.state))
+            && (pids.is_empty() || pids.contains(&m.producer_id))
+            && (longer_than < 0 || (m.start_ms >= 0 && now - m.start_ms > longer_than));
+        wanted.then(|| (id.to_owned(), m.producer_id, m.state))
+    });
+    for (id, pid, state) in listed {
+        if !authorized(
+            ctx,
+            client,
+            Operation::Describe,
+            ResourceType::TransactionalId,
+            &id,
+        ) {
+            continue;
+        }
+        resp.transaction_states.push(
+            ListedTransaction::default()
+                .with_transactional_id(kafka_protocol::messages::TransactionalId(id.into()))
+                .with_producer_id(ProducerId(pid))
+                .with_transaction_state(StrBytes::from_static_str(state.name())),
+        );
+    }
+    resp
+}
+
+/// DescribeProducers: the producers each asked partition remembers (READ on the topic; the
+/// partition led by this shard, else NOT_LEADER_OR_FOLLOWER).
+pub fn describe_producers(
+    ctx: &Rc<ShardCtx>,
+    client: &Client,
+    req: DescribeProducersRequest,
+) -> DescribeProducersResponse {
+    let mut resp = DescribeProducersResponse::default();
+    for t in req.topics {
+        let name = t.name.0.to_string();
+        let allowed = authorized(ctx, client, Operation::Read, ResourceType::Topic, &name);
+        let mut tr = ProducersTopic::default().with_name(t.name.clone());
+        for p in t.partition_indexes {
+            let mut pr = ProducersPartition::default().with_partition_index(p);
+            if !allowed {
+                pr.error_code = ResponseError::TopicAuthorizationFailed.code();
+            } else {
+                match ctx.writable_partition(&name, p) {
+                    Err(r) => {
+                        pr.error_code = r.error.code();
+                        pr.error_message = Some(StrBytes::from_string(r.message));
+                    }
+                    Ok(part) => {
+                        pr.active_producers = part
+                            .describe_producers()
+                            .into_iter()
+                            .map(|d| {
+                                ActiveProducer::default()
+                                    .with_producer_id(ProducerId(d.producer_id))
+                                    .with_producer_epoch(i32::from(d.epoch))
+                                    .with_last_sequence(d.last_sequence)
+                                    .with_last_timestamp(d.last_timestamp)
+                                    .with_coordinator_epoch(d.coordinator_epoch)
+                                    .with_current_txn_start_offset(d.current_txn_start_offset)
+                            })
+                            .collect();
+                    }
+                }
+            }
+            tr.partitions.push(pr);
+        }
+        resp.topics.push(tr);
+    }
+    resp
 }

@@ -111,9 +111,9 @@ impl Partition {
                 base_offset: info.first_offset.0,
                 last_offset: info.last_offset.0,
             };
-            self.producers
-                .borrow_mut()
-                .record(batch.producer_id, batch.producer_epoch, record);
+            let mut producers = self.producers.borrow_mut();
+            producers.record(batch.producer_id, batch.producer_epoch, record);
+            producers.set_last_timestamp(batch.producer_id, batch.max_timestamp.0);
         }
         if batch.is_transactional() {
             // A client's batch is never a control batch (the produce path refuses them).

@@ -25,6 +25,18 @@ struct ProducerEntry {
     epoch: i16,
     batches: VecDeque<BatchRecord>,
     last_used: u64,
+    /// The max timestamp of its last batch appended or replayed since the node started (not
+    /// in snapshots: -1 until then).
+    last_timestamp: i64,
+}
+
+/// What DescribeProducers shows of an idempotent producer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerSummary {
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub last_sequence: i32,
+    pub last_timestamp: i64,
 }
 
 /// What to do with an incoming batch.
@@ -96,6 +108,26 @@ impl ProducerStateMap {
         SequenceCheck::Append
     }
 
+    /// Every producer remembered, with its last sequence and timestamp.
+    pub fn summaries(&self) -> Vec<ProducerSummary> {
+        self.producers
+            .iter()
+            .map(|(&producer_id, p)| ProducerSummary {
+                producer_id,
+                epoch: p.epoch,
+                last_sequence: p.batches.back().map_or(-1, |b| b.last_seq),
+                last_timestamp: p.last_timestamp,
+            })
+            .collect()
+    }
+
+    /// The max timestamp of the producer's last batch.
+    pub fn set_last_timestamp(&mut self, producer_id: i64, timestamp: i64) {
+        if let Some(p) = self.producers.get_mut(&producer_id) {
+            p.last_timestamp = timestamp;
+        }
+    }
+
     /// Changes with every batch recorded: whether a snapshot is out of date.
     pub fn version(&self) -> u64 {
         self.clock
@@ -113,6 +145,7 @@ impl ProducerStateMap {
             last_offset: header.last_offset().0,
         };
         self.record(header.producer_id, header.producer_epoch, batch);
+        self.set_last_timestamp(header.producer_id, header.max_timestamp.0);
     }
 
     /// One line per remembered batch, oldest first: `producer_id epoch first_seq last_seq
@@ -173,7 +206,13 @@ impl ProducerStateMap {
                 self.producers.remove(&id);
             }
         }
-        let p = self.producers.entry(producer_id).or_default();
+        let p = self
+            .producers
+            .entry(producer_id)
+            .or_insert_with(|| ProducerEntry {
+                last_timestamp: -1,
+                ..ProducerEntry::default()
+            });
         if epoch > p.epoch {
             p.batches.clear();
             p.epoch = epoch;

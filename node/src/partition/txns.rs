@@ -16,6 +16,17 @@ use transactions::{AbortedTxn, Marker, MarkerRefused, ProducerId, TxnBatch};
 use super::append::{AckWait, Appended, Refused};
 use super::Partition;
 
+/// One producer as DescribeProducers shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerDescription {
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub last_sequence: i32,
+    pub last_timestamp: i64,
+    pub coordinator_epoch: i32,
+    pub current_txn_start_offset: i64,
+}
+
 /// What the transaction state makes of a batch the log holds; `None` for a batch outside
 /// transactions (or a control record that is no marker).
 pub fn txn_batch(h: &BatchHeader, control: Option<ControlRecord>) -> Option<TxnBatch> {
@@ -100,6 +111,44 @@ impl Partition {
             .open_transactions()
             .map(|(p, first)| (p.0, first))
             .collect()
+    }
+
+    /// DescribeProducers: every producer this partition remembers — idempotent ones and those
+    /// with transaction state — with its epoch, last sequence and timestamp (-1 when not
+    /// known), the coordinator epoch of its last marker (-1: none) and the first offset of its
+    /// open transaction (-1: none), by producer id.
+    pub fn describe_producers(&self) -> Vec<ProducerDescription> {
+        let mut out: std::collections::BTreeMap<i64, ProducerDescription> = self
+            .producers
+            .borrow()
+            .summaries()
+            .into_iter()
+            .map(|s| {
+                let d = ProducerDescription {
+                    producer_id: s.producer_id,
+                    epoch: s.epoch,
+                    last_sequence: s.last_sequence,
+                    last_timestamp: s.last_timestamp,
+                    coordinator_epoch: -1,
+                    current_txn_start_offset: -1,
+                };
+                (s.producer_id, d)
+            })
+            .collect();
+        for (producer, epoch, coordinator_epoch, open) in self.txns.borrow().producers() {
+            let d = out.entry(producer.0).or_insert(ProducerDescription {
+                producer_id: producer.0,
+                epoch,
+                last_sequence: -1,
+                last_timestamp: -1,
+                coordinator_epoch: -1,
+                current_txn_start_offset: -1,
+            });
+            d.epoch = d.epoch.max(epoch);
+            d.coordinator_epoch = coordinator_epoch;
+            d.current_txn_start_offset = open.map_or(-1, |o| o.0);
+        }
+        out.into_values().collect()
     }
 
     /// Whether `producer_id` has a transaction open here.

@@ -93,6 +93,19 @@ impl TxnCoordinator {
     }
 }
 
+/// DescribeTransactions of one id: its state, or TRANSACTIONAL_ID_NOT_FOUND (NOT_COORDINATOR,
+/// COORDINATOR_LOAD_IN_PROGRESS as for the other requests).
+pub fn describe(
+    host: &dyn TxnHost,
+    transactional_id: &str,
+) -> Result<transactions::TxnMetadata, ResponseError> {
+    let (p, epoch) = owner(host, transactional_id)?;
+    host.txn_coordinator()
+        .with(p, epoch, |t| t.get(transactional_id).cloned())
+        .flatten()
+        .ok_or(ResponseError::TransactionalIdNotFound)
+}
+
 /// The settings the state machines decide with.
 fn settings(host: &dyn TxnHost) -> TxnSettings {
     TxnSettings {

@@ -176,3 +176,44 @@ def test_consume_transform_produce_copies_exactly_once(make_broker):
     out = read(b, "read_committed", 60, topic="out")
     assert out == {part: [b"out-" + v for v in vs] for part, vs in by_partition(values).items()}
     assert committed_offsets(b, "copier", "in") == {0: 30, 1: 30}
+
+
+def test_kafka_transactions_tool_lists_describes_and_aborts_a_hanging_transaction(make_broker):
+    """Kafka's `kafka-transactions` (TransactionsCommand, kafka-tools 4.1.1): list, describe,
+    describe-producers; and `abort` of an open transaction by its partition's start offset (what
+    an operator does with a hanging one): its records are never read, and the read_committed
+    consumer passes them."""
+    from support.kafka import kafka_tool
+
+    b = make_broker().start()
+    create(b)
+    plain = Producer({"bootstrap.servers": b.bootstrap})
+    plain.produce(TOPIC, value=b"before", partition=0)
+    assert plain.flush(10) == 0
+    p = transactional(b, "ops")
+    p.begin_transaction()
+    p.produce(TOPIC, value=b"hanging", partition=0)
+    p.flush(30)
+    tool = "org.apache.kafka.tools.TransactionsCommand"
+
+    def run(*args):
+        out = kafka_tool(tool, "--bootstrap-server", b.bootstrap, *args)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out.stdout
+
+    listed = run("list")
+    assert "ops" in listed and "Ongoing" in listed, listed
+    described = run("describe", "--transactional-id", "ops")
+    assert "Ongoing" in described and f"{TOPIC}-0" in described, described
+    producers = run("describe-producers", "--topic", TOPIC, "--partition", "0")
+    # The open transaction started at offset 1 (offset 0 holds the plain record).
+    lines = [l.split() for l in producers.splitlines()[1:] if l.strip()]
+    assert any(l[-1] == "1" for l in lines), producers
+    # The LSO waits for the open transaction: only "before" is read.
+    assert read(b, "read_committed", 1, partitions=1, timeout=3) == {0: [b"before"]}
+    run("abort", "--topic", TOPIC, "--partition", "0", "--start-offset", "1")
+    plain.produce(TOPIC, value=b"after", partition=0)
+    assert plain.flush(10) == 0
+    assert read(b, "read_committed", 2, partitions=1) == {0: [b"before", b"after"]}
+    none_open = run("describe-producers", "--topic", TOPIC, "--partition", "0")
+    assert not [l for l in none_open.splitlines()[1:] if l.split() and l.split()[-1] == "1"], none_open
