@@ -8,16 +8,18 @@ whole or not at all; no record is read twice.
 """
 import os
 import random
+import signal
 import subprocess
 import threading
 import time
 
+import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition, OFFSET_BEGINNING
 
 from support.broker import REPO
 from support.kafka import kafka_libs
 from support.waiting import wait_for
-from test_replication import Cluster, create
+from test_replication import SESSION_MS, Cluster, create
 
 TOPIC = "txns"
 TID = "jepsen-txn"
@@ -108,7 +110,11 @@ def read_committed(c, topic=TOPIC, partitions=2, idle_s=5):
     return got
 
 
-def test_transactions_survive_kill_9_of_coordinators_and_leaders():
+@pytest.mark.parametrize("fault", ["kill9", "pause"])
+def test_transactions_survive_kill_9_and_pauses_of_coordinators_and_leaders(fault):
+    """`kill9`: each node killed -9 and restarted in turn. `pause`: each node stopped (SIGSTOP)
+    past its lease, so that its partitions and coordinators move while it sleeps, then resumed
+    — a zombie leader and coordinator that must not take back what the others decided."""
     c = Cluster()
     c.extra = {"transaction.state.log.num.partitions": 5, "transaction.state.log.replication.factor": 3,
                "transaction.state.log.min.isr": 2}
@@ -121,9 +127,14 @@ def test_transactions_survive_kill_9_of_coordinators_and_leaders():
         wait_for("transactions flowing", lambda: len(w.committed) >= 5, timeout=60)
         for victim in (1, 2, 3, 1):
             before = len(w.committed)
-            c.nodes[victim].kill9()
-            time.sleep(3)
-            c.start(victim)
+            if fault == "kill9":
+                c.nodes[victim].kill9()
+                time.sleep(3)
+                c.start(victim)
+            else:
+                c.nodes[victim].proc.send_signal(signal.SIGSTOP)
+                time.sleep(2 * SESSION_MS / 1000 + 1)
+                c.nodes[victim].proc.send_signal(signal.SIGCONT)
             wait_for(f"commits after node {victim} came back",
                      lambda: len(w.committed) >= before + 3, timeout=90)
         w.finish()
