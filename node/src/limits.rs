@@ -73,6 +73,14 @@ pub const LISTEN_BACKLOG: i32 = 1024;
 /// Batches remembered per idempotent producer (Kafka's five in-flight batches).
 pub const BATCHES_PER_PRODUCER: usize = 5;
 
+/// Producer ids are `sequence × PRODUCER_ID_NODE_SLOTS + node.id mod PRODUCER_ID_NODE_SLOTS`:
+/// nodes never hand out the same id (node ids below this bound), and a node's sequence starts
+/// at its start time in ms × 256, above what it handed out before a restart. (Kafka allocates
+/// blocks through its controller.)
+pub const PRODUCER_ID_NODE_SLOTS: i64 = 1 << 16;
+/// Milliseconds since the Unix epoch the producer id sequences count from (2023-11-14).
+pub const PRODUCER_ID_EPOCH_MS: i64 = 1_700_000_000_000;
+
 /// Idempotent producers tracked per partition; the least recently used is forgotten beyond.
 pub const PRODUCERS_MAX: usize = 10_000;
 

@@ -162,7 +162,8 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
     let config = Arc::new(config);
     let stopping = Arc::new(AtomicBool::new(false));
     let failed = Arc::new(AtomicBool::new(false));
-    let producer_ids = Arc::new(AtomicI64::new(now_ms() << 8));
+    let sequence_base = (now_ms() - crate::limits::PRODUCER_ID_EPOCH_MS).max(0) << 8;
+    let producer_ids = Arc::new(AtomicI64::new(sequence_base));
     let (commands, command_rx) = mpsc::channel();
     // Shared by the shards only: when they are all gone the control plane's channel closes. The
     // store's watch holds a weak reference, so news from other nodes wakes the control plane

@@ -491,8 +491,12 @@ impl ShardCtx {
         rx.await.map_err(|_| gone())?
     }
 
+    /// A producer id no node of the cluster handed out before
+    /// ([`crate::limits::PRODUCER_ID_NODE_SLOTS`]).
     pub fn next_producer_id(&self) -> i64 {
-        self.producer_ids.fetch_add(1, Ordering::Relaxed)
+        use crate::limits::PRODUCER_ID_NODE_SLOTS as SLOTS;
+        let sequence = self.producer_ids.fetch_add(1, Ordering::Relaxed);
+        sequence * SLOTS + i64::from(self.config.node_id.0).rem_euclid(SLOTS)
     }
 }
 

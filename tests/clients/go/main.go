@@ -7,7 +7,8 @@
 // Usage: clientcheck BOOTSTRAP [TOPIC]. Exit 0 when everything matched, 1 on a mismatch, 2 on
 // an error. clientcheck groups BOOTSTRAP [TOPIC] runs the consumer-group check of groups.go
 // instead; clientcheck chaos-produce ... the fault tests' producer of chaos.go; clientcheck
-// secure ... TLS and SASL/SCRAM (security.go).
+// secure ... TLS and SASL/SCRAM (security.go); clientcheck txn BOOTSTRAP the transactions check
+// of txn.go (GroupTransactSession).
 package main
 
 import (
@@ -98,6 +99,10 @@ func main() {
 	}
 	if len(args) > 0 && args[0] == "secure" {
 		secure(args[1:])
+		return
+	}
+	if len(args) > 0 && args[0] == "txn" {
+		txnCheck(args[1:])
 		return
 	}
 	groupMode := len(args) > 0 && args[0] == "groups"

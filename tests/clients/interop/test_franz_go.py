@@ -76,3 +76,10 @@ def test_sasl_ssl_scram_and_mutual_tls_produce_consume_and_refusal(client_check,
         assert r.returncode == 3 and "REFUSED" in r.stdout, (r.returncode, r.stdout, r.stderr)
     finally:
         broker.cleanup()
+
+
+def test_group_transact_session_copies_exactly_once(broker, client_check):
+    """franz-go's GroupTransactSession: consume-transform-produce with the group's offsets
+    committed in each transaction, every fourth transaction aborted (issue 45)."""
+    out = run_client_program(client_check + ["txn", broker.bootstrap], broker, 180, "clientcheck txn")
+    assert out.startswith("OK: 2000 records copied exactly once"), out
