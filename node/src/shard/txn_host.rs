@@ -29,6 +29,10 @@ impl TxnHost for ShardCtx {
         self.config.node_id
     }
 
+    fn txn_shard(&self) -> usize {
+        self.shard
+    }
+
     fn txn_settings(&self) -> &TxnConfig {
         &self.config.transactions
     }

@@ -31,6 +31,8 @@ pub type MarkerAnswers = Result<Vec<((String, i32), Option<ResponseError>)>, Str
 pub trait TxnHost {
     /// The node the shard runs on (`node.id`).
     fn txn_node(&self) -> NodeId;
+    /// The shard's index on its node.
+    fn txn_shard(&self) -> usize;
     /// The `transaction.*` settings.
     fn txn_settings(&self) -> &TxnConfig;
     /// The cluster metadata the shard last applied.

@@ -18,7 +18,7 @@ use kafka_protocol::ResponseError;
 use super::host::MarkerRequest;
 use super::{settings, write, TxnHost};
 use crate::limits::{TXN_MARKER_RETRY_MAX, TXN_MARKER_RETRY_MIN};
-use crate::metadata::{Leader, Slot};
+use crate::metadata::{Leader, Slot, TRANSACTION_STATE_TOPIC};
 use crate::shard::now_ms;
 
 /// Sends the markers of `transactional_id` (prepared in partition `p` at `coordinator_epoch`)
@@ -76,12 +76,24 @@ async fn round(host: &dyn TxnHost, p: i32, coordinator_epoch: i32, id: &str) -> 
         };
     }
     let snapshot = host.txn_snapshot();
+    // The shard's metadata may still be the one before the snapshot that made it coordinator
+    // (a load runs while that snapshot is applied): a partition missing from an older one may
+    // be of a topic created since, not a deleted one. Only metadata showing this shard leading
+    // the partition at the coordinator epoch is new enough to tell.
+    let current = snapshot
+        .partition(TRANSACTION_STATE_TOPIC, p)
+        .is_some_and(|m| {
+            m.leader_epoch.0 == coordinator_epoch && m.is_led_by(host.txn_node(), host.txn_shard())
+        });
+    if !current {
+        return Round::Again;
+    }
     let mut by_leader: BTreeMap<Slot, Vec<(String, i32)>> = BTreeMap::new();
     let mut written = Vec::new();
     let mut unled = false;
     for tp in markers.partitions {
         match snapshot.partition(&tp.0, tp.1) {
-            // The topic (or partition) is gone: nothing to mark (Kafka drops it too).
+            // The topic (or partition) was deleted: nothing to mark (Kafka drops it too).
             None => written.push(tp),
             Some(meta) => {
                 let node = match meta.leader {

@@ -99,7 +99,11 @@ def test_read_committed_sees_commits_only_across_a_restart_and_kill_9(make_broke
     committed[1].append(b"c3-1")
     b.kill9()
     b.start()
-    assert read(b, "read_committed", 28) == committed
+    got = read(b, "read_committed", 28)
+    assert got == committed, (
+        f"after kill -9: read {[len(v) for v in got.values()]}, expected "
+        f"{[len(v) for v in committed.values()]}; tails {[v[-3:] for v in got.values()]}; "
+        f"read_uncommitted {read(b, 'read_uncommitted', 40)}")
 
 
 def test_a_new_instance_fences_the_old_one(make_broker):
@@ -217,3 +221,20 @@ def test_kafka_transactions_tool_lists_describes_and_aborts_a_hanging_transactio
     assert read(b, "read_committed", 2, partitions=1) == {0: [b"before", b"after"]}
     none_open = run("describe-producers", "--topic", TOPIC, "--partition", "0")
     assert not [l for l in none_open.splitlines()[1:] if l.split() and l.split()[-1] == "1"], none_open
+
+
+def test_a_commit_answered_just_before_kill_9_is_completed_after_restart(make_broker):
+    """The commit is answered once it is prepared; its markers follow. Killed -9 right after,
+    the node's coordinator finds the transaction prepared when it loads and writes the markers
+    then. (It once completed such a transaction without markers: the shard's metadata during
+    the load was the one before, without the topic, taken for a deleted one.)"""
+    b = make_broker().start()
+    create(b)
+    for i in range(8):
+        p = transactional(b, "quick")
+        values = [b"q%d-%d" % (i, k) for k in range(4)]
+        send(p, values, commit=True)
+        b.kill9()
+        b.start()
+        got = read(b, "read_committed", 4 * (i + 1), timeout=15)
+        assert sum(len(v) for v in got.values()) == 4 * (i + 1), f"round {i}: {got}"
