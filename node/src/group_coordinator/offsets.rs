@@ -8,6 +8,49 @@ use super::membership::{Caller, Group};
 use super::persist::{append, tombstones, KeyValues};
 use super::records::{OffsetValue, RecordKey};
 
+/// An offset commit's partitions checked: one result per partition in request order, the
+/// records of those accepted, and those with their place in the results.
+pub(super) struct Checked {
+    pub results: Vec<Result<(), ResponseError>>,
+    pub records: KeyValues,
+    pub accepted: Vec<(usize, String, i32, OffsetValue)>,
+}
+
+/// Kafka's checks of committed offsets: the partition must exist (UNKNOWN_TOPIC_OR_PARTITION),
+/// the metadata fit `offset.metadata.max.bytes` (OFFSET_METADATA_TOO_LARGE).
+pub(super) fn checked_offsets(
+    host: &dyn Host,
+    group: &str,
+    offsets: Vec<(String, i32, OffsetValue)>,
+) -> Checked {
+    let max_metadata = host.settings().offset_metadata_max_bytes;
+    let mut checked = Checked {
+        results: Vec::with_capacity(offsets.len()),
+        records: Vec::new(),
+        accepted: Vec::new(),
+    };
+    for (topic, partition, value) in offsets {
+        let exists = host.snapshot().partition(&topic, partition).is_some();
+        let result = if !exists {
+            Err(ResponseError::UnknownTopicOrPartition)
+        } else if value.metadata.len() > max_metadata {
+            Err(ResponseError::OffsetMetadataTooLarge)
+        } else {
+            let key = RecordKey::Offset {
+                group: group.to_owned(),
+                topic: topic.clone(),
+                partition,
+            };
+            checked.records.push((key.encode(), Some(value.encode())));
+            let at = checked.results.len();
+            checked.accepted.push((at, topic, partition, value));
+            Ok(())
+        };
+        checked.results.push(result);
+    }
+    checked
+}
+
 impl Coordinator {
     /// OffsetCommit. `Err` is an error for the whole request; otherwise one result per
     /// partition, in request order.
@@ -26,28 +69,11 @@ impl Coordinator {
         }
         self.with_group(group, Some(now), |g| g.check_commit(who, now))
             .expect("created")?;
-        let max_metadata = host.settings().offset_metadata_max_bytes;
-        let mut results = Vec::with_capacity(offsets.len());
-        let mut records = Vec::new();
-        let mut accepted = Vec::new();
-        for (topic, partition, value) in offsets {
-            let exists = host.snapshot().partition(&topic, partition).is_some();
-            let result = if !exists {
-                Err(ResponseError::UnknownTopicOrPartition)
-            } else if value.metadata.len() > max_metadata {
-                Err(ResponseError::OffsetMetadataTooLarge)
-            } else {
-                let key = RecordKey::Offset {
-                    group: group.to_owned(),
-                    topic: topic.clone(),
-                    partition,
-                };
-                records.push((key.encode(), Some(value.encode())));
-                accepted.push((results.len(), topic, partition, value));
-                Ok(())
-            };
-            results.push(result);
-        }
+        let Checked {
+            mut results,
+            records,
+            accepted,
+        } = checked_offsets(host, group, offsets);
         if records.is_empty() {
             return Ok(results);
         }

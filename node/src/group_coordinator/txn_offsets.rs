@@ -12,8 +12,9 @@ use kafka_protocol::ResponseError;
 use super::coordinator::{partition_for, Coordinator};
 use super::host::Host;
 use super::membership::Caller;
+use super::offsets::{checked_offsets, Checked};
 use super::persist::append_in;
-use super::records::{OffsetValue, RecordKey};
+use super::records::OffsetValue;
 use crate::partition::internal::InTransaction;
 
 /// Offsets pending in a transaction: by (group, producer id), each partition's offset.
@@ -38,27 +39,11 @@ impl Coordinator {
             let checked = self.with_group(group, None, |g| g.check_commit(who, now));
             checked.ok_or(ResponseError::IllegalGeneration)??;
         }
-        let max_metadata = host.settings().offset_metadata_max_bytes;
-        let mut results = Vec::with_capacity(offsets.len());
-        let mut records = Vec::new();
-        let mut accepted = Vec::new();
-        for (topic, partition, value) in offsets {
-            let result = if host.snapshot().partition(&topic, partition).is_none() {
-                Err(ResponseError::UnknownTopicOrPartition)
-            } else if value.metadata.len() > max_metadata {
-                Err(ResponseError::OffsetMetadataTooLarge)
-            } else {
-                let key = RecordKey::Offset {
-                    group: group.to_owned(),
-                    topic: topic.clone(),
-                    partition,
-                };
-                records.push((key.encode(), Some(value.encode())));
-                accepted.push((results.len(), topic, partition, value));
-                Ok(())
-            };
-            results.push(result);
-        }
+        let Checked {
+            mut results,
+            records,
+            accepted,
+        } = checked_offsets(host, group, offsets);
         if records.is_empty() {
             return Ok(results);
         }
