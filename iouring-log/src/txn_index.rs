@@ -13,8 +13,6 @@
 //! the marker, or a cleaning that wrote a merged file did not commit), are dropped when it is
 //! loaded.
 
-use std::path::{Path, PathBuf};
-
 use crate::types::Offset;
 
 pub const TXN_INDEX_SUFFIX: &str = "txnindex";
@@ -73,11 +71,6 @@ pub fn parse(bytes: &[u8], base: Offset, next_offset: Offset) -> Vec<AbortedTxnE
 /// The bytes of a file holding `entries`.
 pub fn to_bytes(entries: &[AbortedTxnEntry]) -> Vec<u8> {
     entries.iter().flat_map(|e| e.to_bytes()).collect()
-}
-
-/// `<dir>/<base>.txnindex`.
-pub fn path(dir: &Path, base: Offset) -> PathBuf {
-    crate::segment::segment_file(dir, base, TXN_INDEX_SUFFIX)
 }
 
 /// The entries overlapping `[from, upto)` (Kafka's `collectAbortedTxns`: an entry counts when

@@ -15,7 +15,8 @@ use glommio::io::OpenOptions;
 use crate::checkpoint::replace_file_durably;
 use crate::error::IoError;
 use crate::log::Log;
-use crate::txn_index::{self, AbortedTxnEntry};
+use crate::segment::segment_file;
+use crate::txn_index::{self, AbortedTxnEntry, TXN_INDEX_SUFFIX};
 use crate::types::Offset;
 
 impl Log {
@@ -42,7 +43,11 @@ impl Log {
             st.aborted_unsynced.insert(base);
             (base, entries)
         };
-        write_unsynced(&txn_index::path(&self.inner.dir, base), &entries).await
+        write_unsynced(
+            &segment_file(&self.inner.dir, base, TXN_INDEX_SUFFIX),
+            &entries,
+        )
+        .await
     }
 
     /// The aborted transactions a fetch of `[from, upto)` must carry (Kafka's
@@ -82,7 +87,11 @@ impl Log {
             changed
         };
         for (base, entries) in changed {
-            write_unsynced(&txn_index::path(&self.inner.dir, base), &entries).await?;
+            write_unsynced(
+                &segment_file(&self.inner.dir, base, TXN_INDEX_SUFFIX),
+                &entries,
+            )
+            .await?;
         }
         Ok(())
     }
@@ -94,7 +103,7 @@ impl Log {
         let unsynced = std::mem::take(&mut self.inner.state.borrow_mut().aborted_unsynced);
         for base in unsynced {
             let entries = self.segment_aborted(base);
-            let path = txn_index::path(&self.inner.dir, base);
+            let path = segment_file(&self.inner.dir, base, TXN_INDEX_SUFFIX);
             let still_there = self
                 .inner
                 .state

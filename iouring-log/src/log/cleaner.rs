@@ -64,7 +64,7 @@ use crate::segment::{
     shrink_and_remove, with_suffix, Segment, SegmentIndexes, SegmentState, DELETED_SUFFIX,
     INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
 };
-use crate::txn_index::{self, AbortedTxnEntry};
+use crate::txn_index::{self, AbortedTxnEntry, TXN_INDEX_SUFFIX};
 use crate::types::Offset;
 
 /// Suffix of a new segment being written.
@@ -447,8 +447,11 @@ impl Log {
                 .collect()
         };
         if aborted.len() > self.segment_aborted(base).len() {
-            replace_file_durably(&txn_index::path(&dir, base), txn_index::to_bytes(&aborted))
-                .await?;
+            replace_file_durably(
+                &segment_file(&dir, base, TXN_INDEX_SUFFIX),
+                txn_index::to_bytes(&aborted),
+            )
+            .await?;
         }
         let permit = self.mutation_permit().await?;
         let Some(at) = self.group_position(group) else {
@@ -469,7 +472,7 @@ impl Log {
             g.view.cached.relocate(Rc::new(moved));
             if g.base != base {
                 // Its entries are in the cleaned segment's `.txnindex`, written above.
-                remove_if_present(&txn_index::path(&dir, g.base)).await?;
+                remove_if_present(&segment_file(&dir, g.base, TXN_INDEX_SUFFIX)).await?;
             }
         }
         rename(&index_cleaned, &index).await?;

@@ -28,7 +28,7 @@ use crate::segment::{
 };
 use crate::segment_io::{DirectIo, SegmentIo};
 use crate::time_index::TimeIndex;
-use crate::txn_index;
+use crate::txn_index::{self, TXN_INDEX_SUFFIX};
 use crate::types::Offset;
 
 /// How a log is opened, beyond its config.
@@ -320,7 +320,7 @@ async fn load_aborted(dir: &Path, segments: &mut [Segment]) -> Result<(), IoErro
         .chain(segments.last().map(|s| s.next_offset))
         .collect();
     for (seg, end) in segments.iter_mut().zip(ends) {
-        let path = txn_index::path(dir, seg.base_offset);
+        let path = segment_file(dir, seg.base_offset, TXN_INDEX_SUFFIX);
         // Most segments have none: a stat, not an open, for each of them.
         if !path.exists() {
             continue;

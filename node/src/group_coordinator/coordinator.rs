@@ -36,6 +36,12 @@ pub struct GroupSummary {
 
 pub(super) type Committed = Vec<((String, i32), Option<OffsetValue>)>;
 
+/// Offsets pending in transactions: by (group, producer id), each partition's offset.
+pub(super) type PendingTxnOffsets = std::collections::BTreeMap<
+    (String, i64),
+    std::collections::BTreeMap<(String, i32), OffsetValue>,
+>;
+
 #[derive(Default)]
 pub struct Coordinator {
     pub(super) groups: RefCell<HashMap<String, Group>>,
@@ -43,7 +49,7 @@ pub struct Coordinator {
     pub(super) loaded: RefCell<HashSet<i32>>,
     pub(super) last_retention_ms: Cell<i64>,
     /// Offsets committed in transactions not settled yet (`txn_offsets.rs`).
-    pub(super) txn_offsets: RefCell<super::txn_offsets::Pending>,
+    pub(super) txn_offsets: RefCell<PendingTxnOffsets>,
 }
 
 impl Coordinator {

@@ -5,8 +5,6 @@
 //! COMMIT makes them the group's committed offsets, an ABORT drops them. A load replays the
 //! same way: transactional offset records are pending until their marker.
 
-use std::collections::BTreeMap;
-
 use kafka_protocol::ResponseError;
 
 use super::coordinator::{partition_for, Coordinator};
@@ -17,8 +15,7 @@ use super::persist::append_in;
 use super::records::OffsetValue;
 use crate::partition::internal::InTransaction;
 
-/// Offsets pending in a transaction: by (group, producer id), each partition's offset.
-pub(super) type Pending = BTreeMap<(String, i64), BTreeMap<(String, i32), OffsetValue>>;
+pub(super) use super::coordinator::PendingTxnOffsets as Pending;
 
 impl Coordinator {
     /// TxnOffsetCommit: `offsets` of `group` written in `txn`'s transaction, pending until its

@@ -20,6 +20,9 @@
 //!   high watermark of the same leader epoch, where no fetch offset can count for anything
 //!   (`replica::fetcher`). [`Partition::truncate_diverging`], [`Partition::restart_at`] and
 //!   [`Partition::follow_log_start`] are the follower's other changes to its log.
+//! - [`Partition::append_marker`] is the leader's append of a transaction marker
+//!   (WriteTxnMarkers): under the same lock, checked against the epochs the partition's
+//!   transaction state has seen (`txns.rs`), and acknowledged like `acks=all`.
 
 use iouring_log::{
     AppendError, BatchError, BatchHeader, Durability, FlushError, LeaderEpoch, Offset,
@@ -27,6 +30,7 @@ use iouring_log::{
 use kafka_protocol::ResponseError;
 
 use super::producer_state::{BatchRecord, SequenceCheck};
+use super::txns::marker_refused;
 use super::Partition;
 pub use crate::error::Refused;
 
@@ -192,6 +196,66 @@ impl Partition {
                 Refused::new(ResponseError::KafkaStorageError, e.to_string())
             }
         }
+    }
+}
+
+impl Partition {
+    /// Appends a COMMIT or ABORT marker for `producer_id` (WriteTxnMarkers on the leader),
+    /// checked against the coordinator and producer epochs this partition has seen, and
+    /// records it. The answer waits for the high watermark (Kafka appends markers with
+    /// `acks=all`).
+    pub async fn append_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+        leader_epoch: LeaderEpoch,
+        now_ms: i64,
+    ) -> Result<Appended, Refused> {
+        let _lock = self.lock_appends().await;
+        self.txns
+            .borrow()
+            .check_marker(
+                transactions::ProducerId(producer_id),
+                producer_epoch,
+                coordinator_epoch,
+            )
+            .map_err(marker_refused)?;
+        let bytes = iouring_log::encode_marker(
+            producer_id,
+            producer_epoch,
+            commit,
+            coordinator_epoch,
+            now_ms,
+        );
+        let info = self
+            .log
+            .append_as_leader(&bytes, leader_epoch, now_ms)
+            .await
+            .map_err(|e| self.append_refused(e))?;
+        self.appended.notify_all();
+        let mut header = BatchHeader::parse(&bytes).expect("a marker we encoded");
+        header.base_offset = info.first_offset;
+        let control = iouring_log::parse_control_record(&bytes).ok();
+        if let Some(entry) = self.record_txn(&header, control) {
+            self.log
+                .append_aborted_txn(entry)
+                .await
+                .map_err(|e| Refused::new(ResponseError::KafkaStorageError, e.to_string()))?;
+        }
+        let wait = if info.flush_due {
+            AckWait::Flushed
+        } else {
+            AckWait::Written
+        };
+        Ok(Appended {
+            base_offset: info.first_offset,
+            end_offset: info.last_offset.next(),
+            wait,
+            replicated: Some(leader_epoch),
+            log_append_time: None,
+        })
     }
 }
 

@@ -10,6 +10,8 @@ pub mod producer_snapshot;
 pub mod producer_state;
 pub mod replica;
 pub mod timestamps;
+#[cfg(test)]
+mod txn_tests;
 pub mod txns;
 
 use std::cell::{Cell, RefCell};

@@ -2,19 +2,19 @@
 //! kept by the pure [`transactions::PartitionTxns`] from the batches the log holds (a leader's appends, a
 //! follower's fetched batches, the replay after a snapshot at open or truncation); the last
 //! stable offset `read_committed` consumers read below; the aborted transactions written to
-//! the log's `.txnindex` as their ABORT markers are recorded; and the markers themselves,
-//! appended by the leader for WriteTxnMarkers.
+//! the log's `.txnindex` as their ABORT markers are recorded. The markers themselves are
+//! appended by the leader for WriteTxnMarkers in `append.rs`.
 //!
 //! Contract: every batch recorded here is in the log, in offset order; nothing else changes
 //! the state. A marker is checked (coordinator and producer epochs) and appended under the
 //! partition's append lock, like a produce.
 
-use iouring_log::{AbortedTxnEntry, BatchHeader, ControlRecord, LeaderEpoch, Offset};
+use iouring_log::{AbortedTxnEntry, BatchHeader, ControlRecord, Offset};
 use kafka_protocol::ResponseError;
 use transactions::{AbortedTxn, Marker, MarkerRefused, ProducerId, TxnBatch};
 
-use super::append::{AckWait, Appended, Refused};
 use super::Partition;
+use crate::error::Refused;
 
 /// One producer as DescribeProducers shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,207 +163,5 @@ impl Partition {
             .borrow()
             .check_data(ProducerId(h.producer_id), h.producer_epoch)
             .map_err(marker_refused)
-    }
-
-    /// Appends a COMMIT or ABORT marker for `producer_id` (WriteTxnMarkers on the leader),
-    /// checked against the coordinator and producer epochs this partition has seen, and
-    /// records it. The answer waits for the high watermark (Kafka appends markers with
-    /// `acks=all`).
-    pub async fn append_marker(
-        &self,
-        producer_id: i64,
-        producer_epoch: i16,
-        commit: bool,
-        coordinator_epoch: i32,
-        leader_epoch: LeaderEpoch,
-        now_ms: i64,
-    ) -> Result<Appended, Refused> {
-        let _lock = self.lock_appends().await;
-        self.txns
-            .borrow()
-            .check_marker(ProducerId(producer_id), producer_epoch, coordinator_epoch)
-            .map_err(marker_refused)?;
-        let bytes = iouring_log::encode_marker(
-            producer_id,
-            producer_epoch,
-            commit,
-            coordinator_epoch,
-            now_ms,
-        );
-        let info = self
-            .log
-            .append_as_leader(&bytes, leader_epoch, now_ms)
-            .await
-            .map_err(|e| self.append_refused(e))?;
-        self.appended.notify_all();
-        let mut header = BatchHeader::parse(&bytes).expect("a marker we encoded");
-        header.base_offset = info.first_offset;
-        let control = iouring_log::parse_control_record(&bytes).ok();
-        if let Some(entry) = self.record_txn(&header, control) {
-            self.log
-                .append_aborted_txn(entry)
-                .await
-                .map_err(|e| Refused::new(ResponseError::KafkaStorageError, e.to_string()))?;
-        }
-        let wait = if info.flush_due {
-            AckWait::Flushed
-        } else {
-            AckWait::Written
-        };
-        Ok(Appended {
-            base_offset: info.first_offset,
-            end_offset: info.last_offset.next(),
-            wait,
-            replicated: Some(leader_epoch),
-            log_append_time: None,
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use iouring_log::fault_injection::FaultyIo;
-    use iouring_log::{LogConfig, ReadOptions};
-    use replication::ReplicaId;
-
-    use super::super::append::tests::{batch, open_partition, run, tmpdir, txn_batch};
-    use super::super::replica::RoleContext;
-    use super::*;
-
-    const P: i64 = 7;
-    const Q: i64 = 8;
-
-    fn single(part: &Partition) {
-        let cx = RoleContext {
-            me: ReplicaId(1),
-            now_ms: 0,
-            replica_lag_max_ms: 10_000,
-        };
-        part.apply_state(None, cx);
-    }
-
-    async fn append(part: &Partition, bytes: &[u8]) -> Appended {
-        let a = part.append(bytes).await.unwrap();
-        part.wait_acknowledgeable(&a).await.unwrap();
-        a
-    }
-
-    async fn marker(part: &Partition, pid: i64, commit: bool, coordinator_epoch: i32) -> Offset {
-        let a = part
-            .append_marker(pid, 0, commit, coordinator_epoch, LeaderEpoch(0), 0)
-            .await
-            .unwrap();
-        part.wait_acknowledgeable(&a).await.unwrap();
-        a.base_offset
-    }
-
-    /// Everything in `part`'s log from offset 0, as a follower's fetch would carry it.
-    async fn log_bytes(part: &Partition) -> Vec<u8> {
-        let opts = ReadOptions {
-            max_bytes: 1 << 20,
-            max_offset: None,
-            min_one_batch: true,
-        };
-        let r = part.log.read(Offset(0), opts).await.unwrap();
-        iouring_log::read_slices_to_vec(&r.slices).await.unwrap()
-    }
-
-    /// A leader's transactions: the LSO waits for the earliest open one, a commit and an abort
-    /// close them, the abort is indexed; markers of an older coordinator are refused; the state
-    /// rebuilt from the snapshot and the log is the same; a follower fed the leader's bytes
-    /// ends with the same state.
-    #[test]
-    fn markers_close_transactions_move_the_lso_and_index_aborts() {
-        run(LogConfig::default(), |_io, part| {
-            Box::pin(async move {
-                single(&part);
-                // Offset 0 holds the harness's record.
-                let p = append(&part, &txn_batch(P, 0, 0, 2)).await;
-                let q = append(&part, &txn_batch(Q, 0, 0, 2)).await;
-                append(&part, &batch(-1, 0, 1)).await;
-                assert_eq!((p.base_offset, q.base_offset), (Offset(1), Offset(3)));
-                assert_eq!(part.high_watermark(), Offset(6));
-                assert_eq!(part.last_stable_offset(), Offset(1));
-                assert!(part.has_open_transaction(P));
-
-                assert_eq!(marker(&part, P, true, 1).await, Offset(6));
-                assert_eq!(part.last_stable_offset(), Offset(3), "Q is still open");
-                part.snapshot_producers(0, true).await.unwrap();
-                assert_eq!(marker(&part, Q, false, 1).await, Offset(7));
-                assert_eq!(part.last_stable_offset(), Offset(8));
-                let aborted = vec![AbortedTxnEntry {
-                    producer_id: Q,
-                    first_offset: Offset(3),
-                    last_offset: Offset(7),
-                    last_stable_offset: Offset(8),
-                }];
-                assert_eq!(part.aborted_transactions(Offset(0), Offset(8)), aborted);
-                assert_eq!(part.aborted_transactions(Offset(8), Offset(8)), vec![]);
-
-                // A zombie coordinator's marker.
-                let stale = part
-                    .append_marker(Q, 0, true, 0, LeaderEpoch(0), 0)
-                    .await
-                    .unwrap_err();
-                assert_eq!(stale.error, ResponseError::TransactionCoordinatorFenced);
-
-                // Rebuilt from the snapshot (Q open at 7) and the marker after it.
-                part.restore_producers().await.unwrap();
-                assert_eq!(part.last_stable_offset(), Offset(8));
-                assert_eq!(part.aborted_transactions(Offset(0), Offset(8)), aborted);
-                assert!(part.open_transactions().is_empty());
-
-                // A follower takes the same bytes and ends in the same state.
-                let dir = tmpdir();
-                let follower =
-                    open_partition(dir.path(), LogConfig::default(), FaultyIo::new()).await;
-                let bytes = log_bytes(&part).await;
-                let end = follower.append_as_follower(&bytes, 0).await.unwrap();
-                assert_eq!(end, Offset(8));
-                assert_eq!(follower.aborted_transactions(Offset(0), Offset(8)), aborted);
-                follower.log.close().await.unwrap();
-                let files: Vec<_> = std::fs::read_dir(dir.path())
-                    .unwrap()
-                    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                    .filter(|n| n.ends_with(".txnindex"))
-                    .collect();
-                assert_eq!(files, vec![format!("{:020}.txnindex", 0)]);
-            })
-        });
-    }
-
-    /// A transaction left open by a crash before its marker holds the LSO after the restart
-    /// (the state is rebuilt from the log), and its batches of an older producer epoch are
-    /// refused once a marker at a newer one fenced them.
-    #[test]
-    fn an_open_transaction_survives_a_restart_and_fences_older_epochs() {
-        glommio::LocalExecutorBuilder::default()
-            .spawn(|| async {
-                let dir = tmpdir();
-                let part = open_partition(dir.path(), LogConfig::default(), FaultyIo::new()).await;
-                single(&part);
-                append(&part, &batch(-1, 0, 1)).await;
-                append(&part, &txn_batch(P, 0, 0, 3)).await;
-                part.log.close().await.unwrap();
-                drop(part);
-                let part = open_partition(dir.path(), LogConfig::default(), FaultyIo::new()).await;
-                single(&part);
-                part.restore_producers().await.unwrap();
-                assert_eq!(part.last_stable_offset(), Offset(1));
-                assert_eq!(part.open_transactions(), vec![(P, Offset(1))]);
-                // The coordinator aborts it at a bumped epoch (a fence or a timeout).
-                let a = part
-                    .append_marker(P, 1, false, 0, LeaderEpoch(0), 0)
-                    .await
-                    .unwrap();
-                part.wait_acknowledgeable(&a).await.unwrap();
-                assert_eq!(part.last_stable_offset(), Offset(5));
-                let zombie = part.append(&txn_batch(P, 0, 3, 1)).await.unwrap_err();
-                assert_eq!(zombie.error, ResponseError::InvalidProducerEpoch);
-                part.log.close().await.unwrap();
-            })
-            .expect("executor (ulimit -l >= 512 KiB?)")
-            .join()
-            .unwrap();
     }
 }

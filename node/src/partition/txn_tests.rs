@@ -1,0 +1,148 @@
+//! Tests of a partition's transactions (`txns.rs`) and the leader's markers (`append.rs`):
+//! the LSO, aborted transactions indexed, fencing, the snapshot and replay, a follower.
+
+use iouring_log::fault_injection::FaultyIo;
+use iouring_log::{AbortedTxnEntry, LeaderEpoch, LogConfig, Offset, ReadOptions};
+use kafka_protocol::ResponseError;
+use replication::ReplicaId;
+
+use super::append::tests::{batch, open_partition, run, tmpdir, txn_batch};
+use super::append::Appended;
+use super::replica::RoleContext;
+use super::Partition;
+
+const P: i64 = 7;
+const Q: i64 = 8;
+
+fn single(part: &Partition) {
+    let cx = RoleContext {
+        me: ReplicaId(1),
+        now_ms: 0,
+        replica_lag_max_ms: 10_000,
+    };
+    part.apply_state(None, cx);
+}
+
+async fn append(part: &Partition, bytes: &[u8]) -> Appended {
+    let a = part.append(bytes).await.unwrap();
+    part.wait_acknowledgeable(&a).await.unwrap();
+    a
+}
+
+async fn marker(part: &Partition, pid: i64, commit: bool, coordinator_epoch: i32) -> Offset {
+    let a = part
+        .append_marker(pid, 0, commit, coordinator_epoch, LeaderEpoch(0), 0)
+        .await
+        .unwrap();
+    part.wait_acknowledgeable(&a).await.unwrap();
+    a.base_offset
+}
+
+/// Everything in `part`'s log from offset 0, as a follower's fetch would carry it.
+async fn log_bytes(part: &Partition) -> Vec<u8> {
+    let opts = ReadOptions {
+        max_bytes: 1 << 20,
+        max_offset: None,
+        min_one_batch: true,
+    };
+    let r = part.log.read(Offset(0), opts).await.unwrap();
+    iouring_log::read_slices_to_vec(&r.slices).await.unwrap()
+}
+
+/// A leader's transactions: the LSO waits for the earliest open one, a commit and an abort
+/// close them, the abort is indexed; markers of an older coordinator are refused; the state
+/// rebuilt from the snapshot and the log is the same; a follower fed the leader's bytes
+/// ends with the same state.
+#[test]
+fn markers_close_transactions_move_the_lso_and_index_aborts() {
+    run(LogConfig::default(), |_io, part| {
+        Box::pin(async move {
+            single(&part);
+            // Offset 0 holds the harness's record.
+            let p = append(&part, &txn_batch(P, 0, 0, 2)).await;
+            let q = append(&part, &txn_batch(Q, 0, 0, 2)).await;
+            append(&part, &batch(-1, 0, 1)).await;
+            assert_eq!((p.base_offset, q.base_offset), (Offset(1), Offset(3)));
+            assert_eq!(part.high_watermark(), Offset(6));
+            assert_eq!(part.last_stable_offset(), Offset(1));
+            assert!(part.has_open_transaction(P));
+
+            assert_eq!(marker(&part, P, true, 1).await, Offset(6));
+            assert_eq!(part.last_stable_offset(), Offset(3), "Q is still open");
+            part.snapshot_producers(0, true).await.unwrap();
+            assert_eq!(marker(&part, Q, false, 1).await, Offset(7));
+            assert_eq!(part.last_stable_offset(), Offset(8));
+            let aborted = vec![AbortedTxnEntry {
+                producer_id: Q,
+                first_offset: Offset(3),
+                last_offset: Offset(7),
+                last_stable_offset: Offset(8),
+            }];
+            assert_eq!(part.aborted_transactions(Offset(0), Offset(8)), aborted);
+            assert_eq!(part.aborted_transactions(Offset(8), Offset(8)), vec![]);
+
+            // A zombie coordinator's marker.
+            let stale = part
+                .append_marker(Q, 0, true, 0, LeaderEpoch(0), 0)
+                .await
+                .unwrap_err();
+            assert_eq!(stale.error, ResponseError::TransactionCoordinatorFenced);
+
+            // Rebuilt from the snapshot (Q open at 7) and the marker after it.
+            part.restore_producers().await.unwrap();
+            assert_eq!(part.last_stable_offset(), Offset(8));
+            assert_eq!(part.aborted_transactions(Offset(0), Offset(8)), aborted);
+            assert!(part.open_transactions().is_empty());
+
+            // A follower takes the same bytes and ends in the same state.
+            let dir = tmpdir();
+            let follower = open_partition(dir.path(), LogConfig::default(), FaultyIo::new()).await;
+            let bytes = log_bytes(&part).await;
+            let end = follower.append_as_follower(&bytes, 0).await.unwrap();
+            assert_eq!(end, Offset(8));
+            assert_eq!(follower.aborted_transactions(Offset(0), Offset(8)), aborted);
+            follower.log.close().await.unwrap();
+            let files: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".txnindex"))
+                .collect();
+            assert_eq!(files, vec![format!("{:020}.txnindex", 0)]);
+        })
+    });
+}
+
+/// A transaction left open by a crash before its marker holds the LSO after the restart
+/// (the state is rebuilt from the log), and its batches of an older producer epoch are
+/// refused once a marker at a newer one fenced them.
+#[test]
+fn an_open_transaction_survives_a_restart_and_fences_older_epochs() {
+    glommio::LocalExecutorBuilder::default()
+        .spawn(|| async {
+            let dir = tmpdir();
+            let part = open_partition(dir.path(), LogConfig::default(), FaultyIo::new()).await;
+            single(&part);
+            append(&part, &batch(-1, 0, 1)).await;
+            append(&part, &txn_batch(P, 0, 0, 3)).await;
+            part.log.close().await.unwrap();
+            drop(part);
+            let part = open_partition(dir.path(), LogConfig::default(), FaultyIo::new()).await;
+            single(&part);
+            part.restore_producers().await.unwrap();
+            assert_eq!(part.last_stable_offset(), Offset(1));
+            assert_eq!(part.open_transactions(), vec![(P, Offset(1))]);
+            // The coordinator aborts it at a bumped epoch (a fence or a timeout).
+            let a = part
+                .append_marker(P, 1, false, 0, LeaderEpoch(0), 0)
+                .await
+                .unwrap();
+            part.wait_acknowledgeable(&a).await.unwrap();
+            assert_eq!(part.last_stable_offset(), Offset(5));
+            let zombie = part.append(&txn_batch(P, 0, 3, 1)).await.unwrap_err();
+            assert_eq!(zombie.error, ResponseError::InvalidProducerEpoch);
+            part.log.close().await.unwrap();
+        })
+        .expect("executor (ulimit -l >= 512 KiB?)")
+        .join()
+        .unwrap();
+}
