@@ -5,8 +5,9 @@ use kafka_protocol::ResponseError;
 use super::coordinator::{Committed, Coordinator};
 use super::host::Host;
 use super::membership::{Caller, Group};
-use super::persist::{append, tombstones, KeyValues};
+use super::persist::{append, append_in, tombstones, KeyValues};
 use super::records::{OffsetValue, RecordKey};
+use crate::partition::internal::InTransaction;
 
 /// An offset commit's partitions checked: one result per partition in request order, the
 /// records of those accepted, and those with their place in the results.
@@ -51,6 +52,37 @@ pub(super) fn checked_offsets(
     checked
 }
 
+/// Writes the accepted offsets of `checked` (in `txn`'s transaction when given): the results,
+/// each accepted one failed with the write's error if it failed, and the offsets written (none
+/// when the write failed or nothing was accepted).
+pub(super) async fn write_checked(
+    host: &dyn Host,
+    p: i32,
+    checked: Checked,
+    txn: Option<InTransaction>,
+    now: i64,
+) -> (
+    Vec<Result<(), ResponseError>>,
+    Vec<(String, i32, OffsetValue)>,
+) {
+    let Checked {
+        mut results,
+        records,
+        accepted,
+    } = checked;
+    if records.is_empty() {
+        return (results, Vec::new());
+    }
+    if let Err(e) = append_in(host, p, records, txn, now).await {
+        for (i, ..) in &accepted {
+            results[*i] = Err(e);
+        }
+        return (results, Vec::new());
+    }
+    let written = accepted.into_iter().map(|(_, t, p, v)| (t, p, v)).collect();
+    (results, written)
+}
+
 impl Coordinator {
     /// OffsetCommit. `Err` is an error for the whole request; otherwise one result per
     /// partition, in request order.
@@ -69,22 +101,10 @@ impl Coordinator {
         }
         self.with_group(group, Some(now), |g| g.check_commit(who, now))
             .expect("created")?;
-        let Checked {
-            mut results,
-            records,
-            accepted,
-        } = checked_offsets(host, group, offsets);
-        if records.is_empty() {
-            return Ok(results);
-        }
-        if let Err(e) = append(host, p, records, now).await {
-            for (i, ..) in &accepted {
-                results[*i] = Err(e);
-            }
-            return Ok(results);
-        }
+        let checked = checked_offsets(host, group, offsets);
+        let (results, written) = write_checked(host, p, checked, None, now).await;
         self.with_group(group, Some(now), |g| {
-            for (_, topic, partition, value) in accepted {
+            for (topic, partition, value) in written {
                 g.offsets.insert((topic, partition), value);
             }
         });

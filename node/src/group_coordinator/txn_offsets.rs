@@ -10,8 +10,7 @@ use kafka_protocol::ResponseError;
 use super::coordinator::{partition_for, Coordinator};
 use super::host::Host;
 use super::membership::Caller;
-use super::offsets::{checked_offsets, Checked};
-use super::persist::append_in;
+use super::offsets::{checked_offsets, write_checked};
 use super::records::OffsetValue;
 use crate::partition::internal::InTransaction;
 
@@ -36,26 +35,16 @@ impl Coordinator {
             let checked = self.with_group(group, None, |g| g.check_commit(who, now));
             checked.ok_or(ResponseError::IllegalGeneration)??;
         }
-        let Checked {
-            mut results,
-            records,
-            accepted,
-        } = checked_offsets(host, group, offsets);
-        if records.is_empty() {
-            return Ok(results);
-        }
-        if let Err(e) = append_in(host, p, records, Some(txn), now).await {
-            for (i, ..) in &accepted {
-                results[*i] = Err(e);
+        let checked = checked_offsets(host, group, offsets);
+        let (results, written) = write_checked(host, p, checked, Some(txn), now).await;
+        if !written.is_empty() {
+            let mut pending = self.txn_offsets.borrow_mut();
+            let entry = pending
+                .entry((group.to_owned(), txn.producer_id))
+                .or_default();
+            for (topic, partition, value) in written {
+                entry.insert((topic, partition), value);
             }
-            return Ok(results);
-        }
-        let mut pending = self.txn_offsets.borrow_mut();
-        let entry = pending
-            .entry((group.to_owned(), txn.producer_id))
-            .or_default();
-        for (_, topic, partition, value) in accepted {
-            entry.insert((topic, partition), value);
         }
         Ok(results)
     }

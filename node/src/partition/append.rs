@@ -60,6 +60,25 @@ pub struct Appended {
     pub log_append_time: Option<i64>,
 }
 
+impl Appended {
+    /// What `info`'s append waits for: flushed when `flush.messages` came due with it, else
+    /// written; and the high watermark when `replicated` names the leader epoch.
+    fn of(info: &iouring_log::AppendInfo, replicated: Option<LeaderEpoch>) -> Appended {
+        let wait = if info.flush_due {
+            AckWait::Flushed
+        } else {
+            AckWait::Written
+        };
+        Appended {
+            base_offset: info.first_offset,
+            end_offset: info.last_offset.next(),
+            wait,
+            replicated,
+            log_append_time: None,
+        }
+    }
+}
+
 impl Partition {
     /// The ordered append of one validated-header batch (see the module doc).
     pub async fn append_as_leader(
@@ -127,18 +146,7 @@ impl Partition {
             };
             self.record_txn(&appended, None);
         }
-        let wait = if info.flush_due {
-            AckWait::Flushed
-        } else {
-            AckWait::Written
-        };
-        Ok(Appended {
-            base_offset: info.first_offset,
-            end_offset: info.last_offset.next(),
-            wait,
-            replicated: None,
-            log_append_time: None,
-        })
+        Ok(Appended::of(&info, None))
     }
 
     /// A retried batch: its original offsets, acknowledged no sooner than the original could
@@ -244,18 +252,7 @@ impl Partition {
                 .await
                 .map_err(|e| Refused::new(ResponseError::KafkaStorageError, e.to_string()))?;
         }
-        let wait = if info.flush_due {
-            AckWait::Flushed
-        } else {
-            AckWait::Written
-        };
-        Ok(Appended {
-            base_offset: info.first_offset,
-            end_offset: info.last_offset.next(),
-            wait,
-            replicated: Some(leader_epoch),
-            log_append_time: None,
-        })
+        Ok(Appended::of(&info, Some(leader_epoch)))
     }
 }
 
