@@ -320,6 +320,18 @@ pub fn render(reports: &[Option<ShardReport>], node: &NodeFacts) -> String {
     }
     partition_families(&mut e, &up);
     group_families(&mut e, &up);
+    e.family(
+        "ringlog_transactional_ids",
+        Kind::Gauge,
+        "Transactional ids the shard coordinates, by state (Ongoing, PrepareCommit, CompleteCommit, …).",
+        up.iter().flat_map(|r| {
+            r.transactional_ids.iter().map(|(state, n)| {
+                let mut labels = shard_label(r.shard);
+                labels.push(("state", (*state).to_string()));
+                Sample::new(labels, *n as f64)
+            })
+        }),
+    );
     e.finish()
 }
 
@@ -586,6 +598,21 @@ const PARTITION_FAMILIES: &[PartitionFigure] = &[
         "In-sync replicas of the partition, the leader included (reported by its leader).",
         |p| p.leader.then_some(p.in_sync_replicas as f64),
     ),
+    (
+        "ringlog_partition_last_stable_offset",
+        "The last stable offset: read_committed consumers read below it (reported by its leader).",
+        |p| p.leader.then_some(p.last_stable_offset as f64),
+    ),
+    (
+        "ringlog_partition_last_stable_offset_lag",
+        "High watermark minus last stable offset: what open transactions hold back from read_committed consumers (Kafka's LastStableOffsetLag; reported by its leader).",
+        |p| p.leader.then_some((p.high_watermark - p.last_stable_offset).max(0) as f64),
+    ),
+    (
+        "ringlog_partition_open_transactions",
+        "Transactions with data in the partition and no marker yet (reported by its leader).",
+        |p| p.leader.then_some(p.open_transactions as f64),
+    ),
 ];
 
 /// Gauges counting a shard's replicas: name, help, which replicas count.
@@ -703,6 +730,8 @@ mod tests {
             replicas: 3,
             in_sync_replicas: if leader { 2 } else { 0 },
             offline: false,
+            last_stable_offset: hw - 2,
+            open_transactions: 1,
         }
     }
 
@@ -727,6 +756,7 @@ mod tests {
                 members: 2,
                 committed: vec![("t".into(), 0, 4), ("t".into(), 1, 3)],
             }],
+            transactional_ids: vec![("Ongoing", 3)],
             apis: vec![ApiReport {
                 api_key: 0,
                 count: 3,
@@ -757,6 +787,12 @@ mod tests {
             "ringlog_request_latency_seconds_count{shard=\"0\",request=\"Produce\"} 3\n"
         ));
         assert!(text.contains("ringlog_request_budget_bytes 1024\n"));
+        assert!(text
+            .contains("ringlog_partition_last_stable_offset_lag{topic=\"t\",partition=\"0\"} 2\n"));
+        assert!(
+            !text.contains("ringlog_partition_last_stable_offset_lag{topic=\"t\",partition=\"1\"}")
+        );
+        assert!(text.contains("ringlog_transactional_ids{shard=\"0\",state=\"Ongoing\"} 3\n"));
         // Every family once: each TYPE line names a distinct family.
         let types: Vec<&str> = text.lines().filter(|l| l.starts_with("# TYPE")).collect();
         let mut distinct = types.clone();

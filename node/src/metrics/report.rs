@@ -33,6 +33,9 @@ pub struct ShardReport {
     pub cleaner: (u64, u64, u64),
     /// Replica moves and replication throttles on this shard.
     pub moves: MovesReport,
+    /// The transactional ids this shard coordinates, counted by Kafka's state name
+    /// (`Ongoing`, `PrepareCommit`, …).
+    pub transactional_ids: Vec<(&'static str, u64)>,
 }
 
 /// Replica moves led by the shard and its replication throttles.
@@ -71,6 +74,10 @@ pub struct PartitionReport {
     pub in_sync_replicas: usize,
     /// The log failed (an I/O error) and serves nothing until reopened.
     pub offline: bool,
+    /// Kafka's last stable offset: `read_committed` consumers read below it.
+    pub last_stable_offset: i64,
+    /// Transactions open in the partition (producers with data and no marker yet).
+    pub open_transactions: usize,
 }
 
 /// A group the shard coordinates.

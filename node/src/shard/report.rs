@@ -50,6 +50,8 @@ impl ShardCtx {
                     replicas,
                     in_sync_replicas: if leader { p.in_sync_replicas() } else { 0 },
                     offline: p.log.failure().is_some(),
+                    last_stable_offset: p.last_stable_offset().0,
+                    open_transactions: p.open_transactions().len(),
                 }
             })
             .collect();
@@ -72,6 +74,7 @@ impl ShardCtx {
             page_cache_writes: iouring_log::page_cache_writes(),
             cleaner: m.cleaner(),
             moves: self.moves_report(&snapshot),
+            transactional_ids: self.txns.count_by_state(),
         }
     }
 

@@ -91,6 +91,21 @@ impl TxnCoordinator {
             .filter_map(|(id, m)| f(id, m))
             .collect()
     }
+
+    /// How many transactional ids this shard coordinates in each state (metrics), by Kafka's
+    /// state name, states with none left out.
+    pub fn count_by_state(&self) -> Vec<(&'static str, u64)> {
+        let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
+        for (_, m) in self
+            .partitions
+            .borrow()
+            .values()
+            .flat_map(|o| o.txns.iter())
+        {
+            *counts.entry(m.state.name()).or_default() += 1;
+        }
+        counts.into_iter().collect()
+    }
 }
 
 /// DescribeTransactions of one id: its state, or TRANSACTIONAL_ID_NOT_FOUND (NOT_COORDINATOR,

@@ -9,6 +9,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition, OFFSET_BEGINNING
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from support.broker import free_port_block
+from support.metrics import metric, parse, scrape, values
+
 TOPIC = "txn"
 
 
@@ -184,12 +187,14 @@ def test_consume_transform_produce_copies_exactly_once(make_broker):
 
 def test_kafka_transactions_tool_lists_describes_and_aborts_a_hanging_transaction(make_broker):
     """Kafka's `kafka-transactions` (TransactionsCommand, kafka-tools 4.1.1): list, describe,
-    describe-producers; and `abort` of an open transaction by its partition's start offset (what
-    an operator does with a hanging one): its records are never read, and the read_committed
-    consumer passes them."""
+    describe-producers, find-hanging (a live transaction is not hanging); and `abort` of an open
+    transaction by its partition's start offset (what an operator does with a hanging one): its
+    records are never read, and the read_committed consumer passes them. The metrics endpoint
+    shows the open transaction and the LSO lag it causes, and neither after the abort."""
     from support.kafka import kafka_tool
 
-    b = make_broker().start()
+    metrics_port = free_port_block(1)
+    b = make_broker(settings={"metrics.listen": f"127.0.0.1:{metrics_port}"}).start()
     create(b)
     plain = Producer({"bootstrap.servers": b.bootstrap})
     plain.produce(TOPIC, value=b"before", partition=0)
@@ -213,12 +218,25 @@ def test_kafka_transactions_tool_lists_describes_and_aborts_a_hanging_transactio
     # The open transaction started at offset 1 (offset 0 holds the plain record).
     lines = [l.split() for l in producers.splitlines()[1:] if l.strip()]
     assert any(l[-1] == "1" for l in lines), producers
+    # Every open transaction is a candidate (timeout 0 minutes), but the coordinator still lists
+    # the partition in it: not hanging.
+    hanging = run("find-hanging", "--topic", TOPIC, "--max-transaction-timeout", "0")
+    assert hanging.splitlines()[0].split()[0] == "Topic", hanging
+    assert not hanging.splitlines()[1:], hanging
     # The LSO waits for the open transaction: only "before" is read.
     assert read(b, "read_committed", 1, partitions=1, timeout=3) == {0: [b"before"]}
+    part = {"topic": TOPIC, "partition": "0"}
+    assert metric(metrics_port, "ringlog_partition_open_transactions", **part) == 1
+    assert metric(metrics_port, "ringlog_partition_last_stable_offset", **part) == 1
+    assert metric(metrics_port, "ringlog_partition_last_stable_offset_lag", **part) == 1
+    ongoing = values(parse(scrape(metrics_port)), "ringlog_transactional_ids", state="Ongoing")
+    assert sum(v for _, v in ongoing) == 1, ongoing
     run("abort", "--topic", TOPIC, "--partition", "0", "--start-offset", "1")
     plain.produce(TOPIC, value=b"after", partition=0)
     assert plain.flush(10) == 0
     assert read(b, "read_committed", 2, partitions=1) == {0: [b"before", b"after"]}
+    assert metric(metrics_port, "ringlog_partition_open_transactions", **part) == 0
+    assert metric(metrics_port, "ringlog_partition_last_stable_offset_lag", **part) == 0
     none_open = run("describe-producers", "--topic", TOPIC, "--partition", "0")
     assert not [l for l in none_open.splitlines()[1:] if l.split() and l.split()[-1] == "1"], none_open
 
