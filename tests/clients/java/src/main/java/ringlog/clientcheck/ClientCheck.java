@@ -125,6 +125,10 @@ public final class ClientCheck {
             GroupCheck.main(Arrays.copyOfRange(args, 1, args.length));
             return;
         }
+        if (args.length > 0 && args[0].equals("streams-wordcount")) {
+            StreamsWordCount.main(Arrays.copyOfRange(args, 1, args.length));
+            return;
+        }
         if (args.length > 0 && args[0].equals("chaos-produce")) {
             ChaosProducer.main(Arrays.copyOfRange(args, 1, args.length));
             return;
