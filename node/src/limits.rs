@@ -324,6 +324,9 @@ pub const TXN_MARKER_RETRY_MAX: Duration = Duration::from_secs(1);
 /// How long one WriteTxnMarkers call (connection included) may take before the leader is
 /// taken as unreachable and asked again (a paused node accepts and never answers).
 pub const TXN_MARKER_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a partition leader waits for the coordinator's answer to a transactional produce's
+/// verification (KIP-890) before answering the produce with a retriable error.
+pub const TXN_VERIFY_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 // ---- Waits of the control plane and the etcd client ----
 

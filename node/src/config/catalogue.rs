@@ -499,6 +499,12 @@ pub const PROPERTIES: &[Property] = &[
         ConfigType::Int,
         "How often the transaction coordinator aborts transactions open longer than their timeout.",
     ),
+    prop(
+        "transaction.partition.verification.enable",
+        "true",
+        ConfigType::Boolean,
+        "A partition leader asks the transaction coordinator whether a transactional batch's partition is in its transaction before the batch may start one there (KIP-890); refused otherwise, so no transaction is left hanging.",
+    ),
 ];
 
 /// Properties earlier versions took, with what replaced them.

@@ -110,6 +110,10 @@ pub struct TxnConfig {
     pub max_timeout_ms: i32,
     /// How often timed-out transactions are aborted.
     pub abort_timed_out_interval_ms: i64,
+    /// `transaction.partition.verification.enable` (KIP-890 part 1): a leader asks the
+    /// coordinator whether a transactional produce's partition is in the transaction before
+    /// the batch may start one there.
+    pub partition_verification: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -34,6 +34,7 @@ impl Properties {
             abort_timed_out_interval_ms: positive(
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms",
             )?,
+            partition_verification: self.bool("transaction.partition.verification.enable")?,
         })
     }
 }

@@ -94,9 +94,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListPartitionReassignments, 0, 0),
     // v1 carries the election type (PREFERRED, UNCLEAN), v2 flexible versions.
     (ApiKey::ElectLeaders, 0, 2),
-    // Transactions, transaction version 0/1 (explicit AddPartitionsToTxn; v4+ of it is the
-    // brokers' verification, not built).
-    (ApiKey::AddPartitionsToTxn, 0, 3),
+    // Transactions, transaction version 0/1 (explicit AddPartitionsToTxn by clients, v0-3; v4-5
+    // are the partition leaders' verification of KIP-890 part 1).
+    (ApiKey::AddPartitionsToTxn, 0, 5),
     (ApiKey::AddOffsetsToTxn, 0, 4),
     (ApiKey::EndTxn, 0, 4),
     (ApiKey::TxnOffsetCommit, 0, 4),

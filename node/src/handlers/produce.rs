@@ -7,6 +7,7 @@
 use crate::handlers::authorized::authorized;
 use crate::handlers::groups::Client;
 use crate::security::acl::{Operation, ResourceType};
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -23,8 +24,10 @@ use kafka_protocol::ResponseError;
 use crate::limits::PRODUCE_ACK_TIMEOUT_MAX_MS;
 use crate::partition::append::{batch_refused, Appended, Refused};
 use crate::partition::timestamps;
+use crate::partition::txns::TxnStart;
 use crate::partition::Partition;
 use crate::shard::{now_ms, ShardCtx};
+use transactions::coordinator::ProducerIdAndEpoch;
 
 /// Who must have a produce's records before it is answered: the request's `acks`, parsed once
 /// where the request comes in.
@@ -82,6 +85,7 @@ pub async fn append(
         timeout: Duration::from_millis(timeout_ms as u64),
         topics: Vec::with_capacity(req.topic_data.len()),
     };
+    let verdicts = verify_transaction_starts(ctx, &req).await;
     for topic in req.topic_data {
         let name = topic.name.0.to_string();
         let allowed = authorized(ctx, client, Operation::Write, ResourceType::Topic, &name);
@@ -100,7 +104,7 @@ pub async fn append(
                         ResponseError::UnsupportedForMessageFormat,
                         "Produce v0-v2 carry message format v0/v1; only v2 records are accepted",
                     )),
-                    Ok(acks) => append_partition(ctx, &name, pd, *acks).await,
+                    Ok(acks) => append_partition(ctx, &name, pd, *acks, &verdicts).await,
                 }
             };
             partitions.push(PendingPartition { index, outcome });
@@ -239,11 +243,83 @@ fn partition_response(
     p
 }
 
+/// KIP-890 part 1: the coordinator's verdicts on the partitions of a transactional producer's
+/// request whose batch would start a transaction here (one call for all of them; none when
+/// `transaction.partition.verification.enable` is off or the request names no transactional
+/// id).
+async fn verify_transaction_starts(ctx: &Rc<ShardCtx>, req: &ProduceRequest) -> Verdicts {
+    let Some(id) = req.transactional_id.as_ref().map(|t| t.0.to_string()) else {
+        return HashMap::new();
+    };
+    if !ctx.config().transactions.partition_verification {
+        return HashMap::new();
+    }
+    let mut producer = None;
+    let mut partitions = Vec::new();
+    for topic in &req.topic_data {
+        let name = topic.name.0.as_str();
+        for pd in &topic.partition_data {
+            let Some(records) = &pd.records else { continue };
+            let (Ok(part), Ok(h)) = (
+                ctx.writable_partition(name, pd.index),
+                BatchHeader::parse(records),
+            ) else {
+                continue;
+            };
+            if part.needs_verification(&h) {
+                producer = Some(ProducerIdAndEpoch {
+                    producer_id: h.producer_id,
+                    epoch: h.producer_epoch,
+                });
+                partitions.push((name.to_owned(), pd.index));
+            }
+        }
+    }
+    let Some(producer) = producer else {
+        return HashMap::new();
+    };
+    let verdicts = ctx.verify_in_transaction(&id, producer, partitions).await;
+    verdicts
+        .into_iter()
+        .map(|(tp, e)| (tp, e.map_or(Ok(producer), |e| Err(unverified(e)))))
+        .collect()
+}
+
+/// What a producer is told when the coordinator did not confirm its partition (Kafka's
+/// translation for Produce below v11): retriable coordinator trouble as NOT_ENOUGH_REPLICAS
+/// (retried without a metadata refresh), a fenced producer as INVALID_PRODUCER_EPOCH, a
+/// partition outside the transaction as INVALID_TXN_STATE.
+fn unverified(e: ResponseError) -> Refused {
+    match e {
+        ResponseError::ConcurrentTransactions
+        | ResponseError::NetworkException
+        | ResponseError::CoordinatorLoadInProgress
+        | ResponseError::CoordinatorNotAvailable
+        | ResponseError::NotCoordinator => Refused::new(
+            ResponseError::NotEnoughReplicas,
+            format!("Unable to verify the partition has been added to the transaction. Underlying error: {e:?}"),
+        ),
+        ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch => Refused::new(
+            ResponseError::InvalidProducerEpoch,
+            "the transaction coordinator knows a newer producer epoch",
+        ),
+        ResponseError::TransactionAbortable | ResponseError::InvalidTxnState => Refused::new(
+            ResponseError::InvalidTxnState,
+            "Partition was not added to the transaction",
+        ),
+        e => Refused::new(e, "the transaction coordinator refused the partition"),
+    }
+}
+
+/// The coordinator's verdict per partition: the producer it confirmed, or the refusal.
+type Verdicts = HashMap<(String, i32), Result<ProducerIdAndEpoch, Refused>>;
+
 async fn append_partition(
     ctx: &Rc<ShardCtx>,
     topic: &str,
     pd: PartitionProduceData,
     acks: Acks,
+    verdicts: &Verdicts,
 ) -> Result<(Rc<Partition>, Appended), Refused> {
     let part = ctx.writable_partition(topic, pd.index)?;
     if crate::metadata::is_internal(topic) {
@@ -289,6 +365,27 @@ async fn append_partition(
             "a transactional batch needs a producer id and a sequence",
         ));
     }
+    let start = if ctx.config().transactions.partition_verification {
+        TxnStart::Verified
+    } else {
+        TxnStart::Unchecked
+    };
+    if start == TxnStart::Verified && part.needs_verification(&header) {
+        match verdicts.get(&(topic.to_owned(), pd.index)) {
+            Some(Ok(p)) if (p.producer_id, p.epoch) == (header.producer_id, header.producer_epoch) => {
+                part.set_verified(p.producer_id, p.epoch);
+            }
+            Some(Err(refused)) => return Err(refused.clone()),
+            // The request names no transactional id, or the batch's producer is not the one
+            // verified: nothing confirms it.
+            _ => {
+                return Err(Refused::new(
+                    ResponseError::InvalidTxnState,
+                    "a transactional batch that starts a transaction needs the request's transactional id and the coordinator's confirmation",
+                ))
+            }
+        }
+    }
     if part.log.config().compaction.compact {
         refuse_unkeyed(&records, &header, &part)?;
     }
@@ -296,7 +393,9 @@ async fn append_partition(
     let (records, header, log_append_time) =
         timestamps::apply(records, header, part.timestamp_policy(), now)?;
     let epoch = ctx.leader_epoch(&part);
-    let mut appended = part.append_as_leader(&records, &header, epoch, now).await?;
+    let mut appended = part
+        .append_as_leader(&records, &header, epoch, now, start)
+        .await?;
     appended.replicated = (acks == Acks::All).then_some(epoch);
     appended.log_append_time = log_append_time;
     Ok((part, appended))

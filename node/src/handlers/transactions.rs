@@ -1,4 +1,5 @@
-//! The transactional producer's requests — AddPartitionsToTxn (v0-3, a client's),
+//! The transactional producer's requests — AddPartitionsToTxn (v0-3, a client's; v4-5, a
+//! partition leader's verification, KIP-890),
 //! AddOffsetsToTxn, EndTxn, and TxnOffsetCommit (to the group's coordinator) —
 //! answered by the transaction coordinator (`txn_coordinator/`), and WriteTxnMarkers, which a
 //! coordinator sends to the leaders of a transaction's partitions over the inter-broker
@@ -12,7 +13,8 @@ use kafka_protocol::messages::add_offsets_to_txn_request::AddOffsetsToTxnRequest
 use kafka_protocol::messages::add_offsets_to_txn_response::AddOffsetsToTxnResponse;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnRequest;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
-    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResponse, AddPartitionsToTxnTopicResult,
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResponse, AddPartitionsToTxnResult,
+    AddPartitionsToTxnTopicResult,
 };
 use kafka_protocol::messages::describe_producers_request::DescribeProducersRequest;
 use kafka_protocol::messages::describe_producers_response::{
@@ -54,10 +56,104 @@ use crate::security::acl::{Operation, ResourceType};
 use crate::shard::{now_ms, ShardCtx};
 use crate::txn_coordinator::{self, txn_error, TxnHost};
 
+/// AddPartitionsToTxn: v0-3 a client's (below), v4+ a broker's (`from_broker`).
+pub async fn add_partitions(
+    ctx: &Rc<ShardCtx>,
+    client: &Client,
+    req: AddPartitionsToTxnRequest,
+    version: i16,
+) -> AddPartitionsToTxnResponse {
+    if version >= 4 {
+        from_broker(ctx, client, req, version).await
+    } else {
+        from_client(ctx, client, req, version).await
+    }
+}
+
+/// AddPartitionsToTxn v4+ (KIP-890), from a partition leader, batched over transactions
+/// (CLUSTER_ACTION): `verify_only` asks whether the partitions are in each producer's ongoing
+/// transaction — a transactional produce's first batch on a partition waits for the answer;
+/// without it the partitions are added, as a client's AddPartitionsToTxn would. v4 answers
+/// TRANSACTION_ABORTABLE (v5's) as INVALID_TXN_STATE, as Kafka.
+async fn from_broker(
+    ctx: &Rc<ShardCtx>,
+    client: &Client,
+    req: AddPartitionsToTxnRequest,
+    version: i16,
+) -> AddPartitionsToTxnResponse {
+    let mut resp = AddPartitionsToTxnResponse::default();
+    if !on_cluster(ctx, client, Operation::ClusterAction) {
+        resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
+        return resp;
+    }
+    let host: Rc<dyn txn_coordinator::TxnHost> = ctx.clone();
+    for txn in req.transactions {
+        let id = txn.transactional_id.0.to_string();
+        let producer = ProducerIdAndEpoch {
+            producer_id: txn.producer_id.0,
+            epoch: txn.producer_epoch,
+        };
+        let partitions: Vec<(String, i32)> = txn
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|&p| (t.name.0.to_string(), p)))
+            .collect();
+        let answers: Vec<((String, i32), Option<ResponseError>)> = if txn.verify_only {
+            match txn_coordinator::verify_partitions(&*host, &id, producer, &partitions) {
+                Ok(answers) => answers,
+                Err(e) => partitions.into_iter().map(|tp| (tp, Some(e))).collect(),
+            }
+        } else {
+            let added =
+                txn_coordinator::add_partitions(host.clone(), &id, producer, &partitions, now_ms())
+                    .await
+                    .err();
+            partitions.into_iter().map(|tp| (tp, added)).collect()
+        };
+        let answers = answers.into_iter().map(|(tp, e)| {
+            let e = match e {
+                Some(ResponseError::TransactionAbortable) if version < 5 => {
+                    Some(ResponseError::InvalidTxnState)
+                }
+                e => e,
+            };
+            (tp, e)
+        });
+        resp.results_by_transaction.push(
+            AddPartitionsToTxnResult::default()
+                .with_transactional_id(txn.transactional_id)
+                .with_topic_results(topic_results(answers)),
+        );
+    }
+    resp
+}
+
+/// Per-topic partition results of AddPartitionsToTxn.
+fn topic_results(
+    answers: impl IntoIterator<Item = ((String, i32), Option<ResponseError>)>,
+) -> Vec<AddPartitionsToTxnTopicResult> {
+    super::by_topic(answers.into_iter().map(|((t, p), e)| (t, (p, e))))
+        .into_iter()
+        .map(|(topic, results)| {
+            let mut tr = AddPartitionsToTxnTopicResult::default();
+            tr.name = kafka_protocol::messages::TopicName(topic.into());
+            tr.results_by_partition = results
+                .into_iter()
+                .map(|(p, e)| {
+                    AddPartitionsToTxnPartitionResult::default()
+                        .with_partition_index(p)
+                        .with_partition_error_code(e.map_or(0, |e| e.code()))
+                })
+                .collect();
+            tr
+        })
+        .collect()
+}
+
 /// AddPartitionsToTxn v0-3 (one transaction, a client's). Every partition gets the same answer:
 /// the coordinator's, or — when some partition cannot be added at all (not authorized,
 /// unknown) — those partitions their error and the others OPERATION_NOT_ATTEMPTED, as Kafka.
-pub async fn add_partitions(
+async fn from_client(
     ctx: &Rc<ShardCtx>,
     client: &Client,
     req: AddPartitionsToTxnRequest,
@@ -112,21 +208,7 @@ pub async fn add_partitions(
         let added = txn_coordinator::add_partitions(host, &id, producer, &partitions, now_ms());
         all(added.await.err().map(|e| txn_error(e, version, 2)))
     };
-    let mut resp = AddPartitionsToTxnResponse::default();
-    for (topic, results) in super::by_topic(answers.into_iter().map(|((t, p), e)| (t, (p, e)))) {
-        let mut tr = AddPartitionsToTxnTopicResult::default();
-        tr.name = kafka_protocol::messages::TopicName(topic.into());
-        tr.results_by_partition = results
-            .into_iter()
-            .map(|(p, e)| {
-                AddPartitionsToTxnPartitionResult::default()
-                    .with_partition_index(p)
-                    .with_partition_error_code(e.map_or(0, |e| e.code()))
-            })
-            .collect();
-        resp.results_by_topic_v3_and_below.push(tr);
-    }
-    resp
+    AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(topic_results(answers))
 }
 
 /// AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the transaction (WRITE

@@ -30,7 +30,7 @@ use iouring_log::{
 use kafka_protocol::ResponseError;
 
 use super::producer_state::{BatchRecord, SequenceCheck};
-use super::txns::marker_refused;
+use super::txns::{marker_refused, TxnStart};
 use super::Partition;
 pub use crate::error::Refused;
 
@@ -87,10 +87,11 @@ impl Partition {
         batch: &BatchHeader,
         leader_epoch: LeaderEpoch,
         now_ms: i64,
+        start: TxnStart,
     ) -> Result<Appended, Refused> {
         let _lock = self.lock_appends().await;
         if batch.is_transactional() {
-            self.check_transactional(batch)?;
+            self.check_transactional(batch, start)?;
         }
         let idempotent = batch.producer_id >= 0 && batch.base_sequence >= 0;
         let last_seq = batch.base_sequence.wrapping_add(batch.last_offset_delta);
@@ -481,7 +482,7 @@ pub(super) mod tests {
             records: &[u8],
         ) -> Result<Appended, Refused> {
             let header = BatchHeader::parse(records).unwrap();
-            self.append_as_leader(records, &header, LeaderEpoch(0), 0)
+            self.append_as_leader(records, &header, LeaderEpoch(0), 0, TxnStart::Unchecked)
                 .await
         }
     }

@@ -13,6 +13,7 @@ use kafka_protocol::records::{
 use kafka_protocol::ResponseError;
 
 use super::append::Refused;
+use super::txns::TxnStart;
 use super::Partition;
 
 /// Records to append: `(key, value)`, a `None` value being a tombstone.
@@ -80,7 +81,9 @@ pub async fn append_keyed_in(
     RecordBatchEncoder::encode(&mut buf, &records, &opts)
         .map_err(|e| unencodable(e.to_string()))?;
     let header = iouring_log::BatchHeader::parse(&buf).map_err(|e| unencodable(e.to_string()))?;
-    let mut appended = part.append_as_leader(&buf, &header, epoch, now).await?;
+    let mut appended = part
+        .append_as_leader(&buf, &header, epoch, now, TxnStart::Unchecked)
+        .await?;
     appended.replicated = Some(epoch);
     let done = async { Some(part.wait_acknowledgeable(&appended).await) };
     let expired = async {

@@ -34,6 +34,10 @@ pub struct Partition {
     /// The transactions open here, and those closed by markers not yet replicated
     /// (`txns.rs`).
     txns: RefCell<transactions::PartitionTxns>,
+    /// KIP-890 part 1: producers the coordinator confirmed to have this partition in their
+    /// ongoing transaction, with that producer epoch; a producer's marker removes it
+    /// (`txns.rs`).
+    verified: RefCell<std::collections::HashMap<i64, i16>>,
     /// Changes with every transactional batch or marker recorded (whether a producer state
     /// snapshot is out of date, beside the idempotent state's version).
     txn_changes: Cell<u64>,
@@ -100,6 +104,7 @@ impl Partition {
             log,
             producers: RefCell::default(),
             txns: RefCell::default(),
+            verified: RefCell::default(),
             txn_changes: Cell::new(0),
             append_lock: Semaphore::new(1),
             limits: Cell::new(limits),

@@ -9,6 +9,7 @@ use replication::ReplicaId;
 use super::append::tests::{batch, open_partition, run, tmpdir, txn_batch};
 use super::append::Appended;
 use super::replica::RoleContext;
+use super::txns::TxnStart;
 use super::Partition;
 
 const P: i64 = 7;
@@ -145,4 +146,50 @@ fn an_open_transaction_survives_a_restart_and_fences_older_epochs() {
         .expect("executor (ulimit -l >= 512 KiB?)")
         .join()
         .unwrap();
+}
+
+/// KIP-890 part 1's guard: under `TxnStart::Verified` a transactional batch may start a
+/// transaction only once the coordinator's confirmation was recorded for its producer and
+/// epoch; later batches of the open transaction need none; the producer's marker ends the
+/// confirmation, so the next transaction's first batch needs a new one.
+#[test]
+fn a_transaction_starts_only_with_the_coordinators_confirmation() {
+    run(LogConfig::default(), |_io, part| {
+        Box::pin(async move {
+            single(&part);
+            let verified = |bytes: Vec<u8>| {
+                let part = part.clone();
+                async move {
+                    let h = iouring_log::BatchHeader::parse(&bytes).unwrap();
+                    part.append_as_leader(&bytes, &h, LeaderEpoch(0), 0, TxnStart::Verified)
+                        .await
+                }
+            };
+            let first = txn_batch(P, 0, 0, 2);
+            let h = iouring_log::BatchHeader::parse(&first).unwrap();
+            assert!(part.needs_verification(&h));
+            let refused = verified(first.clone()).await.unwrap_err();
+            assert_eq!(refused.error, ResponseError::InvalidTxnState);
+            assert!(!part.has_open_transaction(P), "nothing appended");
+
+            // Confirmed for another epoch: still refused.
+            part.set_verified(P, 1);
+            assert!(part.needs_verification(&h));
+            assert!(verified(first.clone()).await.is_err());
+
+            part.set_verified(P, 0);
+            assert!(!part.needs_verification(&h));
+            verified(first).await.unwrap();
+            // The open transaction's next batch needs no confirmation of its own.
+            let next = txn_batch(P, 0, 2, 1);
+            assert!(!part.needs_verification(&iouring_log::BatchHeader::parse(&next).unwrap()));
+            verified(next).await.unwrap();
+
+            marker(&part, P, true, 1).await;
+            let again = txn_batch(P, 0, 3, 1);
+            assert!(part.needs_verification(&iouring_log::BatchHeader::parse(&again).unwrap()));
+            let refused = verified(again).await.unwrap_err();
+            assert_eq!(refused.error, ResponseError::InvalidTxnState);
+        })
+    });
 }

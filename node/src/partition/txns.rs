@@ -16,6 +16,17 @@ use transactions::{AbortedTxn, Marker, MarkerRefused, ProducerId, TxnBatch};
 use super::Partition;
 use crate::error::Refused;
 
+/// Whether a transactional batch may start a transaction on a partition without the
+/// coordinator's confirmation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnStart {
+    /// Only once the coordinator confirmed the partition in the producer's transaction (a
+    /// client's produce with `transaction.partition.verification.enable`).
+    Verified,
+    /// As it comes (the broker's own writes; verification turned off).
+    Unchecked,
+}
+
 /// One producer as DescribeProducers shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProducerDescription {
@@ -84,6 +95,10 @@ impl Partition {
         control: Option<ControlRecord>,
     ) -> Option<AbortedTxnEntry> {
         let batch = txn_batch(h, control)?;
+        if let TxnBatch::Marker { producer, .. } = batch {
+            // The transaction the verification was for is over.
+            self.verified.borrow_mut().remove(&producer.0);
+        }
         self.txn_changes.set(self.txn_changes.get() + 1);
         self.txns.borrow_mut().record(batch).map(index_entry)
     }
@@ -156,12 +171,44 @@ impl Partition {
         self.txns.borrow().is_open(ProducerId(producer_id))
     }
 
+    /// Whether a client's transactional batch must be verified with the coordinator before it
+    /// is appended (KIP-890 part 1): it would start a transaction here, and the coordinator has
+    /// not confirmed this partition in the producer's transaction at this epoch.
+    pub fn needs_verification(&self, h: &BatchHeader) -> bool {
+        h.is_transactional()
+            && !self.has_open_transaction(h.producer_id)
+            && self.verified.borrow().get(&h.producer_id) != Some(&h.producer_epoch)
+    }
+
+    /// The coordinator confirmed this partition in `producer_id`'s transaction at `epoch`.
+    pub fn set_verified(&self, producer_id: i64, epoch: i16) {
+        self.verified.borrow_mut().insert(producer_id, epoch);
+    }
+
     /// Checks a transactional batch before it is appended: a producer epoch older than one a
-    /// marker fenced is INVALID_PRODUCER_EPOCH.
-    pub(super) fn check_transactional(&self, h: &BatchHeader) -> Result<(), Refused> {
+    /// marker fenced is INVALID_PRODUCER_EPOCH; under [`TxnStart::Verified`] a batch that
+    /// would start a transaction here needs the coordinator's confirmation (a marker may have
+    /// ended the transaction since it was given): INVALID_TXN_STATE.
+    pub(super) fn check_transactional(
+        &self,
+        h: &BatchHeader,
+        start: TxnStart,
+    ) -> Result<(), Refused> {
         self.txns
             .borrow()
             .check_data(ProducerId(h.producer_id), h.producer_epoch)
-            .map_err(marker_refused)
+            .map_err(marker_refused)?;
+        let starts = !self.has_open_transaction(h.producer_id);
+        let confirmed = self.verified.borrow().get(&h.producer_id) == Some(&h.producer_epoch);
+        if start == TxnStart::Verified && starts && !confirmed {
+            return Err(Refused::new(
+                ResponseError::InvalidTxnState,
+                format!(
+                    "{}-{}: producer {} epoch {} has no transaction here the coordinator confirmed",
+                    self.topic, self.index, h.producer_id, h.producer_epoch
+                ),
+            ));
+        }
+        Ok(())
     }
 }

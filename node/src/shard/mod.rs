@@ -9,6 +9,7 @@ pub mod run;
 mod stall_probe;
 mod topology;
 mod txn_host;
+mod txn_verify;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -72,8 +73,9 @@ pub struct ShardCtx {
     groups: Coordinator,
     /// The transaction coordinator for the `__transaction_state` partitions this shard leads.
     txns: crate::txn_coordinator::TxnCoordinator,
-    /// Connections to leader shards the transaction coordinator sends markers to.
-    marker_connections:
+    /// Connections to other shards' inter-broker listeners: the transaction coordinator's
+    /// markers to leaders, a leader's verification calls to coordinators.
+    inter_broker_connections:
         RefCell<HashMap<crate::metadata::Slot, kafka_client::async_glommio::Connection>>,
     /// Incremental fetch sessions of the fetchers of this shard (KIP-227).
     fetch_sessions: RefCell<FetchSessions>,
@@ -161,7 +163,7 @@ impl ShardCtx {
             connections: Cell::new(0),
             groups: Coordinator::default(),
             txns: Default::default(),
-            marker_connections: RefCell::default(),
+            inter_broker_connections: RefCell::default(),
             fetch_sessions: RefCell::default(),
             fetchers: RefCell::default(),
             lease: node.lease,

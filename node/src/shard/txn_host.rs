@@ -1,6 +1,7 @@
 //! The shard as the transaction coordinator's host: its settings, metadata and
 //! `__transaction_state` partitions, and WriteTxnMarkers sent to partition leaders over the
-//! inter-broker listener (one connection per leader shard kept between calls).
+//! inter-broker listener (one connection per shard kept between calls, shared with the
+//! produce path's verification calls, `txn_verify.rs`).
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use kafka_protocol::messages::write_txn_markers_request::{
 };
 use kafka_protocol::messages::write_txn_markers_response::WriteTxnMarkersResponse;
 use kafka_protocol::messages::{ApiKey, ProducerId, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::ResponseError;
 
 use super::ShardCtx;
@@ -90,20 +91,40 @@ impl ShardCtx {
         self.peer_addr(slot)
     }
 
-    async fn call_write_markers(&self, leader: Slot, marker: &MarkerRequest) -> MarkerAnswers {
-        let pooled = self.marker_connections.borrow_mut().remove(&leader);
+    /// One request to shard `slot`'s inter-broker listener on a connection kept between calls
+    /// (one idle connection per shard; a call that finds none in the pool opens one). A
+    /// connection that failed is dropped.
+    pub(super) async fn inter_broker_call<Req: Encodable, Resp: Decodable>(
+        &self,
+        slot: Slot,
+        api: ApiKey,
+        version: i16,
+        request: &Req,
+    ) -> Result<Resp, String> {
+        let pooled = self.inter_broker_connections.borrow_mut().remove(&slot);
         let mut conn = match pooled {
             Some(c) => c,
             None => {
                 let addr = self
-                    .inter_broker_addr(leader)
-                    .ok_or_else(|| format!("node {} is not live", leader.node))?;
+                    .inter_broker_addr(slot)
+                    .ok_or_else(|| format!("node {} is not live", slot.node))?;
                 let client = &self.config.security.inter_broker_client;
-                Connection::connect(&addr, "ringlog-txn-markers", client)
+                Connection::connect(&addr, "ringlog-txn", client)
                     .await
                     .map_err(|e| e.to_string())?
             }
         };
+        let resp = conn
+            .call(api, version, request)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.inter_broker_connections
+            .borrow_mut()
+            .insert(slot, conn);
+        Ok(resp)
+    }
+
+    async fn call_write_markers(&self, leader: Slot, marker: &MarkerRequest) -> MarkerAnswers {
         let mut by_topic: Vec<WritableTxnMarkerTopic> = Vec::new();
         for (topic, p) in &marker.partitions {
             match by_topic.iter_mut().find(|t| t.name.0.as_str() == topic) {
@@ -122,11 +143,9 @@ impl ShardCtx {
                 .with_transaction_result(marker.commit)
                 .with_topics(by_topic)
                 .with_coordinator_epoch(marker.coordinator_epoch)]);
-        let resp: WriteTxnMarkersResponse = conn
-            .call(ApiKey::WriteTxnMarkers, 1, &request)
-            .await
-            .map_err(|e| e.to_string())?;
-        self.marker_connections.borrow_mut().insert(leader, conn);
+        let resp: WriteTxnMarkersResponse = self
+            .inter_broker_call(leader, ApiKey::WriteTxnMarkers, 1, &request)
+            .await?;
         let mut answers = Vec::new();
         for m in resp.markers {
             for t in m.topics {

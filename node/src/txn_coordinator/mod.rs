@@ -30,7 +30,9 @@ use transactions::{records, Transit, TxnError, TxnVersion, Txns};
 pub use host::{MarkerAnswers, MarkerRequest, TxnHost};
 pub use load::load_partition;
 pub use markers::abort_timed_out;
-pub use ops::{add_offsets, add_partitions, end_txn, init_producer_id, txn_error};
+pub use ops::{
+    add_offsets, add_partitions, end_txn, init_producer_id, txn_error, verify_partitions, Verdicts,
+};
 
 use crate::limits::TXN_STATE_WRITE_TIMEOUT;
 use crate::metadata::TRANSACTION_STATE_TOPIC;

@@ -91,6 +91,38 @@ pub async fn add_partitions(
     }
 }
 
+/// Each partition's answer to a verification: `None` when it is in the transaction.
+pub type Verdicts = Vec<((String, i32), Option<ResponseError>)>;
+
+/// AddPartitionsToTxn v4+ with `verify_only` (KIP-890 part 1, a partition leader asking before
+/// a transactional batch may start a transaction there): each partition's answer — none when
+/// it is in the producer's ongoing transaction, TRANSACTION_ABORTABLE when not;
+/// INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED or CONCURRENT_TRANSACTIONS for all of them
+/// (Kafka's `handleVerifyPartitionsInTransaction`). Nothing is written.
+pub fn verify_partitions(
+    host: &dyn TxnHost,
+    transactional_id: &str,
+    producer: ProducerIdAndEpoch,
+    partitions: &[(String, i32)],
+) -> Result<Verdicts, ResponseError> {
+    let (p, epoch) = owner(host, transactional_id)?;
+    let answers = host
+        .txn_coordinator()
+        .with(p, epoch, |txns| {
+            txns.verify_partitions(
+                transactional_id,
+                producer.producer_id,
+                producer.epoch,
+                partitions,
+            )
+        })
+        .ok_or(ResponseError::NotCoordinator)?;
+    Ok(answers
+        .into_iter()
+        .map(|(tp, r)| (tp, r.err().map(refusal)))
+        .collect())
+}
+
 /// AddOffsetsToTxn: the `__consumer_offsets` partition of `group` (one of `offsets_partitions`)
 /// joins the transaction, so that its TxnOffsetCommit records get the transaction's marker.
 pub async fn add_offsets(

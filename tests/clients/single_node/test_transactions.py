@@ -256,3 +256,58 @@ def test_a_commit_answered_just_before_kill_9_is_completed_after_restart(make_br
         b.start()
         got = read(b, "read_committed", 4 * (i + 1), timeout=15)
         assert sum(len(v) for v in got.values()) == 4 * (i + 1), f"round {i}: {got}"
+
+
+def retry_until_ok(what, call, timeout=30):
+    """`call()` → (error, *rest), again while the error is retriable (the coordinator being
+    created or loaded, a transaction completing)."""
+    deadline = time.time() + timeout
+    while True:
+        out = call()
+        if out[0] == 0:
+            return out[1:]
+        assert out[0] in (14, 15, 16, 51) and time.time() < deadline, f"{what}: error {out[0]}"
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("verification", ["true", "false"])
+def test_a_transactional_batch_outside_its_transaction_is_refused(make_broker, verification):
+    """KIP-890 part 1: a transactional batch for a partition the producer never added to its
+    transaction (a late or stray write) is refused with INVALID_TXN_STATE after the leader asks
+    the coordinator (AddPartitionsToTxn v5, verify_only; the two partitions sit on the
+    coordinator's shard and on the other one), so it never opens a transaction no marker would
+    close. With `transaction.partition.verification.enable=false` the same batch is appended and
+    hangs the partition's last stable offset: read_committed consumers stop before it."""
+    from support import wire
+
+    metrics_port = free_port_block(1)
+    b = make_broker(settings={"metrics.listen": f"127.0.0.1:{metrics_port}",
+                              "transaction.partition.verification.enable": verification}).start()
+    create(b)
+    tid = "stray-writer"
+    s = wire.connect(b.bootstrap)
+    _node, host, port = retry_until_ok("FindCoordinator", lambda: wire.find_transaction_coordinator(s, tid))
+    coordinator = wire.connect(f"{host}:{port}")
+    pid, epoch = retry_until_ok("InitProducerId", lambda: wire.init_producer_id_v0(coordinator, tid))
+    md = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(TOPIC, timeout=10)
+    errors = {}
+    for p in (0, 1):
+        leader = md.brokers[md.topics[TOPIC].partitions[p].leader]
+        conn = wire.connect(f"{leader.host}:{leader.port}")
+        batch = wire.record_batch([b"stray-%d" % p], producer_id=pid, producer_epoch=epoch, base_sequence=0,
+                                  attributes=wire.TRANSACTIONAL)
+        conn.sendall(wire.produce_v3_transactional(TOPIC, p, batch, tid))
+        errors[p] = wire.produce_v3_error_code(wire.read_response(conn))
+    plain = Producer({"bootstrap.servers": b.bootstrap})
+    for p in (0, 1):
+        plain.produce(TOPIC, value=b"after-%d" % p, partition=p)
+    assert plain.flush(10) == 0
+    open_txns = sum(v for _, v in values(parse(scrape(metrics_port)), "ringlog_partition_open_transactions"))
+    if verification == "true":
+        assert errors == {0: 48, 1: 48}, errors  # INVALID_TXN_STATE
+        assert open_txns == 0
+        assert read(b, "read_committed", 2) == {0: [b"after-0"], 1: [b"after-1"]}
+    else:
+        assert errors == {0: 0, 1: 0}, errors
+        assert open_txns == 2
+        assert read(b, "read_committed", 1, timeout=3) == {0: [], 1: []}

@@ -27,13 +27,15 @@ def varint(n):
             return bytes(out)
 
 
-def record_batch(values, magic=2, ts=1_700_000_000_000, producer_id=-1, producer_epoch=-1, base_sequence=-1):
-    """An uncompressed RecordBatch v2 with null keys (magic other than 2 only changes the byte)."""
+def record_batch(values, magic=2, ts=1_700_000_000_000, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                 attributes=0):
+    """An uncompressed RecordBatch v2 with null keys (magic other than 2 only changes the byte;
+    `attributes` 0x10 marks a transactional batch)."""
     records = bytearray()
     for i, v in enumerate(values):
         body = b"\x00" + varint(0) + varint(i) + varint(-1) + varint(len(v)) + v + varint(0)
         records += varint(len(body)) + body
-    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, ts, ts, producer_id, producer_epoch, base_sequence,
+    after_crc = struct.pack(">hiqqqhii", attributes, len(values) - 1, ts, ts, producer_id, producer_epoch, base_sequence,
                             len(values)) + bytes(records)
     crc = crc32c(after_crc)
     head = struct.pack(">ib", 0, magic) + struct.pack(">I", crc)
@@ -227,3 +229,31 @@ def offset_fetch_v1(s, group, topic, partitions):
             m = r.string()
             out[p] = (o, m, r.take(">h"))
     return out
+
+
+TRANSACTIONAL = 0x10
+
+
+def find_transaction_coordinator(s, transactional_id):
+    """FindCoordinator v1 with key type 1: (error, node id, host, port)."""
+    r = Reader(call(s, 10, 1, string(transactional_id) + struct.pack(">b", 1)))
+    r.take(">i")  # throttle
+    error = r.take(">h")
+    r.string()  # error message
+    return error, r.take(">i"), r.string(), r.take(">i")
+
+
+def init_producer_id_v0(s, transactional_id, timeout_ms=60_000):
+    """InitProducerId v0: (error, producer id, epoch)."""
+    r = Reader(call(s, 22, 0, string(transactional_id) + struct.pack(">i", timeout_ms)))
+    r.take(">i")  # throttle
+    return r.take(">h"), r.take(">q"), r.take(">h")
+
+
+def produce_v3_transactional(topic, partition, records, transactional_id, acks=-1, correlation_id=7):
+    """Produce v3 naming `transactional_id` (the field clients set for transactional batches)."""
+    header = struct.pack(">hhi", 0, 3, correlation_id) + string("txn-wire-test")
+    body = string(transactional_id) + struct.pack(">hi", acks, 10_000)
+    body += struct.pack(">i", 1) + string(topic) + struct.pack(">i", 1)
+    body += struct.pack(">i", partition) + struct.pack(">i", len(records)) + records
+    return frame(header + body)
