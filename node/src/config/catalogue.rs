@@ -500,6 +500,12 @@ pub const PROPERTIES: &[Property] = &[
         "How often the transaction coordinator aborts transactions open longer than their timeout.",
     ),
     prop(
+        "transaction.version",
+        "2",
+        ConfigType::Short,
+        "The transaction.version feature level the node finalizes in ApiVersions (Kafka's feature): 2 has clients end every transaction with an epoch bump and add partitions implicitly (KIP-890 part 2); 0 or 1 keeps the older flow.",
+    ),
+    prop(
         "transaction.partition.verification.enable",
         "true",
         ConfigType::Boolean,

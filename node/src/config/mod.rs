@@ -110,6 +110,9 @@ pub struct TxnConfig {
     pub max_timeout_ms: i32,
     /// How often timed-out transactions are aborted.
     pub abort_timed_out_interval_ms: i64,
+    /// The finalized `transaction.version` feature level the node advertises (KIP-890 part 2 at
+    /// 2) and writes `__transaction_state` values for (flexible from 1).
+    pub version: ::transactions::TxnVersion,
     /// `transaction.partition.verification.enable` (KIP-890 part 1): a leader asks the
     /// coordinator whether a transactional produce's partition is in the transaction before
     /// the batch may start one there.

@@ -35,6 +35,12 @@ impl Properties {
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms",
             )?,
             partition_verification: self.bool("transaction.partition.verification.enable")?,
+            version: match self.int::<i64>("transaction.version")? {
+                0 => ::transactions::TxnVersion::V0,
+                1 => ::transactions::TxnVersion::V1,
+                2 => ::transactions::TxnVersion::V2,
+                _ => return Err(self.invalid("transaction.version", "must be 0, 1 or 2")),
+            },
         })
     }
 }

@@ -41,7 +41,9 @@ use crate::shard::ShardCtx;
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // Produce from v0 for old librdkafka's ApiVersions handling; records must be format v2,
     // which only v3+ carries, so v0–v2 requests are answered with an error.
-    (ApiKey::Produce, 0, 9),
+    // v10 leader hints (KIP-951, left empty), v11 TRANSACTION_ABORTABLE, v12 transaction
+    // version 2 (a transactional produce adds its partition to the transaction).
+    (ApiKey::Produce, 0, 12),
     // v13+ names topics by id; v15+ carries the fetcher's ReplicaState.
     (ApiKey::Fetch, 4, 17),
     // v7 MAX_TIMESTAMP, v8 EARLIEST_LOCAL, v9 LATEST_TIERED, v10 a timeout for tiered lookups.
@@ -50,7 +52,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 5),
-    (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::InitProducerId, 0, 5),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::FindCoordinator, 0, 4),
@@ -98,8 +100,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // are the partition leaders' verification of KIP-890 part 1).
     (ApiKey::AddPartitionsToTxn, 0, 5),
     (ApiKey::AddOffsetsToTxn, 0, 4),
-    (ApiKey::EndTxn, 0, 4),
-    (ApiKey::TxnOffsetCommit, 0, 4),
+    // v5 of both: transaction version 2 (EndTxn answers the bumped epoch; TxnOffsetCommit adds
+    // the group's offsets partition itself, no AddOffsetsToTxn).
+    (ApiKey::EndTxn, 0, 5),
+    (ApiKey::TxnOffsetCommit, 0, 5),
     (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::DescribeTransactions, 0, 0),
     // v2's transactional id pattern (a Java regex) is not served.
@@ -141,7 +145,10 @@ pub async fn dispatch(
     version: i16,
 ) -> Result<Option<Outgoing>, HandlerError> {
     let out = match request {
-        RequestKind::ApiVersions(_) => encode(&api_versions::handle(), version)?,
+        RequestKind::ApiVersions(_) => encode(
+            &api_versions::handle(ctx.config().transactions.version),
+            version,
+        )?,
         RequestKind::Metadata(r) => {
             encode(&metadata::handle(ctx, client, r, version).await, version)?
         }

@@ -26,6 +26,7 @@ use crate::partition::append::{batch_refused, Appended, Refused};
 use crate::partition::timestamps;
 use crate::partition::txns::TxnStart;
 use crate::partition::Partition;
+use crate::shard::txn_verify::TxnCheck;
 use crate::shard::{now_ms, ShardCtx};
 use transactions::coordinator::ProducerIdAndEpoch;
 
@@ -85,7 +86,7 @@ pub async fn append(
         timeout: Duration::from_millis(timeout_ms as u64),
         topics: Vec::with_capacity(req.topic_data.len()),
     };
-    let verdicts = verify_transaction_starts(ctx, &req).await;
+    let verdicts = verify_transaction_starts(ctx, &req, version).await;
     for topic in req.topic_data {
         let name = topic.name.0.to_string();
         let allowed = authorized(ctx, client, Operation::Write, ResourceType::Topic, &name);
@@ -243,11 +244,16 @@ fn partition_response(
     p
 }
 
-/// KIP-890 part 1: the coordinator's verdicts on the partitions of a transactional producer's
-/// request whose batch would start a transaction here (one call for all of them; none when
+/// KIP-890: the coordinator's verdicts on the partitions of a transactional producer's request
+/// whose batch would start a transaction here (one call for all of them; none when
 /// `transaction.partition.verification.enable` is off or the request names no transactional
-/// id).
-async fn verify_transaction_starts(ctx: &Rc<ShardCtx>, req: &ProduceRequest) -> Verdicts {
+/// id). Produce v12+ (transaction version 2) has the coordinator add the partitions; below,
+/// it only confirms them (part 1).
+async fn verify_transaction_starts(
+    ctx: &Rc<ShardCtx>,
+    req: &ProduceRequest,
+    version: i16,
+) -> Verdicts {
     let Some(id) = req.transactional_id.as_ref().map(|t| t.0.to_string()) else {
         return HashMap::new();
     };
@@ -278,18 +284,25 @@ async fn verify_transaction_starts(ctx: &Rc<ShardCtx>, req: &ProduceRequest) -> 
     let Some(producer) = producer else {
         return HashMap::new();
     };
-    let verdicts = ctx.verify_in_transaction(&id, producer, partitions).await;
+    let check = if version >= 12 {
+        TxnCheck::Add
+    } else {
+        TxnCheck::Verify
+    };
+    let verdicts = ctx
+        .check_in_transaction(&id, producer, partitions, check)
+        .await;
     verdicts
         .into_iter()
-        .map(|(tp, e)| (tp, e.map_or(Ok(producer), |e| Err(unverified(e)))))
+        .map(|(tp, e)| (tp, e.map_or(Ok(producer), |e| Err(unverified(e, version)))))
         .collect()
 }
 
 /// What a producer is told when the coordinator did not confirm its partition (Kafka's
-/// translation for Produce below v11): retriable coordinator trouble as NOT_ENOUGH_REPLICAS
-/// (retried without a metadata refresh), a fenced producer as INVALID_PRODUCER_EPOCH, a
-/// partition outside the transaction as INVALID_TXN_STATE.
-fn unverified(e: ResponseError) -> Refused {
+/// translation): retriable coordinator trouble as NOT_ENOUGH_REPLICAS (retried without a
+/// metadata refresh), a fenced producer as INVALID_PRODUCER_EPOCH, a partition outside the
+/// transaction as INVALID_TXN_STATE (Produce v11+ knows TRANSACTION_ABORTABLE).
+fn unverified(e: ResponseError, version: i16) -> Refused {
     match e {
         ResponseError::ConcurrentTransactions
         | ResponseError::NetworkException
@@ -302,6 +315,10 @@ fn unverified(e: ResponseError) -> Refused {
         ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch => Refused::new(
             ResponseError::InvalidProducerEpoch,
             "the transaction coordinator knows a newer producer epoch",
+        ),
+        ResponseError::TransactionAbortable if version >= 11 => Refused::new(
+            ResponseError::TransactionAbortable,
+            "Partition was not added to the transaction",
         ),
         ResponseError::TransactionAbortable | ResponseError::InvalidTxnState => Refused::new(
             ResponseError::InvalidTxnState,

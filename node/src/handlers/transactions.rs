@@ -44,6 +44,7 @@ use kafka_protocol::messages::ProducerId;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use transactions::coordinator::ProducerIdAndEpoch;
+use transactions::TxnVersion;
 
 use crate::group_coordinator::membership::Caller;
 use crate::group_coordinator::records::OffsetValue;
@@ -53,6 +54,7 @@ use crate::limits::TXN_STATE_WRITE_TIMEOUT;
 use crate::metadata::OFFSETS_TOPIC;
 use crate::partition::internal::InTransaction;
 use crate::security::acl::{Operation, ResourceType};
+use crate::shard::txn_verify::TxnCheck;
 use crate::shard::{now_ms, ShardCtx};
 use crate::txn_coordinator::{self, txn_error, TxnHost};
 
@@ -104,10 +106,16 @@ async fn from_broker(
                 Err(e) => partitions.into_iter().map(|tp| (tp, Some(e))).collect(),
             }
         } else {
-            let added =
-                txn_coordinator::add_partitions(host.clone(), &id, producer, &partitions, now_ms())
-                    .await
-                    .err();
+            let added = txn_coordinator::add_partitions(
+                host.clone(),
+                &id,
+                producer,
+                &partitions,
+                TxnVersion::V2,
+                now_ms(),
+            )
+            .await
+            .err();
             partitions.into_iter().map(|tp| (tp, added)).collect()
         };
         let answers = answers.into_iter().map(|(tp, e)| {
@@ -205,10 +213,54 @@ async fn from_client(
         };
         let partitions: Vec<(String, i32)> = wanted.iter().map(|(tp, _)| tp.clone()).collect();
         let host: Rc<dyn txn_coordinator::TxnHost> = ctx.clone();
-        let added = txn_coordinator::add_partitions(host, &id, producer, &partitions, now_ms());
+        let added = txn_coordinator::add_partitions(
+            host,
+            &id,
+            producer,
+            &partitions,
+            TxnVersion::V0,
+            now_ms(),
+        );
         all(added.await.err().map(|e| txn_error(e, version, 2)))
     };
     AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(topic_results(answers))
+}
+
+/// The number of `__consumer_offsets` partitions (the configured count before it exists).
+fn offsets_partitions(ctx: &ShardCtx) -> i32 {
+    ctx.snapshot()
+        .topics
+        .get(OFFSETS_TOPIC)
+        .map_or(ctx.config().group.offsets_topic_partitions, |t| {
+            t.partitions.len() as i32
+        })
+}
+
+/// TxnOffsetCommit v5 (transaction version 2): adds `group`'s `__consumer_offsets` partition to
+/// the transaction through its coordinator; the error the commit's partitions get if not
+/// (coordinator trouble as COORDINATOR_LOAD_IN_PROGRESS, which the producer retries).
+async fn add_offsets_partition(
+    ctx: &Rc<ShardCtx>,
+    req: &TxnOffsetCommitRequest,
+    group: &str,
+) -> Option<ResponseError> {
+    let p = crate::group_coordinator::partition_for(group, offsets_partitions(ctx));
+    let producer = ProducerIdAndEpoch {
+        producer_id: req.producer_id.0,
+        epoch: req.producer_epoch,
+    };
+    let partitions = vec![(OFFSETS_TOPIC.to_owned(), p)];
+    let verdicts = ctx
+        .check_in_transaction(&req.transactional_id.0, producer, partitions, TxnCheck::Add)
+        .await;
+    let e = verdicts.into_iter().find_map(|(_, e)| e)?;
+    Some(match e {
+        ResponseError::ConcurrentTransactions
+        | ResponseError::NetworkException
+        | ResponseError::CoordinatorNotAvailable
+        | ResponseError::NotCoordinator => ResponseError::CoordinatorLoadInProgress,
+        e => e,
+    })
 }
 
 /// AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the transaction (WRITE
@@ -233,13 +285,7 @@ pub async fn add_offsets(
     } else if !authorized(ctx, client, Operation::Read, ResourceType::Group, &group) {
         Some(ResponseError::GroupAuthorizationFailed)
     } else {
-        let partitions = ctx
-            .snapshot()
-            .topics
-            .get(OFFSETS_TOPIC)
-            .map_or(ctx.config().group.offsets_topic_partitions, |t| {
-                t.partitions.len() as i32
-            });
+        let partitions = offsets_partitions(ctx);
         let producer = ProducerIdAndEpoch {
             producer_id: req.producer_id.0,
             epoch: req.producer_epoch,
@@ -264,13 +310,22 @@ pub async fn txn_offset_commit(
     let now = now_ms();
     let group = req.group_id.0.to_string();
     let group_ok = authorized(ctx, client, Operation::Read, ResourceType::Group, &group);
+    let txn_ok = authorized(
+        ctx,
+        client,
+        Operation::Write,
+        ResourceType::TransactionalId,
+        &req.transactional_id.0,
+    );
     let mut answers: Vec<(String, i32, Option<ResponseError>)> = Vec::new();
     let mut offsets = Vec::new();
     for t in &req.topics {
         let name = t.name.0.to_string();
         let topic_ok = authorized(ctx, client, Operation::Read, ResourceType::Topic, &name);
         for p in &t.partitions {
-            let refused = if !group_ok {
+            let refused = if !txn_ok {
+                Some(ResponseError::TransactionalIdAuthorizationFailed)
+            } else if !group_ok {
                 Some(ResponseError::GroupAuthorizationFailed)
             } else if !topic_ok {
                 Some(ResponseError::TopicAuthorizationFailed)
@@ -296,6 +351,16 @@ pub async fn txn_offset_commit(
                 None
             };
             answers.push((name.clone(), p.partition_index, refused));
+        }
+    }
+    if !offsets.is_empty() && version >= 5 {
+        // Transaction version 2: no AddOffsetsToTxn came first; the group's offsets partition
+        // joins the transaction here, before any offset is written in it.
+        if let Some(e) = add_offsets_partition(ctx, &req, &group).await {
+            for a in answers.iter_mut().filter(|a| a.2.is_none()) {
+                a.2 = Some(e);
+            }
+            offsets.clear();
         }
     }
     if !offsets.is_empty() {
@@ -369,8 +434,19 @@ pub async fn end_txn(
         epoch: req.producer_epoch,
     };
     let host: Rc<dyn txn_coordinator::TxnHost> = ctx.clone();
-    if let Err(e) = txn_coordinator::end_txn(host, &id, producer, req.committed, now_ms()).await {
-        resp.error_code = txn_error(e, version, 2).code();
+    let txn_version = if version >= 5 {
+        TxnVersion::V2
+    } else {
+        TxnVersion::V0
+    };
+    let ended = txn_coordinator::end_txn(host, &id, producer, req.committed, txn_version, now_ms());
+    match ended.await {
+        Ok(Some(next)) => {
+            resp.producer_id = ProducerId(next.producer_id);
+            resp.producer_epoch = next.epoch;
+        }
+        Ok(None) => {}
+        Err(e) => resp.error_code = txn_error(e, version, 2).code(),
     }
     resp
 }

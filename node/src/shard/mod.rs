@@ -9,7 +9,7 @@ pub mod run;
 mod stall_probe;
 mod topology;
 mod txn_host;
-mod txn_verify;
+pub mod txn_verify;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

@@ -1,10 +1,13 @@
-//! The produce path's side of KIP-890 part 1: before a client's transactional batch may start a
-//! transaction on a partition this shard leads, the transactional id's coordinator confirms
-//! that the partition is in the producer's ongoing transaction (AddPartitionsToTxn v5 with
-//! `verify_only`, over the inter-broker listener; answered here directly when this shard is the
-//! coordinator). A batch the coordinator does not confirm is refused, so a late or stray write
-//! never opens a transaction no marker will close (a hanging transaction that holds the
-//! partition's last stable offset back).
+//! A partition leader's (or group coordinator's) calls to a transaction coordinator (KIP-890).
+//! Part 1: before a client's transactional batch may start a transaction on a partition this
+//! shard leads, the transactional id's coordinator confirms that the partition is in the
+//! producer's ongoing transaction (AddPartitionsToTxn v5 with `verify_only`, over the
+//! inter-broker listener; answered here directly when this shard is the coordinator). A batch
+//! the coordinator does not confirm is refused, so a late or stray write never opens a
+//! transaction no marker will close (a hanging transaction that holds the partition's last
+//! stable offset back). Part 2 (transaction version 2: Produce v12+, TxnOffsetCommit v5+): the
+//! same call without `verify_only` adds the partition to the transaction — the client sends no
+//! AddPartitionsToTxn or AddOffsetsToTxn of its own.
 
 use std::rc::Rc;
 
@@ -23,15 +26,26 @@ use crate::limits::TXN_VERIFY_CALL_TIMEOUT;
 use crate::metadata::{Leader, Slot, TRANSACTION_STATE_TOPIC};
 use crate::txn_coordinator::{self, TxnHost, Verdicts};
 
+/// What a call asks of the coordinator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnCheck {
+    /// Whether the partitions are in the ongoing transaction (nothing written).
+    Verify,
+    /// Add them to it (transaction version 2), written before the answer.
+    Add,
+}
+
 impl ShardCtx {
     /// Asks `transactional_id`'s coordinator whether `partitions` are in the producer's
-    /// ongoing transaction. A coordinator that cannot be found or reached answers every
-    /// partition COORDINATOR_NOT_AVAILABLE or NETWORK_EXCEPTION (retriable).
-    pub async fn verify_in_transaction(
+    /// ongoing transaction, or to add them ([`TxnCheck`]). A coordinator that cannot be found
+    /// or reached answers every partition COORDINATOR_NOT_AVAILABLE or NETWORK_EXCEPTION
+    /// (retriable).
+    pub async fn check_in_transaction(
         self: &Rc<Self>,
         transactional_id: &str,
         producer: ProducerIdAndEpoch,
         partitions: Vec<(String, i32)>,
+        check: TxnCheck,
     ) -> Verdicts {
         let all = |e: ResponseError, partitions: Vec<(String, i32)>| -> Verdicts {
             partitions.into_iter().map(|tp| (tp, Some(e))).collect()
@@ -40,17 +54,34 @@ impl ShardCtx {
             return all(ResponseError::CoordinatorNotAvailable, partitions);
         };
         if slot.node == self.config.node_id && slot.shard == self.shard {
-            return match txn_coordinator::verify_partitions(
-                self.as_ref(),
-                transactional_id,
-                producer,
-                &partitions,
-            ) {
-                Ok(verdicts) => verdicts,
-                Err(e) => all(e, partitions),
+            let host: Rc<dyn TxnHost> = self.clone();
+            return match check {
+                TxnCheck::Verify => match txn_coordinator::verify_partitions(
+                    &*host,
+                    transactional_id,
+                    producer,
+                    &partitions,
+                ) {
+                    Ok(verdicts) => verdicts,
+                    Err(e) => all(e, partitions),
+                },
+                TxnCheck::Add => {
+                    let added = txn_coordinator::add_partitions(
+                        host,
+                        transactional_id,
+                        producer,
+                        &partitions,
+                        transactions::TxnVersion::V2,
+                        super::now_ms(),
+                    );
+                    match added.await {
+                        Ok(()) => partitions.into_iter().map(|tp| (tp, None)).collect(),
+                        Err(e) => all(e, partitions),
+                    }
+                }
             };
         }
-        let request = verify_request(transactional_id, producer, &partitions);
+        let request = check_request(transactional_id, producer, &partitions, check);
         let call = self
             .inter_broker_call::<_, AddPartitionsToTxnResponse>(
                 slot,
@@ -109,10 +140,11 @@ impl ShardCtx {
     }
 }
 
-fn verify_request(
+fn check_request(
     transactional_id: &str,
     producer: ProducerIdAndEpoch,
     partitions: &[(String, i32)],
+    check: TxnCheck,
 ) -> AddPartitionsToTxnRequest {
     let topics = super::super::handlers::by_topic(partitions.iter().cloned())
         .into_iter()
@@ -129,7 +161,7 @@ fn verify_request(
             )))
             .with_producer_id(ProducerId(producer.producer_id))
             .with_producer_epoch(producer.epoch)
-            .with_verify_only(true)
+            .with_verify_only(check == TxnCheck::Verify)
             .with_topics(topics),
     ])
 }

@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use iouring_log::LeaderEpoch;
 use kafka_protocol::ResponseError;
 use transactions::coordinator::TxnSettings;
-use transactions::{records, Transit, TxnError, TxnVersion, Txns};
+use transactions::{records, Transit, TxnError, Txns};
 
 pub use host::{MarkerAnswers, MarkerRequest, TxnHost};
 pub use load::load_partition;
@@ -37,10 +37,6 @@ pub use ops::{
 use crate::limits::TXN_STATE_WRITE_TIMEOUT;
 use crate::metadata::TRANSACTION_STATE_TOPIC;
 use crate::partition::internal::append_keyed;
-
-/// The cluster's `transaction.version`: 0 until transaction version 2 (KIP-890 part 2) is
-/// built; `__transaction_state` values are written in version 0.
-pub const CLUSTER_VERSION: TxnVersion = TxnVersion::V0;
 
 /// The coordinator state of one shard. See the module doc.
 #[derive(Default)]
@@ -127,7 +123,7 @@ pub fn describe(
 fn settings(host: &dyn TxnHost) -> TxnSettings {
     TxnSettings {
         max_timeout_ms: host.txn_settings().max_timeout_ms,
-        cluster_version: CLUSTER_VERSION,
+        cluster_version: host.txn_settings().version,
     }
 }
 
@@ -166,7 +162,7 @@ async fn write(
     let written = async {
         let part = host.state_partition(p).ok_or(ResponseError::NotCoordinator)?;
         let key = records::encode_key(&transit.transactional_id);
-        let value = records::encode_value(&transit.to, CLUSTER_VERSION);
+        let value = records::encode_value(&transit.to, host.txn_settings().version);
         let records = vec![(key.into(), Some(value.into()))];
         let epoch = LeaderEpoch(coordinator_epoch);
         append_keyed(&part, epoch, records, now, TXN_STATE_WRITE_TIMEOUT)

@@ -61,13 +61,15 @@ pub async fn init_producer_id(
     }
 }
 
-/// AddPartitionsToTxn of a client (v0-3): the partitions join the transaction, which starts
-/// with the first of them.
+/// AddPartitionsToTxn: the partitions join the transaction, which starts with the first of
+/// them — a client's (v0-3, `version` V0) or a partition leader's for a transaction version 2
+/// produce (v4+ without `verify_only`, V2).
 pub async fn add_partitions(
     host: Rc<dyn TxnHost>,
     transactional_id: &str,
     producer: ProducerIdAndEpoch,
     partitions: &[(String, i32)],
+    version: TxnVersion,
     now: i64,
 ) -> Result<(), ResponseError> {
     let (p, epoch) = owner(&*host, transactional_id)?;
@@ -79,7 +81,7 @@ pub async fn add_partitions(
                 producer.producer_id,
                 producer.epoch,
                 partitions,
-                TxnVersion::V0,
+                version,
                 now,
             )
         })
@@ -135,19 +137,30 @@ pub async fn add_offsets(
 ) -> Result<(), ResponseError> {
     let p = crate::group_coordinator::partition_for(group, offsets_partitions);
     let partition = (crate::metadata::OFFSETS_TOPIC.to_owned(), p);
-    add_partitions(host, transactional_id, producer, &[partition], now).await
+    add_partitions(
+        host,
+        transactional_id,
+        producer,
+        &[partition],
+        TxnVersion::V0,
+        now,
+    )
+    .await
 }
 
-/// EndTxn (v0-4): the transaction is prepared to commit or abort, answered once that is
-/// written; its markers are then sent and its completion written in the background (the
-/// producer's next transaction waits on CONCURRENT_TRANSACTIONS until then).
+/// EndTxn: the transaction is prepared to commit or abort, answered once that is written; its
+/// markers are then sent and its completion written in the background (the producer's next
+/// transaction waits on CONCURRENT_TRANSACTIONS until then). With `version` V2 (EndTxn v5+)
+/// the transaction ends with an epoch bump: the answer is the producer id and epoch the
+/// producer goes on with.
 pub async fn end_txn(
     host: Rc<dyn TxnHost>,
     transactional_id: &str,
     producer: ProducerIdAndEpoch,
     commit: bool,
+    version: TxnVersion,
     now: i64,
-) -> Result<(), ResponseError> {
+) -> Result<Option<ProducerIdAndEpoch>, ResponseError> {
     let (p, epoch) = owner(&*host, transactional_id)?;
     let mut allocate = || Some(host.new_producer_id());
     let decided = host
@@ -157,7 +170,7 @@ pub async fn end_txn(
                 transactional_id,
                 producer,
                 commit,
-                TxnVersion::V0,
+                version,
                 now,
                 &mut allocate,
             )
@@ -174,11 +187,11 @@ pub async fn end_txn(
             refusal(e)
         })?;
     match decided {
-        Decision::Answer(_) => Ok(()),
-        Decision::Write(transit, _) => {
+        Decision::Answer(next) => Ok(next),
+        Decision::Write(transit, next) => {
             write(&*host, p, epoch, &transit, now).await?;
             markers::spawn(host, p, epoch, transactional_id.to_owned());
-            Ok(())
+            Ok(next)
         }
     }
 }

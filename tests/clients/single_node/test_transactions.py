@@ -311,3 +311,57 @@ def test_a_transactional_batch_outside_its_transaction_is_refused(make_broker, v
         assert errors == {0: 0, 1: 0}, errors
         assert open_txns == 2
         assert read(b, "read_committed", 1, timeout=3) == {0: [], 1: []}
+
+
+@pytest.mark.parametrize("txn_version", ["2", "1"])
+def test_java_transactions_at_the_finalized_transaction_version(make_broker, txn_version):
+    """Transaction version 2 (KIP-890 part 2): ApiVersions finalizes `transaction.version` at
+    the broker's setting (Kafka's `kafka-features describe` shows it). Kafka's
+    TransactionalMessageCopier (the Java 4.1.1 producer and consumer) copies 3 000 records in
+    transactions of 100 with random aborts, sending offsets in each: at level 2 it sends no
+    AddPartitionsToTxn or AddOffsetsToTxn (Produce v12 and TxnOffsetCommit v5 add the
+    partitions) and every transaction ends with an epoch bump, so the producer's epoch counts
+    its transactions; at level 1 the epoch stays where InitProducerId put it. The output read
+    committed is the input exactly, either way."""
+    from support.kafka import kafka_tool
+
+    metrics_port = free_port_block(1)
+    # One shard: the leaders' calls to the coordinator stay inside it and are not counted as
+    # AddPartitionsToTxn requests, which leaves the client's own.
+    b = make_broker(shards=1, settings={"metrics.listen": f"127.0.0.1:{metrics_port}",
+                                        "transaction.version": txn_version}).start()
+    features = kafka_tool("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", b.bootstrap, "describe")
+    assert features.returncode == 0, features.stdout + features.stderr
+    line = next(l for l in features.stdout.splitlines() if "transaction.version" in l)
+    assert "SupportedMaxVersion: 2" in line and f"FinalizedVersionLevel: {txn_version}" in line, line
+
+    create(b, "copy-in", partitions=1)
+    create(b, "copy-out", partitions=1)
+    total = 3000
+    plain = Producer({"bootstrap.servers": b.bootstrap, "acks": "all"})
+    for i in range(total):
+        plain.produce("copy-in", value=b"%d" % i, partition=0)
+    assert plain.flush(30) == 0
+    requests = lambda api: sum(v for _, v in values(parse(scrape(metrics_port)), "ringlog_requests_total", request=api))
+    adds_before = requests("AddPartitionsToTxn") + requests("AddOffsetsToTxn")
+    copier = kafka_tool("org.apache.kafka.tools.TransactionalMessageCopier", "--broker-list", b.bootstrap,
+                        "--input-topic", "copy-in", "--input-partition", "0", "--output-topic", "copy-out",
+                        "--consumer-group", "copier-tv", "--transactional-id", "copier-tv",
+                        "--transaction-size", "100", "--transaction-timeout", "30000",
+                        "--enable-random-aborts", "--use-group-metadata")
+    assert copier.returncode == 0, copier.stdout[-3000:] + copier.stderr[-3000:]
+    adds = requests("AddPartitionsToTxn") + requests("AddOffsetsToTxn") - adds_before
+    described = kafka_tool("org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", b.bootstrap,
+                           "describe", "--transactional-id", "copier-tv")
+    assert described.returncode == 0, described.stdout + described.stderr
+    header, row = [l.split("\t") if "\t" in l else l.split() for l in described.stdout.strip().splitlines()[:2]]
+    epoch = int(row[header.index("ProducerEpoch")])
+    if txn_version == "2":
+        assert adds == 0, f"{adds} AddPartitionsToTxn/AddOffsetsToTxn requests at transaction version 2"
+        assert epoch >= total // 100, f"epoch {epoch} after at least {total // 100} transactions"
+    else:
+        assert adds >= total // 100, adds
+        assert epoch <= 1, f"epoch {epoch}: bumped per transaction at transaction version 1"
+    got = read(b, "read_committed", total, topic="copy-out", partitions=1, timeout=30)
+    assert sorted(got[0], key=int) == [b"%d" % i for i in range(total)]
+    assert len(got[0]) == total
