@@ -648,6 +648,13 @@ impl Txns {
         if producer_id != m.producer_id && !retry_on_overflow {
             return Err(TxnError::InvalidProducerIdMapping { got: producer_id });
         }
+        // The producer's next EndTxn (its epoch the bumped one) while the last transaction's
+        // markers are still going out: it waits, it is not fenced (Kafka's KAFKA-18464 — there
+        // the completion is pending meanwhile; here the markers are sent from the prepared
+        // state). A TV2 client that begins, fails every produce and aborts at once gets here.
+        if m.state.is_prepare() && epoch == m.producer_epoch && producer_id == m.producer_id {
+            return Err(TxnError::ConcurrentTransactions);
+        }
         let valid_epoch = match m.state {
             TxnState::PrepareCommit | TxnState::PrepareAbort => retry_on_bump,
             TxnState::CompleteCommit | TxnState::CompleteAbort => {
@@ -1005,6 +1012,12 @@ mod tests {
         // A retry of the same EndTxn (the old epoch) while the markers go out, and after.
         assert_eq!(
             t.end_txn("tx", pe(1001, 0), true, TxnVersion::V2, 3, &mut alloc),
+            Err(TxnError::ConcurrentTransactions)
+        );
+        // The next transaction's abort (epoch 1, nothing produced) before the markers are
+        // out: CONCURRENT_TRANSACTIONS, not PRODUCER_FENCED.
+        assert_eq!(
+            t.end_txn("tx", pe(1001, 1), false, TxnVersion::V2, 3, &mut alloc),
             Err(TxnError::ConcurrentTransactions)
         );
         markers_done(&mut t);

@@ -44,6 +44,9 @@ pub struct TxnCoordinator {
     partitions: RefCell<BTreeMap<i32, Owned>>,
     /// Partitions being replayed: their ids get COORDINATOR_LOAD_IN_PROGRESS.
     loading: RefCell<BTreeSet<i32>>,
+    /// Notified whenever a written (or failed) transit settles: requests held while a
+    /// transaction completes look again (`ops.rs`).
+    settled: iouring_log::Notify,
 }
 
 /// A `__transaction_state` partition this shard leads, loaded.
@@ -189,6 +192,7 @@ async fn write(
         Ok(()) => txns.complete(transit),
         Err(_) => txns.abandon(transit),
     });
+    c.settled.notify_all();
     match applied {
         Some(()) => written,
         None => Err(ResponseError::NotCoordinator),

@@ -3,12 +3,14 @@
 //! answers once it is written; an EndTxn (or a fence) then has its markers sent.
 
 use std::rc::Rc;
+use std::time::Instant;
 
 use kafka_protocol::ResponseError;
 use transactions::coordinator::{Decision, FencedAbort, InitProducerId, ProducerIdAndEpoch};
 use transactions::{TxnError, TxnVersion};
 
 use super::{markers, owner, refusal, settings, write, TxnHost};
+use crate::limits::TXN_CONCURRENT_WAIT_MAX;
 
 /// Kafka's error for a refusal, for a request of `version` whose first version knowing
 /// PRODUCER_FENCED is `fenced_since` (older clients get INVALID_PRODUCER_EPOCH).
@@ -64,6 +66,12 @@ pub async fn init_producer_id(
 /// AddPartitionsToTxn: the partitions join the transaction, which starts with the first of
 /// them — a client's (v0-3, `version` V0) or a partition leader's for a transaction version 2
 /// produce (v4+ without `verify_only`, V2).
+///
+/// Met while the previous transaction completes (its markers and CompleteCommit being written:
+/// CONCURRENT_TRANSACTIONS), the request is held until that settles, for up to
+/// [`TXN_CONCURRENT_WAIT_MAX`], and decided again: a producer starting its next transaction at
+/// once gets its answer a few milliseconds later instead of a refusal and its client's backoff
+/// (20 ms for librdkafka's AddPartitionsToTxn, 100 ms for a Java produce).
 pub async fn add_partitions(
     host: Rc<dyn TxnHost>,
     transactional_id: &str,
@@ -73,20 +81,34 @@ pub async fn add_partitions(
     now: i64,
 ) -> Result<(), ResponseError> {
     let (p, epoch) = owner(&*host, transactional_id)?;
-    let decided = host
-        .txn_coordinator()
-        .with(p, epoch, |txns| {
-            txns.add_partitions(
-                transactional_id,
-                producer.producer_id,
-                producer.epoch,
-                partitions,
-                version,
-                now,
-            )
-        })
-        .ok_or(ResponseError::NotCoordinator)?
-        .map_err(refusal)?;
+    let deadline = Instant::now() + TXN_CONCURRENT_WAIT_MAX;
+    let mut now = now;
+    let decided = loop {
+        let c = host.txn_coordinator();
+        let seen = c.settled.generation();
+        let decided = c
+            .with(p, epoch, |txns| {
+                txns.add_partitions(
+                    transactional_id,
+                    producer.producer_id,
+                    producer.epoch,
+                    partitions,
+                    version,
+                    now,
+                )
+            })
+            .ok_or(ResponseError::NotCoordinator)?;
+        let now_instant = Instant::now();
+        match decided {
+            Err(TxnError::ConcurrentTransactions) if now_instant < deadline => {
+                let settled = c.settled.changed(seen);
+                let expired = glommio::timer::sleep(deadline - now_instant);
+                futures_lite::future::or(settled, expired).await;
+                now = crate::shard::now_ms();
+            }
+            decided => break decided.map_err(refusal)?,
+        }
+    };
     match decided {
         Decision::Answer(()) => Ok(()),
         Decision::Write(transit, ()) => write(&*host, p, epoch, &transit, now).await,
