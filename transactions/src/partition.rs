@@ -165,6 +165,18 @@ impl PartitionTxns {
             .is_some_and(|p| p.open.is_some())
     }
 
+    /// Whether `producer` has a transaction open here that its batches at `epoch` belong to:
+    /// one opened at that epoch. With transaction version 2 every transaction has its own
+    /// epoch, so a batch at a newer one starts a new transaction — verified with the
+    /// coordinator, which confirms it only once the open one's marker is written here — and
+    /// never joins the open one (KIP-890 part 2: a transaction's records never leak into the
+    /// one before).
+    pub fn is_open_at(&self, producer: ProducerId, epoch: i16) -> bool {
+        self.producers
+            .get(&producer)
+            .is_some_and(|p| p.open.is_some() && p.epoch == epoch)
+    }
+
     /// Records a batch the log holds (appended, fetched by a follower, or replayed on load),
     /// in offset order. Returns the aborted transaction an ABORT marker closed, which the
     /// caller writes to the `.txnindex` of the segment holding the marker.

@@ -184,6 +184,12 @@ fn a_transaction_starts_only_with_the_coordinators_confirmation() {
             let next = txn_batch(P, 0, 2, 1);
             assert!(!part.needs_verification(&iouring_log::BatchHeader::parse(&next).unwrap()));
             verified(next).await.unwrap();
+            // A batch at the next epoch (transaction version 2: the producer's next
+            // transaction, its marker for this one not here yet) does not join the open one.
+            let newer = txn_batch(P, 1, 0, 1);
+            assert!(part.needs_verification(&iouring_log::BatchHeader::parse(&newer).unwrap()));
+            let refused = verified(newer).await.unwrap_err();
+            assert_eq!(refused.error, ResponseError::InvalidTxnState);
 
             marker(&part, P, true, 1).await;
             let again = txn_batch(P, 0, 3, 1);

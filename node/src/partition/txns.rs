@@ -176,8 +176,16 @@ impl Partition {
     /// not confirmed this partition in the producer's transaction at this epoch.
     pub fn needs_verification(&self, h: &BatchHeader) -> bool {
         h.is_transactional()
-            && !self.has_open_transaction(h.producer_id)
+            && !self.has_open_transaction_at(h.producer_id, h.producer_epoch)
             && self.verified.borrow().get(&h.producer_id) != Some(&h.producer_epoch)
+    }
+
+    /// Whether `producer_id` has a transaction open here at `epoch` (a batch at a newer epoch
+    /// starts a new transaction, `transactions::PartitionTxns::is_open_at`).
+    fn has_open_transaction_at(&self, producer_id: i64, epoch: i16) -> bool {
+        self.txns
+            .borrow()
+            .is_open_at(ProducerId(producer_id), epoch)
     }
 
     /// The coordinator confirmed this partition in `producer_id`'s transaction at `epoch`.
@@ -198,7 +206,7 @@ impl Partition {
             .borrow()
             .check_data(ProducerId(h.producer_id), h.producer_epoch)
             .map_err(marker_refused)?;
-        let starts = !self.has_open_transaction(h.producer_id);
+        let starts = !self.has_open_transaction_at(h.producer_id, h.producer_epoch);
         let confirmed = self.verified.borrow().get(&h.producer_id) == Some(&h.producer_epoch);
         if start == TxnStart::Verified && starts && !confirmed {
             return Err(Refused::new(

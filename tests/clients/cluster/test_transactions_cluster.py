@@ -1,10 +1,11 @@
-"""Transactions in a 3-node cluster under kill -9 (issue 45): a transactional producer commits
+"""Transactions in a 3-node cluster under faults (issue 45): a transactional producer commits
 and aborts transactions of records spread over two partitions (RF 3, min.insync.replicas 2)
 while the node coordinating its transactional id and the partitions' leaders are killed -9 and
-restarted. Judged by a read_committed reader afterwards, Jepsen-style: every transaction whose
-commit was acknowledged is read whole, exactly once, in order; no record of an aborted
-transaction is read (G1a); a transaction whose outcome the producer could not tell is read
-whole or not at all; no record is read twice.
+restarted, paused past their lease, or cut off by the network. Judged by a read_committed
+reader afterwards, Jepsen-style: every transaction whose commit was acknowledged is read whole,
+exactly once, in order; no record of an aborted transaction is read (G1a); a transaction whose
+outcome the producer could not tell is read whole or not at all; no record is read twice; in
+both partitions the transactions appear in commit order, so their write order has no cycle.
 """
 import os
 import random
@@ -19,7 +20,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition, 
 from support.broker import REPO
 from support.kafka import kafka_libs
 from support.waiting import wait_for
-from test_replication import SESSION_MS, Cluster, create
+from test_replication import SESSION_MS, Cluster, NetNodes, create
 
 TOPIC = "txns"
 TID = "jepsen-txn"
@@ -92,7 +93,7 @@ class TxnWriter:
         self.thread.join(120)
 
 
-def read_committed(c, topic=TOPIC, partitions=2, idle_s=5):
+def read_committed(c, topic=TOPIC, partitions=2, idle_s=5, offsets=None):
     consumer = Consumer({"bootstrap.servers": c.bootstrap(), "group.id": f"check-{time.time()}",
                          "isolation.level": "read_committed", "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
@@ -105,17 +106,22 @@ def read_committed(c, topic=TOPIC, partitions=2, idle_s=5):
         if m.error():
             continue
         got[m.partition()].append(m.value())
+        if offsets is not None:
+            offsets.setdefault(m.value(), []).append((m.partition(), m.offset()))
         last = time.time()
     consumer.close()
     return got
 
 
-@pytest.mark.parametrize("fault", ["kill9", "pause"])
+@pytest.mark.parametrize("fault", ["kill9", "pause", "cut"])
 def test_transactions_survive_kill_9_and_pauses_of_coordinators_and_leaders(fault):
     """`kill9`: each node killed -9 and restarted in turn. `pause`: each node stopped (SIGSTOP)
     past its lease, so that its partitions and coordinators move while it sleeps, then resumed
-    — a zombie leader and coordinator that must not take back what the others decided."""
-    c = Cluster()
+    — a zombie leader and coordinator that must not take back what the others decided. `cut`:
+    the nodes in their own network namespaces, each node's link taken down past its lease (it
+    runs on, cut off from its peers, etcd and the client) and brought back, in turn."""
+    net = NetNodes() if fault == "cut" else None
+    c = Cluster(net)
     c.extra = {"transaction.state.log.num.partitions": 5, "transaction.state.log.replication.factor": 3,
                "transaction.state.log.min.isr": 2}
     try:
@@ -131,16 +137,22 @@ def test_transactions_survive_kill_9_and_pauses_of_coordinators_and_leaders(faul
                 c.nodes[victim].kill9()
                 time.sleep(3)
                 c.start(victim)
-            else:
+            elif fault == "pause":
                 c.nodes[victim].proc.send_signal(signal.SIGSTOP)
                 time.sleep(2 * SESSION_MS / 1000 + 1)
                 c.nodes[victim].proc.send_signal(signal.SIGCONT)
+            else:
+                c.net.cut(victim)
+                time.sleep(2 * SESSION_MS / 1000 + 1)
+                c.net.cut(victim, up=True)
             wait_for(f"commits after node {victim} came back",
                      lambda: len(w.committed) >= before + 3, timeout=90)
         w.finish()
         got = read_committed(c)
     finally:
         c.stop()
+        if net:
+            net.remove()
 
     seen = [v for vs in got.values() for v in vs]
     assert len(seen) == len(set(seen)), "a record read twice"
@@ -231,13 +243,17 @@ def test_transactional_message_copier_copies_exactly_once_under_kill_9():
         print(f"copied in {time.time() - started:.1f} s; killed (s, node): {kills}; "
               f"copier restarts: {len(outputs) - 2}")
         print("\n".join(o[-600:] for o in outputs))
-        got = read_committed(c, topic="copier-out", idle_s=8)
+        at = {}
+        got = read_committed(c, topic="copier-out", idle_s=8, offsets=at)
     finally:
         for proc in copiers.values():
             proc.kill()
         c.stop()
     values = [v for vs in got.values() for v in vs]
-    assert len(values) == len(set(values)), f"{len(values) - len(set(values))} records copied twice"
+    twice = sorted((where, v) for v, where in at.items() if len(where) > 1)
+    assert len(values) == len(set(values)), (
+        f"{len(values) - len(set(values))} records copied twice; (partition, offset) of each copy, "
+        f"first ones: {twice[:5]} … last: {twice[-3:]}")
     missing = set(b"%d" % i for i in range(total)) - set(values)
     assert not missing, f"{len(missing)} records lost, e.g. {sorted(missing)[:5]}"
     assert len(values) == total, f"{len(values)} records in the output, {total} in the input"
