@@ -100,24 +100,13 @@ async fn from_broker(
             .iter()
             .flat_map(|t| t.partitions.iter().map(|&p| (t.name.0.to_string(), p)))
             .collect();
-        let answers: Vec<((String, i32), Option<ResponseError>)> = if txn.verify_only {
-            match txn_coordinator::verify_partitions(&*host, &id, producer, &partitions) {
-                Ok(answers) => answers,
-                Err(e) => partitions.into_iter().map(|tp| (tp, Some(e))).collect(),
-            }
+        let check = if txn.verify_only {
+            TxnCheck::Verify
         } else {
-            let added = txn_coordinator::add_partitions(
-                host.clone(),
-                &id,
-                producer,
-                &partitions,
-                TxnVersion::V2,
-                now_ms(),
-            )
-            .await
-            .err();
-            partitions.into_iter().map(|tp| (tp, added)).collect()
+            TxnCheck::Add
         };
+        let answers =
+            txn_coordinator::check_partitions(host.clone(), &id, producer, partitions, check).await;
         let answers = answers.into_iter().map(|(tp, e)| {
             let e = match e {
                 Some(ResponseError::TransactionAbortable) if version < 5 => {

@@ -206,9 +206,7 @@ impl Partition {
             .borrow()
             .check_data(ProducerId(h.producer_id), h.producer_epoch)
             .map_err(marker_refused)?;
-        let starts = !self.has_open_transaction_at(h.producer_id, h.producer_epoch);
-        let confirmed = self.verified.borrow().get(&h.producer_id) == Some(&h.producer_epoch);
-        if start == TxnStart::Verified && starts && !confirmed {
+        if start == TxnStart::Verified && self.needs_verification(h) {
             return Err(Refused::new(
                 ResponseError::InvalidTxnState,
                 format!(

@@ -24,16 +24,8 @@ use transactions::coordinator::ProducerIdAndEpoch;
 use super::ShardCtx;
 use crate::limits::TXN_VERIFY_CALL_TIMEOUT;
 use crate::metadata::{Leader, Slot, TRANSACTION_STATE_TOPIC};
+pub use crate::txn_coordinator::TxnCheck;
 use crate::txn_coordinator::{self, TxnHost, Verdicts};
-
-/// What a call asks of the coordinator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TxnCheck {
-    /// Whether the partitions are in the ongoing transaction (nothing written).
-    Verify,
-    /// Add them to it (transaction version 2), written before the answer.
-    Add,
-}
 
 impl ShardCtx {
     /// Asks `transactional_id`'s coordinator whether `partitions` are in the producer's
@@ -55,31 +47,14 @@ impl ShardCtx {
         };
         if slot.node == self.config.node_id && slot.shard == self.shard {
             let host: Rc<dyn TxnHost> = self.clone();
-            return match check {
-                TxnCheck::Verify => match txn_coordinator::verify_partitions(
-                    &*host,
-                    transactional_id,
-                    producer,
-                    &partitions,
-                ) {
-                    Ok(verdicts) => verdicts,
-                    Err(e) => all(e, partitions),
-                },
-                TxnCheck::Add => {
-                    let added = txn_coordinator::add_partitions(
-                        host,
-                        transactional_id,
-                        producer,
-                        &partitions,
-                        transactions::TxnVersion::V2,
-                        super::now_ms(),
-                    );
-                    match added.await {
-                        Ok(()) => partitions.into_iter().map(|tp| (tp, None)).collect(),
-                        Err(e) => all(e, partitions),
-                    }
-                }
-            };
+            return txn_coordinator::check_partitions(
+                host,
+                transactional_id,
+                producer,
+                partitions,
+                check,
+            )
+            .await;
         }
         let request = check_request(transactional_id, producer, &partitions, check);
         let call = self

@@ -31,7 +31,8 @@ pub use host::{MarkerAnswers, MarkerRequest, TxnHost};
 pub use load::load_partition;
 pub use markers::abort_timed_out;
 pub use ops::{
-    add_offsets, add_partitions, end_txn, init_producer_id, txn_error, verify_partitions, Verdicts,
+    add_offsets, add_partitions, check_partitions, end_txn, init_producer_id, txn_error,
+    verify_partitions, TxnCheck, Verdicts,
 };
 
 use crate::limits::TXN_STATE_WRITE_TIMEOUT;

@@ -118,6 +118,49 @@ pub async fn add_partitions(
 /// Each partition's answer to a verification: `None` when it is in the transaction.
 pub type Verdicts = Vec<((String, i32), Option<ResponseError>)>;
 
+/// What a partition leader (or group coordinator) asks of the coordinator (KIP-890).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnCheck {
+    /// Whether the partitions are in the ongoing transaction (nothing written).
+    Verify,
+    /// Add them to it (transaction version 2), written before the answer.
+    Add,
+}
+
+/// AddPartitionsToTxn v4+ as the coordinator answers it, whether it came over the wire or from
+/// a leader on this shard: [`verify_partitions`] or [`add_partitions`] at transaction version
+/// 2, every partition's verdict.
+pub async fn check_partitions(
+    host: Rc<dyn TxnHost>,
+    transactional_id: &str,
+    producer: ProducerIdAndEpoch,
+    partitions: Vec<(String, i32)>,
+    check: TxnCheck,
+) -> Verdicts {
+    let refused = match check {
+        TxnCheck::Verify => {
+            match verify_partitions(&*host, transactional_id, producer, &partitions) {
+                Ok(verdicts) => return verdicts,
+                Err(e) => Some(e),
+            }
+        }
+        TxnCheck::Add => {
+            let now = crate::shard::now_ms();
+            add_partitions(
+                host,
+                transactional_id,
+                producer,
+                &partitions,
+                TxnVersion::V2,
+                now,
+            )
+            .await
+            .err()
+        }
+    };
+    partitions.into_iter().map(|tp| (tp, refused)).collect()
+}
+
 /// AddPartitionsToTxn v4+ with `verify_only` (KIP-890 part 1, a partition leader asking before
 /// a transactional batch may start a transaction there): each partition's answer — none when
 /// it is in the producer's ongoing transaction, TRANSACTION_ABORTABLE when not;
