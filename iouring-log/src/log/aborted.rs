@@ -24,30 +24,53 @@ impl Log {
     /// holds: the entry goes to the `.txnindex` of the segment holding the marker. Entries come
     /// in marker order (the log's order); one already recorded is not recorded twice.
     pub async fn append_aborted_txn(&self, entry: AbortedTxnEntry) -> Result<(), IoError> {
-        let _one = self.checkpoint_permit().await;
-        let (base, entries) = {
+        self.append_aborted_txns(&[entry]).await
+    }
+
+    /// [`Log::append_aborted_txn`] of each entry. Every entry is in memory — what fetches
+    /// read ([`Log::aborted_txns`]) — before this first waits: the caller has just closed their
+    /// transactions, which lets the last stable offset pass their records, and a
+    /// read_committed fetch that saw it pass without the entries would take the aborted
+    /// records for committed ones. The files follow, unsynced.
+    pub async fn append_aborted_txns(&self, entries: &[AbortedTxnEntry]) -> Result<(), IoError> {
+        let bases: std::collections::BTreeSet<Offset> = {
             let mut st = self.inner.state.borrow_mut();
-            let at = st
-                .segments
-                .partition_point(|s| s.base_offset <= entry.last_offset)
-                .saturating_sub(1);
-            if entry.last_offset >= st.log_end_offset() {
-                return Ok(());
+            let mut bases = std::collections::BTreeSet::new();
+            for entry in entries {
+                if entry.last_offset >= st.log_end_offset() {
+                    continue;
+                }
+                let at = st
+                    .segments
+                    .partition_point(|s| s.base_offset <= entry.last_offset)
+                    .saturating_sub(1);
+                let seg = &mut st.segments[at];
+                if seg.aborted.contains(entry) {
+                    continue;
+                }
+                seg.aborted.push(*entry);
+                bases.insert(seg.base_offset);
             }
-            let seg = &mut st.segments[at];
-            if seg.aborted.contains(&entry) {
-                return Ok(());
-            }
-            seg.aborted.push(entry);
-            let (base, entries) = (seg.base_offset, seg.aborted.clone());
-            st.aborted_unsynced.insert(base);
-            (base, entries)
+            st.aborted_unsynced.extend(bases.iter().copied());
+            bases
         };
-        write_unsynced(
-            &segment_file(&self.inner.dir, base, TXN_INDEX_SUFFIX),
-            &entries,
-        )
-        .await
+        if bases.is_empty() {
+            return Ok(());
+        }
+        let _one = self.checkpoint_permit().await;
+        for base in bases {
+            // As they are now (later entries of the segment included); a segment gone
+            // meanwhile took its file with it.
+            let Some(entries) = self.segment_aborted_if_present(base) else {
+                continue;
+            };
+            write_unsynced(
+                &segment_file(&self.inner.dir, base, TXN_INDEX_SUFFIX),
+                &entries,
+            )
+            .await?;
+        }
+        Ok(())
     }
 
     /// The aborted transactions a fetch of `[from, upto)` must carry (Kafka's
@@ -120,12 +143,16 @@ impl Log {
 
     /// The entries of the segment at `base` (none if it is gone).
     pub(crate) fn segment_aborted(&self, base: Offset) -> Vec<AbortedTxnEntry> {
+        self.segment_aborted_if_present(base).unwrap_or_default()
+    }
+
+    /// The entries of the segment at `base`, if it is there.
+    fn segment_aborted_if_present(&self, base: Offset) -> Option<Vec<AbortedTxnEntry>> {
         let st = self.inner.state.borrow();
         st.segments
             .iter()
             .find(|s| s.base_offset == base)
             .map(|s| s.aborted.clone())
-            .unwrap_or_default()
     }
 }
 
@@ -155,4 +182,61 @@ async fn write_unsynced(path: &Path, entries: &[AbortedTxnEntry]) -> Result<(), 
     file.close()
         .await
         .map_err(|e| IoError::new("closing", path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{LeaderEpoch, LogConfig};
+
+    /// The entry of an abort is what a read_committed fetch needs to skip the transaction's
+    /// records: it must be there from the moment the transaction is closed, not once its
+    /// file is written (the file waits for other writes of the log's checkpoint files).
+    #[test]
+    fn an_entry_is_seen_by_fetches_before_its_file_is_written() {
+        glommio::LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let ticker = async {
+                    loop {
+                        glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+                    }
+                };
+                let test = async {
+                    let dir = tempfile::tempdir().unwrap();
+                    let log = Log::open(dir.path(), LogConfig::default(), 0)
+                        .await
+                        .unwrap();
+                    let marker = crate::encode_marker(7, 0, false, 0, 0);
+                    log.append_as_leader(&marker, LeaderEpoch(0), 0)
+                        .await
+                        .unwrap();
+                    let entry = AbortedTxnEntry {
+                        producer_id: 7,
+                        first_offset: Offset(0),
+                        last_offset: Offset(0),
+                        last_stable_offset: Offset(1),
+                    };
+                    // Another checkpoint file being written.
+                    let busy = log.checkpoint_permit().await;
+                    let writing = glommio::spawn_local({
+                        let log = log.clone();
+                        async move { log.append_aborted_txn(entry).await }
+                    });
+                    futures_lite::future::yield_now().await;
+                    assert_eq!(log.aborted_txns(Offset(0), Offset(1)), vec![entry]);
+                    drop(busy);
+                    writing.await.unwrap();
+                    log.close().await.unwrap();
+                    let log = Log::open(dir.path(), LogConfig::default(), 0)
+                        .await
+                        .unwrap();
+                    assert_eq!(log.aborted_txns(Offset(0), Offset(1)), vec![entry]);
+                    log.close().await.unwrap();
+                };
+                futures_lite::future::or(test, ticker).await
+            })
+            .expect("executor")
+            .join()
+            .expect("executor thread");
+    }
 }

@@ -122,6 +122,9 @@ impl Partition {
                 }
             }
         }
+        let _held = batch
+            .is_transactional()
+            .then(|| self.appending_transactional());
         let info = self
             .log
             .append_as_leader(records, leader_epoch, now_ms)
@@ -294,6 +297,8 @@ impl Partition {
             }
         }
         let _lock = self.lock_appends().await;
+        // Until their transactions are recorded below.
+        let _held = self.appending_transactional();
         let info = self.log.append_as_follower(bytes, now_ms).await?;
         let mut aborted = Vec::new();
         let mut at = 0;
@@ -310,12 +315,11 @@ impl Partition {
             aborted.extend(self.record_txn(&h, control));
             at += h.size_bytes as usize;
         }
-        for entry in aborted {
-            self.log
-                .append_aborted_txn(entry)
-                .await
-                .map_err(FlushError::from)?;
-        }
+        // All at once: the transactions are closed already (see `append_aborted_txns`).
+        self.log
+            .append_aborted_txns(&aborted)
+            .await
+            .map_err(FlushError::from)?;
         Ok(info.last_offset.next())
     }
 

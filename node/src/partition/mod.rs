@@ -41,6 +41,11 @@ pub struct Partition {
     /// Changes with every transactional batch or marker recorded (whether a producer state
     /// snapshot is out of date, beside the idempotent state's version).
     txn_changes: Cell<u64>,
+    /// The log end offset before a transactional batch being appended (the append lock held):
+    /// the last stable offset stays there until the batch's transaction is recorded, else a
+    /// read_committed fetch between the batch reaching the log (and the high watermark) and
+    /// its recording would read it as committed.
+    appending_txn: Cell<Option<iouring_log::Offset>>,
     /// Held from the idempotent producer's sequence check until its batch is appended and
     /// recorded, so a retry arriving on another connection meanwhile is seen as a duplicate.
     append_lock: Semaphore,
@@ -106,6 +111,7 @@ impl Partition {
             txns: RefCell::default(),
             verified: RefCell::default(),
             txn_changes: Cell::new(0),
+            appending_txn: Cell::new(None),
             append_lock: Semaphore::new(1),
             limits: Cell::new(limits),
             snapshot_version: Cell::new(0),

@@ -91,9 +91,7 @@ impl Partition {
                 }
             })
             .await?;
-        for entry in aborted {
-            self.log.append_aborted_txn(entry).await?;
-        }
+        self.log.append_aborted_txns(&aborted).await?;
         *self.producers.borrow_mut() = map;
         *self.txns.borrow_mut() = txns;
         self.snapshot_version.set(self.state_version());

@@ -50,6 +50,51 @@ async fn log_bytes(part: &Partition) -> Vec<u8> {
     iouring_log::read_slices_to_vec(&r.slices).await.unwrap()
 }
 
+/// A transactional batch is never below the last stable offset before its transaction is
+/// recorded: the LSO is held at the log end while the batch is appended, so a read_committed
+/// fetch in between (the batch written and the high watermark past it) does not read it as
+/// committed. (It once did: found by the cluster checker's concurrent readers.)
+#[test]
+fn a_transactional_batch_being_appended_is_never_below_the_lso() {
+    run(LogConfig::default(), |_io, part| {
+        Box::pin(async move {
+            single(&part);
+            // Offset 0 holds the harness's record.
+            let done = std::rc::Rc::new(std::cell::Cell::new(false));
+            let appending = glommio::spawn_local({
+                let (part, done) = (part.clone(), done.clone());
+                async move {
+                    // The first batch of a new leader epoch: its append writes the leader
+                    // epoch checkpoint after the batch is in the log (as the first append to
+                    // a new partition, or after a leader change, does).
+                    let bytes = txn_batch(P, 0, 0, 2);
+                    let header = iouring_log::BatchHeader::parse(&bytes).unwrap();
+                    let a = part
+                        .append_as_leader(&bytes, &header, LeaderEpoch(1), 0, TxnStart::Unchecked)
+                        .await
+                        .unwrap();
+                    done.set(true);
+                    a
+                }
+            });
+            let mut seen = Vec::new();
+            while !done.get() {
+                futures_lite::future::yield_now().await;
+                seen.push((part.high_watermark(), part.last_stable_offset()));
+            }
+            let a = appending.await;
+            assert_eq!(a.base_offset, Offset(1));
+            let above = seen.iter().find(|&&(_, lso)| lso > Offset(1));
+            assert!(
+                above.is_none(),
+                "(high watermark, LSO) {above:?} while the batch at 1 was appended ({} looks)",
+                seen.len()
+            );
+            assert_eq!(part.last_stable_offset(), Offset(1));
+        })
+    });
+}
+
 /// A leader's transactions: the LSO waits for the earliest open one, a commit and an abort
 /// close them, the abort is indexed; markers of an older coordinator are refused; the state
 /// rebuilt from the snapshot and the log is the same; a follower fed the leader's bytes

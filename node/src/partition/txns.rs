@@ -110,7 +110,15 @@ impl Partition {
         let hw = self.high_watermark();
         let mut txns = self.txns.borrow_mut();
         txns.on_high_watermark(hw);
-        txns.last_stable_offset()
+        let lso = txns.last_stable_offset();
+        self.appending_txn.get().map_or(lso, |at| lso.min(at))
+    }
+
+    /// Holds the last stable offset at the log end while transactional batches are appended
+    /// and recorded: the returned guard lets it go (the append lock must be held).
+    pub(super) fn appending_transactional(&self) -> AppendingTxn<'_> {
+        self.appending_txn.set(Some(self.log.log_end_offset()));
+        AppendingTxn(self)
     }
 
     /// The aborted transactions a `read_committed` fetch of `[from, upto)` carries.
@@ -216,5 +224,14 @@ impl Partition {
             ));
         }
         Ok(())
+    }
+}
+
+/// See [`Partition::appending_transactional`].
+pub(super) struct AppendingTxn<'a>(&'a Partition);
+
+impl Drop for AppendingTxn<'_> {
+    fn drop(&mut self) {
+        self.0.appending_txn.set(None);
     }
 }

@@ -1,96 +1,76 @@
-"""Transactions in a 3-node cluster under faults (issue 45): a transactional producer commits
-and aborts transactions of records spread over two partitions (RF 3, min.insync.replicas 2)
-while the node coordinating its transactional id and the partitions' leaders are killed -9 and
-restarted, paused past their lease, or cut off by the network. Judged by a read_committed
-reader afterwards, Jepsen-style: every transaction whose commit was acknowledged is read whole,
-exactly once, in order; no record of an aborted transaction is read (G1a); a transaction whose
-outcome the producer could not tell is read whole or not at all; no record is read twice; in
-both partitions the transactions appear in commit order, so their write order has no cycle.
+"""Transactions in a 3-node cluster under faults (issue 45): three transactional producers
+(franz-go at transaction version 2, `clientcheck txn-writer`) each commit and abort transactions of records spread over two partitions (RF 3,
+min.insync.replicas 2) while the nodes coordinating their transactional ids and the
+partitions' leaders are killed -9 and restarted, paused past their lease, or cut off by the
+network. Before each transaction a producer reads what is new in both partitions with its own
+read_committed consumer, so the transactions read each other's. Judged Jepsen-style: every
+transaction whose commit was acknowledged is read whole, exactly once; no record of an aborted
+transaction is read, during the run or after (G1a); a transaction whose outcome its producer
+could not tell is read whole or not at all; no record is read twice; every record read during
+the run is at the end at the offset it was read at (nothing read was taken back or changed);
+each producer's transactions appear in its commit order in both partitions; and the graph of
+the committed transactions — an edge from a transaction to each one that read its records
+(write-read), and from each to its producer's next (process order) — has no cycle (G1c).
+Write-write edges from log order are left out: Kafka lets transactions interleave in a
+partition, and its markers reach the partitions of a transaction one by one, so two
+transactions may be ordered one way in one partition and the other way in the other.
 """
+import json
 import os
-import random
 import signal
 import subprocess
 import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition, OFFSET_BEGINNING
+from confluent_kafka import Consumer, Producer, TopicPartition, OFFSET_BEGINNING
 
 from support.broker import REPO
-from support.kafka import kafka_libs
+from support.kafka import go_client_check, kafka_libs
 from support.waiting import wait_for
 from test_replication import SESSION_MS, Cluster, NetNodes, create
 
 TOPIC = "txns"
-TID = "jepsen-txn"
-RECORDS_PER_TXN = 6
+WRITERS = 3
+
+
+def txn_of(value):
+    """`(writer, transaction number)` of a checker record `w<writer>-t<n>-<k>`."""
+    w, t, _ = value.split(b"-")
+    return int(w[1:]), int(t[1:])
 
 
 class TxnWriter:
-    """Runs transactions until told to stop; remembers each one's outcome."""
+    """One transactional producer, `clientcheck txn-writer` (franz-go, tests/clients/go/txnwriter.go:
+    transaction version 2, so that no request of an earlier transaction — an EndTxn delayed in a
+    cut link past the client's timeout — can end a later one, which transaction version 0/1
+    allows in Kafka and ringlog alike: KIP-890's motivation), running transactions until its
+    stdin closes. Each transaction's records, what it read before it and its outcome, from the
+    program's JSON lines."""
 
-    def __init__(self, c, seed):
-        self.c = c
-        self.rng = random.Random(seed)
+    def __init__(self, c, wid, seed, command):
+        self.wid = wid
         self.committed, self.aborted, self.unknown = [], [], []
-        self.errors = []
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.reads = {}  # transaction number -> [(partition, offset, value)] read before it
+        self.proc = subprocess.Popen(command + ["txn-writer", c.bootstrap(), TOPIC, str(wid), str(seed)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.thread = threading.Thread(target=self.follow, daemon=True)
         self.thread.start()
 
-    def producer(self):
-        while not self.stopping.is_set():
-            p = Producer({"bootstrap.servers": self.c.bootstrap(), "transactional.id": TID,
-                          "transaction.timeout.ms": 20000, "message.timeout.ms": 15000,
-                          "socket.timeout.ms": 5000})
-            try:
-                p.init_transactions(30)
-                return p
-            except KafkaException as e:
-                self.errors.append(f"init: {e}")
-                time.sleep(0.5)
-        return None
-
-    def run(self):
-        p = self.producer()
-        n = 0
-        while p is not None and not self.stopping.is_set():
-            n += 1
-            values = [b"t%05d-%d" % (n, k) for k in range(RECORDS_PER_TXN)]
-            commit = self.rng.random() < 0.75
-            try:
-                p.begin_transaction()
-                for k, v in enumerate(values):
-                    p.produce(TOPIC, value=v, partition=k % 2)
-                if commit:
-                    p.commit_transaction(30)
-                    self.committed.append(values)
-                else:
-                    # Delivered first: librdkafka may send EndTxn(abort) before the
-                    # AddPartitionsToTxn it is still retrying (its issue #4849), which any
-                    # broker answers INVALID_TXN_STATE.
-                    p.flush(30)
-                    p.abort_transaction(30)
-                    self.aborted.append(values)
-            except KafkaException as e:
-                err = e.args[0]
-                self.errors.append(f"txn {n}: {err}")
-                if commit:
-                    self.unknown.append(values)
-                else:
-                    self.aborted.append(values)  # never asked to commit: must not be read
-                if err.txn_requires_abort():
-                    try:
-                        p.abort_transaction(30)
-                        continue
-                    except KafkaException as e2:
-                        self.errors.append(f"abort {n}: {e2}")
-                p = self.producer()
+    def follow(self):
+        for line in self.proc.stdout:
+            t = json.loads(line)
+            values = [v.encode() for v in t["values"]]
+            self.reads[t["n"]] = [(p, off, v.encode()) for p, off, v in t["reads"]]
+            getattr(self, t["outcome"]).append(values)
 
     def finish(self):
-        self.stopping.set()
-        self.thread.join(120)
+        self.proc.stdin.close()
+        self.proc.wait(120)
+        self.thread.join(10)
+        self.errors = self.proc.stderr.read().splitlines()
+        assert self.proc.returncode == 0, "\n".join(self.errors[-20:])
 
 
 def read_committed(c, topic=TOPIC, partitions=2, idle_s=5, offsets=None):
@@ -113,6 +93,115 @@ def read_committed(c, topic=TOPIC, partitions=2, idle_s=5, offsets=None):
     return got
 
 
+def find_cycle(edges):
+    """A cycle in the graph `{node: set(successors)}` as a list of nodes, or None."""
+    colour, parent = {}, {}
+    for root in edges:
+        if root in colour:
+            continue
+        colour[root] = 1
+        stack = [(root, iter(edges.get(root, ())))]
+        while stack:
+            node, succ = stack[-1]
+            nxt = next(succ, None)
+            if nxt is None:
+                colour[node] = 2
+                stack.pop()
+            elif colour.get(nxt) == 1:
+                cycle, at = [nxt], node
+                while at != nxt:
+                    cycle.append(at)
+                    at = parent[at]
+                return cycle[::-1]
+            elif nxt not in colour:
+                colour[nxt], parent[nxt] = 1, node
+                stack.append((nxt, iter(edges.get(nxt, ()))))
+    return None
+
+
+def check_history(writers, got, at):
+    """The checks of the module doc over the writers' histories and the final read (`got`:
+    partition -> values in offset order; `at`: value -> [(partition, offset)])."""
+    committed = [v for w in writers for v in w.committed]
+    aborted = [v for w in writers for v in w.aborted]
+    unknown = [v for w in writers for v in w.unknown]
+    seen = [v for vs in got.values() for v in vs]
+    assert len(seen) == len(set(seen)), "a record read twice"
+    seen = set(seen)
+    for values in aborted:
+        assert not seen & set(values), f"aborted transaction read: {values}"
+    for values in committed:
+        assert set(values) <= seen, f"committed transaction lost: {set(values) - seen}"
+    for values in unknown:
+        present = set(values) & seen
+        assert not present or present == set(values), f"transaction read in part: {sorted(present)}"
+    # What the writers read during the run: committed, and where it is at the end.
+    for w in writers:
+        for n, reads in w.reads.items():
+            for p, off, v in reads:
+                assert at.get(v) == [(p, off)], (
+                    f"writer {w.wid} read {v} at {p}/{off} before its transaction {n}; at the end "
+                    f"it is at {at.get(v)} (aborted, uncommitted or moved)")
+    # Each writer's transactions in its commit order, in each partition.
+    for p, vs in got.items():
+        for w in writers:
+            order = [txn_of(v)[1] for v in vs if txn_of(v)[0] == w.wid]
+            assert order == sorted(order), f"writer {w.wid}'s transactions out of order in partition {p}"
+    # G1c: write-read and process-order edges among committed transactions.
+    done = {txn_of(v) for v in seen}
+    edges = {t: set() for t in done}
+    for w in writers:
+        mine = sorted(n for wid, n in done if wid == w.wid)
+        for a, b in zip(mine, mine[1:]):
+            edges[(w.wid, a)].add((w.wid, b))
+        for n in mine:
+            for _, _, v in w.reads.get(n, []):
+                edges[txn_of(v)].add((w.wid, n))
+    wr = sum(len(r) for w in writers for n, r in w.reads.items() if (w.wid, n) in done)
+    cycle = find_cycle(edges)
+    assert cycle is None, f"G1c: a cycle among committed transactions: {cycle}"
+    return len(done), wr
+
+
+class FakeWriter:
+    def __init__(self, wid, committed, reads, aborted=()):
+        self.wid, self.reads, self.unknown = wid, reads, []
+        self.committed = [[b"w%d-t%05d-%d" % (wid, n, k) for k in range(2)] for n in committed]
+        self.aborted = [[b"w%d-t%05d-%d" % (wid, n, k) for k in range(2)] for n in aborted]
+
+
+def test_the_checker_finds_a_cycle_and_a_read_taken_back():
+    """The history checks themselves, on made-up histories: a clean one passes; two
+    transactions that each read the other's records (possible only if one read the other
+    before it committed) are a G1c cycle; a record read during the run that is not there at
+    the end is reported."""
+    def final(writers):
+        got, at = {0: [], 1: []}, {}
+        for w in writers:
+            for values in w.committed:
+                for k, v in enumerate(values):
+                    at[v] = [(k % 2, len(got[k % 2]))]
+                    got[k % 2].append(v)
+        return got, at
+
+    a, b = FakeWriter(0, [1, 2], {}), FakeWriter(1, [1], {})
+    got, at = final([a, b])
+    # b's transaction 1 read a's first record; a's transaction 2 read b's: no cycle.
+    b.reads = {1: [(0, 0, b"w0-t00001-0")]}
+    a.reads = {2: [(0, 2, b"w1-t00001-0")]}
+    assert check_history([a, b], got, at) == (3, 2)
+    # a's transaction 1 also read b's 1: 1 -> b1 -> a1.
+    a.reads[1] = [(0, 2, b"w1-t00001-0")]
+    with pytest.raises(AssertionError, match="G1c"):
+        check_history([a, b], got, at)
+    # An aborted record read during the run.
+    a, b = FakeWriter(0, [1], {}), FakeWriter(1, [1], {}, aborted=[2])
+    got, at = final([a, b])
+    a.reads = {1: [(1, 5, b"w1-t00002-1")]}
+    with pytest.raises(AssertionError, match="aborted, uncommitted or moved"):
+        check_history([a, b], got, at)
+
+
 @pytest.mark.parametrize("fault", ["kill9", "pause", "cut"])
 def test_transactions_survive_kill_9_and_pauses_of_coordinators_and_leaders(fault):
     """`kill9`: each node killed -9 and restarted in turn. `pause`: each node stopped (SIGSTOP)
@@ -129,10 +218,11 @@ def test_transactions_survive_kill_9_and_pauses_of_coordinators_and_leaders(faul
         create(c, TOPIC, partitions=2)
         seed = int(os.environ.get("RINGLOG_TXN_SEED", time.time()))
         print(f"seed {seed} (RINGLOG_TXN_SEED)")
-        w = TxnWriter(c, seed=seed)
-        wait_for("transactions flowing", lambda: len(w.committed) >= 5, timeout=60)
+        writers = [TxnWriter(c, wid, seed, go_client_check()) for wid in range(WRITERS)]
+        committed = lambda: sum(len(w.committed) for w in writers)
+        wait_for("transactions flowing", lambda: all(len(w.committed) >= 3 for w in writers), timeout=60)
         for victim in (1, 2, 3, 1):
-            before = len(w.committed)
+            before = committed()
             if fault == "kill9":
                 c.nodes[victim].kill9()
                 time.sleep(3)
@@ -146,31 +236,22 @@ def test_transactions_survive_kill_9_and_pauses_of_coordinators_and_leaders(faul
                 time.sleep(2 * SESSION_MS / 1000 + 1)
                 c.net.cut(victim, up=True)
             wait_for(f"commits after node {victim} came back",
-                     lambda: len(w.committed) >= before + 3, timeout=90)
-        w.finish()
-        got = read_committed(c)
+                     lambda: committed() >= before + 3 * WRITERS, timeout=90)
+        for w in writers:
+            w.finish()
+        at = {}
+        got = read_committed(c, offsets=at)
     finally:
         c.stop()
         if net:
             net.remove()
 
-    seen = [v for vs in got.values() for v in vs]
-    assert len(seen) == len(set(seen)), "a record read twice"
-    seen = set(seen)
-    for values in w.aborted:
-        assert not seen & set(values), f"aborted transaction read: {values}"
-    for values in w.committed:
-        assert set(values) <= seen, f"committed transaction lost: {set(values) - seen}"
-    for values in w.unknown:
-        present = set(values) & seen
-        assert not present or present == set(values), f"transaction read in part: {sorted(present)}"
-    assert not [e for e in w.errors if "INVALID_TXN_STATE" in e], w.errors
-    # In each partition, transactions appear in the order they were committed.
-    for p, vs in got.items():
-        order = [int(v[1:6]) for v in vs]
-        assert order == sorted(order), f"partition {p} out of order"
-    print(f"{len(w.committed)} committed, {len(w.aborted)} aborted, {len(w.unknown)} unknown; "
-          f"errors: {w.errors[:10]}")
+    done, wr = check_history(writers, got, at)
+    errors = [e for w in writers for e in w.errors]
+    assert not [e for e in errors if "INVALID_TXN_STATE" in e], errors[:20]
+    print(f"{done} transactions committed ({sum(len(w.committed) for w in writers)} acknowledged, "
+          f"{sum(len(w.aborted) for w in writers)} aborted, {sum(len(w.unknown) for w in writers)} "
+          f"unknown); {wr} records read by them before they began; errors: {errors[:10]}")
 
 
 def start_copier(c, partition, libs):

@@ -101,6 +101,10 @@ func main() {
 		secure(args[1:])
 		return
 	}
+	if len(args) > 0 && args[0] == "txn-writer" {
+		txnWriter(args[1:])
+		return
+	}
 	if len(args) > 0 && args[0] == "txn" {
 		txnCheck(args[1:])
 		return

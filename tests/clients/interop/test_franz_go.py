@@ -8,26 +8,18 @@ builds it with `go build` into tests/clients/go/bin/ (git-ignored; the Go build 
 rebuild of unchanged sources take about a second), starts a broker and runs it; the program
 exits 0 only when everything matched.
 """
-import os
-import shutil
 import subprocess
 
 import pytest
 from support.batches import assert_idempotent_batches
-from support.kafka import GO_MODULE, run_client_program
+from support.kafka import go_client_check, run_client_program
 
-BIN = os.path.join(GO_MODULE, "bin", "clientcheck")
 
 
 
 @pytest.fixture(scope="module")
 def client_check():
-    assert shutil.which("go"), "the go toolchain (1.26+, see go/go.mod) is needed on PATH"
-    # -mod=readonly: go.mod/go.sum are committed as they are; the build must not rewrite them
-    r = subprocess.run(["go", "build", "-mod=readonly", "-o", BIN, "."], cwd=GO_MODULE,
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, f"go build failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
-    return [BIN]
+    return go_client_check()
 
 
 def test_admin_produce_consume_every_codec(broker, client_check):
