@@ -147,6 +147,31 @@ async fn append(log: &Log, n: i64) {
     }
 }
 
+/// A batch of one keyed record, transactional for producer `pid` (none when negative).
+fn keyed(key: &str, value: &str, pid: i64) -> Vec<u8> {
+    let mut r = record(
+        0,
+        Some(bytes::Bytes::from(key.to_owned())),
+        bytes::Bytes::from(value.to_owned()),
+        0,
+    );
+    if pid >= 0 {
+        r.transactional = true;
+        r.producer_id = pid;
+        r.producer_epoch = 0;
+        r.sequence = 0;
+    }
+    encode_batch(&[r], Compression::None)
+}
+
+/// Appends `bytes` as the leader; the offset of its first record.
+async fn put(log: &Log, bytes: Vec<u8>) -> Offset {
+    log.append_as_leader(&bytes, LeaderEpoch(0), 0)
+        .await
+        .unwrap()
+        .first_offset
+}
+
 #[test]
 fn a_cleaned_segment_holds_the_entries_of_the_segments_it_replaced() {
     run(|| async {
@@ -219,30 +244,7 @@ fn the_cleaner_drops_aborted_transactions_and_keeps_what_they_would_have_superse
             ..small_segments()
         };
         let log = Log::open(dir.path(), config, 0).await.unwrap();
-        let keyed = |key: &str, value: &str, pid: i64| {
-            let mut r = record(
-                0,
-                Some(bytes::Bytes::from(key.to_owned())),
-                bytes::Bytes::from(value.to_owned()),
-                0,
-            );
-            if pid >= 0 {
-                r.transactional = true;
-                r.producer_id = pid;
-                r.producer_epoch = 0;
-                r.sequence = 0;
-            }
-            encode_batch(&[r], Compression::None)
-        };
-        let put = |bytes: Vec<u8>| {
-            let log = log.clone();
-            async move {
-                log.append_as_leader(&bytes, LeaderEpoch(0), 0)
-                    .await
-                    .unwrap()
-                    .first_offset
-            }
-        };
+        let put = |bytes: Vec<u8>| put(&log, bytes);
         put(keyed("k", "committed-plain", -1)).await;
         let first = put(keyed("k", "aborted", 7)).await;
         let abort = put(iouring_log::encode_marker(7, 0, false, 0, 0)).await;
@@ -285,6 +287,87 @@ fn the_cleaner_drops_aborted_transactions_and_keeps_what_they_would_have_superse
             2,
             "both markers stay"
         );
+        log.close().await.unwrap();
+    });
+}
+
+/// Kafka's rules for markers: a transaction's marker stays while any of its data may be in the
+/// log and until `delete.retention.ms` past its time once it is in the clean part; then it
+/// goes, an ABORT marker with its `.txnindex` entry. A committed transaction whose data stays
+/// keeps its marker.
+#[test]
+fn markers_go_once_their_transactions_data_is_gone_and_delete_retention_passed() {
+    run(|| async {
+        let dir = tmpdir();
+        const RETENTION_MS: i64 = 60_000;
+        const MARKER_MS: i64 = 1_700_000_000_000;
+        let config = LogConfig {
+            compaction: Compaction {
+                delete: false,
+                compact: true,
+                min_cleanable_dirty_ratio: 0.0,
+                delete_retention_ms: RETENTION_MS,
+                ..Compaction::default()
+            },
+            ..small_segments()
+        };
+        let log = Log::open(dir.path(), config, 0).await.unwrap();
+        let put = |bytes: Vec<u8>| put(&log, bytes);
+        // pid 8 commits a value of `a` that a later plain record supersedes; pid 7 aborts;
+        // pid 9 commits the latest value of `b`, which stays.
+        put(keyed("a", "committed-superseded", 8)).await;
+        put(iouring_log::encode_marker(8, 0, true, 0, MARKER_MS)).await;
+        let first = put(keyed("j", "aborted", 7)).await;
+        let abort = put(iouring_log::encode_marker(7, 0, false, 0, MARKER_MS)).await;
+        log.append_aborted_txn(aborted(7, first.0, abort.0))
+            .await
+            .unwrap();
+        put(keyed("b", "committed-stays", 9)).await;
+        put(iouring_log::encode_marker(9, 0, true, 0, MARKER_MS)).await;
+        put(keyed("a", "plain", -1)).await;
+        append(&log, 20).await;
+        let limits = CleanerLimits {
+            map_bytes: 1 << 20,
+            io_bytes_per_second: None,
+        };
+        let markers = |log: Log| async move {
+            read_all(&log)
+                .await
+                .into_iter()
+                .filter(|r| r.control)
+                .map(|r| r.producer_id)
+                .collect::<Vec<i64>>()
+        };
+        let clean = |now: i64| {
+            let log = log.clone();
+            async move {
+                append(&log, 10).await;
+                let hw = log.log_end_offset();
+                let stats = log.clean(now, hw, &limits, &|| false).await.unwrap();
+                stats.expect("due")
+            }
+        };
+        // 1: the data goes (superseded, aborted); the markers stay, their data walked.
+        let stats = clean(MARKER_MS + 2 * RETENTION_MS).await;
+        assert_eq!(stats.markers_removed, 0, "{stats:?}");
+        assert_eq!(markers(log.clone()).await, vec![8, 7, 9]);
+        // 2: no data left before two of them, but delete.retention.ms has not passed.
+        let stats = clean(MARKER_MS + RETENTION_MS - 1).await;
+        assert_eq!(stats.markers_removed, 0, "{stats:?}");
+        assert_eq!(log.aborted_txns(Offset(0), Offset(1000)).len(), 1);
+        // 3: it has: pid 8's and pid 7's markers go, pid 7's entry with its marker; pid 9's
+        // marker stays before its data's committed value.
+        let stats = clean(MARKER_MS + RETENTION_MS).await;
+        assert_eq!(stats.markers_removed, 2, "{stats:?}");
+        assert_eq!(markers(log.clone()).await, vec![9]);
+        assert_eq!(log.aborted_txns(Offset(0), Offset(1000)), vec![]);
+        let values: Vec<Option<bytes::Bytes>> =
+            read_all(&log).await.into_iter().map(|r| r.value).collect();
+        assert!(values.contains(&Some(bytes::Bytes::from("committed-stays"))));
+        log.close().await.unwrap();
+        let log = Log::open(dir.path(), config, 0).await.unwrap();
+        assert_eq!(log.aborted_txns(Offset(0), Offset(1000)), vec![]);
+        assert_eq!(markers(log.clone()).await, vec![9]);
         log.close().await.unwrap();
     });
 }

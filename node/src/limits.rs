@@ -327,10 +327,14 @@ pub const TXN_MARKER_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a partition leader waits for the coordinator's answer to a transactional produce's
 /// verification (KIP-890) before answering the produce with a retriable error.
 pub const TXN_VERIFY_CALL_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a request adding partitions to a transaction waits for the producer's previous
+/// How long a request adding partitions to a transaction (or ending one) waits for the producer's previous
 /// transaction to complete (its markers and completion written) before it is answered
 /// CONCURRENT_TRANSACTIONS (`txn_coordinator/ops.rs`).
 pub const TXN_CONCURRENT_WAIT_MAX: Duration = Duration::from_millis(100);
+
+/// The most memory a ListTransactions id pattern may compile to (a client's pattern must not
+/// cost the shard more; larger: INVALID_REGULAR_EXPRESSION).
+pub const ID_PATTERN_BYTES_MAX: usize = 1 << 20;
 
 // ---- Waits of the control plane and the etcd client ----
 

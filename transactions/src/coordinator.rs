@@ -298,9 +298,12 @@ impl Txns {
         }
     }
 
-    /// The transit was written: it is the state now.
+    /// The transit was written: it is the state now (a `Dead` one, written as a tombstone,
+    /// removes the id).
     pub fn complete(&mut self, transit: &Transit) {
-        if let Some(entry) = self.entries.get_mut(&transit.transactional_id) {
+        if transit.to.state == TxnState::Dead {
+            self.entries.remove(&transit.transactional_id);
+        } else if let Some(entry) = self.entries.get_mut(&transit.transactional_id) {
             entry.meta = transit.to.clone();
             entry.pending = None;
         }
@@ -485,6 +488,36 @@ impl Txns {
             .filter_map(|id| {
                 self.fence_and_abort(&id, now_ms, settings.cluster_version)
                     .ok()
+            })
+            .collect()
+    }
+
+    /// Every transactional id with no transaction open or completing whose state last changed
+    /// `expiration_ms` or more before `now_ms`, as the `Dead` transit the broker writes as a
+    /// tombstone (Kafka's `transactional.id.expiration.ms`, `removeExpiredTransactionalIds`).
+    /// A producer using an id again after that gets a new producer id.
+    pub fn expire(&mut self, now_ms: i64, expiration_ms: i64) -> Vec<Transit> {
+        let due: Vec<(String, TxnMetadata)> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| {
+                e.pending.is_none()
+                    && matches!(
+                        e.meta.state,
+                        TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+                    )
+                    && e.meta.last_update_ms <= now_ms.saturating_sub(expiration_ms)
+            })
+            .map(|(k, e)| (k.clone(), e.meta.clone()))
+            .collect();
+        due.into_iter()
+            .map(|(id, m)| {
+                let to = TxnMetadata {
+                    state: TxnState::Dead,
+                    last_update_ms: now_ms,
+                    ..m
+                };
+                self.pending_transit(&id, to)
             })
             .collect()
     }
@@ -1178,6 +1211,45 @@ mod tests {
             t.end_txn("tx", pe(1001, 0), true, TxnVersion::V0, 62_000, &mut alloc),
             Err(TxnError::ProducerFenced { .. })
         ));
+    }
+
+    #[test]
+    fn an_idle_transactional_id_expires_and_comes_back_with_a_new_producer_id() {
+        const EXPIRATION: i64 = 604_800_000;
+        let (mut t, mut alloc) = (Txns::default(), ids());
+        let first = init(&mut t, &mut alloc, None);
+        assert!(
+            t.expire(EXPIRATION - 1, EXPIRATION).is_empty(),
+            "not idle long enough"
+        );
+        let dead = t.expire(EXPIRATION, EXPIRATION);
+        assert_eq!(dead.len(), 1);
+        assert_eq!(dead[0].to.state, TxnState::Dead);
+        assert!(t.expire(EXPIRATION, EXPIRATION).is_empty(), "pending: once");
+        assert_eq!(
+            t.init_producer_id("tx", 60_000, None, EXPIRATION, SETTINGS, &mut alloc),
+            Err(TxnError::ConcurrentTransactions)
+        );
+        // Not written: the id stays and expires again next time.
+        t.abandon(&dead[0]);
+        assert!(t.get("tx").is_some());
+        let dead = t.expire(EXPIRATION + 1, EXPIRATION);
+        t.complete(&dead[0]);
+        assert!(t.get("tx").is_none() && t.iter().next().is_none());
+        let again = init(&mut t, &mut alloc, None);
+        assert_ne!(again.producer_id, first.producer_id);
+        assert_eq!(again.epoch, 0);
+        // An open transaction does not expire, however old.
+        add(
+            &mut t,
+            "tx",
+            again.producer_id,
+            0,
+            &[tp("a", 0)],
+            TxnVersion::V0,
+            1,
+        );
+        assert!(t.expire(i64::MAX, EXPIRATION).is_empty());
     }
 
     #[test]

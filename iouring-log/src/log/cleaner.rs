@@ -16,7 +16,12 @@
 //!    after its first. A record stays when its key's latest offset is its own (or its key is
 //!    not in the map: a key not seen since); unkeyed records go (a compacted topic refuses
 //!    them, older ones are dropped); a tombstone (null value) goes once it is in the clean
-//!    part and its batch is older than `delete.retention.ms`. A batch whose records all stay
+//!    part and its batch is older than `delete.retention.ms`. A transaction marker (COMMIT or
+//!    ABORT control batch) goes, as in Kafka, once none of its transaction's data is left —
+//!    the cleaning walked no batch of that transaction before it, so the data went in an
+//!    earlier cleaning — and it is in the clean part and older than `delete.retention.ms`; an
+//!    ABORT marker's `.txnindex` entry goes with it (a read_committed consumer given the entry
+//!    without the marker would skip the producer's later records). A batch whose records all stay
 //!    is copied as it is; one that loses some is rewritten with the same header fields (base
 //!    offset, last offset delta, timestamps, producer, leader epoch, compression) around the
 //!    records that stay, which are copied byte for byte; a batch that loses all goes.
@@ -109,6 +114,8 @@ pub struct CleanStats {
     pub unkeyed_removed: u64,
     pub batches_rewritten: u64,
     pub batches_removed: u64,
+    /// Transaction markers removed (their transactions' data gone, `delete.retention.ms` past).
+    pub markers_removed: u64,
 }
 
 /// How dirty a log is.
@@ -284,6 +291,9 @@ impl Log {
             first_dirty: d.first_dirty,
             tombstone_horizon: now_ms - cfg.compaction.delete_retention_ms,
         };
+        // Carried across the groups: a transaction's data may lie in an earlier group than its
+        // marker.
+        let mut markers = Markers::default();
         for group in group_by_size(&to_clean, cfg.segment_bytes) {
             if stats.segments_after > 0 && stop() {
                 break;
@@ -291,7 +301,7 @@ impl Log {
             let last = group.last().expect("groups are not empty").base;
             let group_end = base_after(&to_clean, last).unwrap_or(end);
             let cleaned = self
-                .write_cleaned(&group, &rules, &mut stats, &mut throttle)
+                .write_cleaned(&group, &rules, &mut markers, &mut stats, &mut throttle)
                 .await?;
             stats.bytes_after += cleaned.size;
             stats.segments_after += 1;
@@ -308,6 +318,7 @@ impl Log {
             bytes = format!("{} -> {}", stats.bytes_before, stats.bytes_after),
             records_removed = stats.records_removed,
             tombstones_removed = stats.tombstones_removed,
+            markers_removed = stats.markers_removed,
             "log cleaned"
         );
         Ok(Some(stats))
@@ -318,6 +329,7 @@ impl Log {
         &self,
         group: &[Snap],
         rules: &Rules<'_>,
+        markers: &mut Markers,
         stats: &mut CleanStats,
         throttle: &mut Throttle,
     ) -> Result<CleanedSegment, CleanError> {
@@ -335,6 +347,16 @@ impl Log {
                     records,
                 } = batch;
                 stats.records_read += records.records.len() as u64;
+                if header.is_control() {
+                    if markers.removable(&header, rules) {
+                        stats.markers_removed += 1;
+                        stats.batches_removed += 1;
+                    } else {
+                        out.push(&header, bytes).await?;
+                    }
+                    continue;
+                }
+                markers.data(&header);
                 if rules.aborted.holds(&header) {
                     stats.records_removed += records.records.len() as u64;
                     stats.batches_removed += 1;
@@ -360,8 +382,7 @@ impl Log {
                         kept
                     })
                     .collect();
-                let control = header.attributes & (1 << 5) != 0;
-                if control || keep.len() == records.records.len() {
+                if keep.len() == records.records.len() {
                     out.push(&header, bytes).await?;
                 } else if keep.is_empty() {
                     stats.batches_removed += 1;
@@ -376,7 +397,9 @@ impl Log {
                 }
             }
         }
-        Ok(out.finish().await?)
+        let mut cleaned = out.finish().await?;
+        cleaned.markers_removed = std::mem::take(&mut markers.removed);
+        Ok(cleaned)
     }
 
     /// Where `group` starts in the log's segments, if they are all still there as the cleaner
@@ -438,15 +461,23 @@ impl Log {
         // The group's aborted transaction entries, in one `.txnindex` for the cleaned segment,
         // in place before the commit: until the swap, the entries of the later segments it
         // holds lie past the base segment's end, and its load drops them (`txn_index.rs`).
+        // Without the entries of the ABORT markers the cleaning removed: their data went
+        // before them (a crash before the commit leaves such a marker in place without its
+        // entry, which a consumer ignores: no data of the transaction is left to skip).
         let aborted: Vec<AbortedTxnEntry> = {
             let st = self.inner.state.borrow();
             st.segments
                 .iter()
                 .filter(|s| group.iter().any(|g| g.base == s.base_offset))
                 .flat_map(|s| s.aborted.iter().copied())
+                .filter(|e| {
+                    !cleaned
+                        .markers_removed
+                        .contains(&(e.producer_id, e.last_offset))
+                })
                 .collect()
         };
-        if aborted.len() > self.segment_aborted(base).len() {
+        if aborted != self.segment_aborted(base) {
             replace_file_durably(
                 &segment_file(&dir, base, TXN_INDEX_SUFFIX),
                 txn_index::to_bytes(&aborted),
@@ -551,11 +582,42 @@ impl Aborted {
     }
 }
 
+/// The transactions whose data one cleaning walked: a marker stays while its transaction's
+/// data may still be in the log (Kafka's `CleanedTransactionMetadata`).
+#[derive(Default)]
+struct Markers {
+    /// Producers with a transactional data batch walked since their last marker (a producer's
+    /// transactions on a partition do not overlap: its next starts after the marker).
+    open: std::collections::HashSet<i64>,
+    /// `(producer id, offset)` of the markers removed from the group being written.
+    removed: Vec<(i64, Offset)>,
+}
+
+impl Markers {
+    fn data(&mut self, header: &BatchHeader) {
+        if header.is_transactional() {
+            self.open.insert(header.producer_id);
+        }
+    }
+
+    /// Whether the marker `header` goes; remembers it if so.
+    fn removable(&mut self, header: &BatchHeader, rules: &Rules<'_>) -> bool {
+        let data_walked = self.open.remove(&header.producer_id);
+        let go = !data_walked
+            && header.base_offset < rules.first_dirty
+            && header.max_timestamp.0 <= rules.tombstone_horizon;
+        if go {
+            self.removed.push((header.producer_id, header.base_offset));
+        }
+        go
+    }
+}
+
 struct Rules<'a> {
     map: &'a OffsetMap,
     aborted: &'a Aborted,
     first_dirty: Offset,
-    /// Tombstones in batches at or before this time, in the clean part, go.
+    /// Tombstones and markers in batches at or before this time, in the clean part, go.
     tombstone_horizon: i64,
 }
 
@@ -972,6 +1034,8 @@ struct CleanedSegment {
     path: PathBuf,
     size: u64,
     indexes: SegmentIndexes,
+    /// `(producer id, offset)` of the transaction markers left out.
+    markers_removed: Vec<(i64, Offset)>,
 }
 
 /// Writes a new segment file with buffered I/O, building its indexes.
@@ -1047,6 +1111,7 @@ impl CleanedWriter {
             path: self.path,
             size: self.size,
             indexes: self.indexes,
+            markers_removed: Vec::new(),
         })
     }
 }

@@ -500,6 +500,18 @@ pub const PROPERTIES: &[Property] = &[
         "How often the transaction coordinator aborts transactions open longer than their timeout.",
     ),
     prop(
+        "transactional.id.expiration.ms",
+        "604800000",
+        ConfigType::Int,
+        "How long a transactional id with no transaction open may go without a change before the coordinator removes it (a tombstone in __transaction_state); a producer using it again gets a new producer id.",
+    ),
+    prop(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        "3600000",
+        ConfigType::Int,
+        "How often the transaction coordinator removes transactional ids past transactional.id.expiration.ms.",
+    ),
+    prop(
         "transaction.version",
         "2",
         ConfigType::Short,

@@ -110,6 +110,11 @@ pub struct TxnConfig {
     pub max_timeout_ms: i32,
     /// How often timed-out transactions are aborted.
     pub abort_timed_out_interval_ms: i64,
+    /// `transactional.id.expiration.ms`: an id idle this long is removed.
+    pub id_expiration_ms: i64,
+    /// How often idle transactional ids are looked for
+    /// (`transaction.remove.expired.transaction.cleanup.interval.ms`).
+    pub remove_expired_interval_ms: i64,
     /// The finalized `transaction.version` feature level the node advertises (KIP-890 part 2 at
     /// 2) and writes `__transaction_state` values for (flexible from 1).
     pub version: ::transactions::TxnVersion,

@@ -34,6 +34,10 @@ impl Properties {
             abort_timed_out_interval_ms: positive(
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms",
             )?,
+            id_expiration_ms: positive("transactional.id.expiration.ms")?,
+            remove_expired_interval_ms: positive(
+                "transaction.remove.expired.transaction.cleanup.interval.ms",
+            )?,
             partition_verification: self.bool("transaction.partition.verification.enable")?,
             version: match self.int::<i64>("transaction.version")? {
                 0 => ::transactions::TxnVersion::V0,

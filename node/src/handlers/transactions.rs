@@ -579,9 +579,10 @@ pub fn describe_transactions(
     resp
 }
 
-/// ListTransactions v0-1: the transactions this shard coordinates (an admin client asks every
-/// broker), filtered by state, producer id and (v1) how long they have run; the caller sees
-/// the ids it may describe. v2's id pattern is not served.
+/// ListTransactions v0-2: the transactions this shard coordinates (an admin client asks every
+/// broker), filtered by state, producer id, (v1) how long they have run and (v2) a regular
+/// expression the whole id matches (INVALID_REGULAR_EXPRESSION when it does not compile); the
+/// caller sees the ids it may describe.
 pub fn list_transactions(
     ctx: &Rc<ShardCtx>,
     client: &Client,
@@ -600,6 +601,21 @@ pub fn list_transactions(
     if !req.state_filters.is_empty() && states.is_empty() {
         return resp;
     }
+    let pattern = match req
+        .transactional_id_pattern
+        .as_deref()
+        .filter(|p| !p.is_empty())
+    {
+        Some(p) if version >= 2 => match id_pattern(p) {
+            Ok(re) => Some(re),
+            Err(e) => {
+                tracing::debug!(pattern = p, error = %e, "ListTransactions pattern refused");
+                resp.error_code = ResponseError::InvalidRegularExpression.code();
+                return resp;
+            }
+        },
+        _ => None,
+    };
     let pids: Vec<i64> = req.producer_id_filters.iter().map(|p| p.0).collect();
     let longer_than = if version >= 1 {
         req.duration_filter
@@ -610,7 +626,8 @@ pub fn list_transactions(
     let listed = ctx.txn_coordinator().each(|id, m| {
         let wanted = (states.is_empty() || states.contains(&m.state))
             && (pids.is_empty() || pids.contains(&m.producer_id))
-            && (longer_than < 0 || (m.start_ms >= 0 && now - m.start_ms > longer_than));
+            && (longer_than < 0 || (m.start_ms >= 0 && now - m.start_ms > longer_than))
+            && pattern.as_ref().is_none_or(|re| re.is_match(id));
         wanted.then(|| (id.to_owned(), m.producer_id, m.state))
     });
     for (id, pid, state) in listed {
@@ -631,6 +648,15 @@ pub fn list_transactions(
         );
     }
     resp
+}
+
+/// ListTransactions' pattern as Kafka applies it (`Pattern.matches`: the whole id), with
+/// Rust's `regex` syntax (RE2's, as Kafka's consumer-group patterns; no look-around or
+/// back-references), its size bounded.
+fn id_pattern(pattern: &str) -> Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(&format!("^(?:{pattern})$"))
+        .size_limit(crate::limits::ID_PATTERN_BYTES_MAX)
+        .build()
 }
 
 /// DescribeProducers: the producers each asked partition remembers (READ on the topic; the

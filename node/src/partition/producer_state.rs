@@ -25,8 +25,8 @@ struct ProducerEntry {
     epoch: i16,
     batches: VecDeque<BatchRecord>,
     last_used: u64,
-    /// The max timestamp of its last batch appended or replayed since the node started (not
-    /// in snapshots: -1 until then).
+    /// The max timestamp of its last batch (-1: not known, as after a snapshot written before
+    /// timestamps were kept in it, or whose last batch a crash took).
     last_timestamp: i64,
 }
 
@@ -149,23 +149,26 @@ impl ProducerStateMap {
     }
 
     /// One line per remembered batch, oldest first: `producer_id epoch first_seq last_seq
-    /// base_offset last_offset`.
+    /// base_offset last_offset last_timestamp`, the last the producer's last timestamp on the
+    /// line of its newest batch and -1 on the others.
     pub fn to_lines(&self) -> Vec<String> {
-        let mut batches: Vec<(i64, i64, i16, &BatchRecord)> = self
+        let mut batches: Vec<(i64, i64, i16, &BatchRecord, i64)> = self
             .producers
             .iter()
             .flat_map(|(id, p)| {
-                p.batches
-                    .iter()
-                    .map(move |b| (b.base_offset, *id, p.epoch, b))
+                let newest = p.batches.len().saturating_sub(1);
+                p.batches.iter().enumerate().map(move |(i, b)| {
+                    let ts = if i == newest { p.last_timestamp } else { -1 };
+                    (b.base_offset, *id, p.epoch, b, ts)
+                })
             })
             .collect();
         batches.sort_by_key(|b| b.0);
         batches
             .into_iter()
-            .map(|(_, id, epoch, b)| {
+            .map(|(_, id, epoch, b, ts)| {
                 format!(
-                    "{id} {epoch} {} {} {} {}",
+                    "{id} {epoch} {} {} {} {} {ts}",
                     b.first_seq, b.last_seq, b.base_offset, b.last_offset
                 )
             })
@@ -178,9 +181,17 @@ impl ProducerStateMap {
         let mut map = ProducerStateMap::default();
         for line in lines {
             let f: Vec<&str> = line.split(' ').collect();
-            let [id, epoch, first, last, base, last_offset] = f[..] else {
-                return None;
+            // Snapshots written before timestamps were kept have six fields.
+            let (id, epoch, first, last, base, last_offset, ts) = match f[..] {
+                [id, epoch, first, last, base, last_offset] => {
+                    (id, epoch, first, last, base, last_offset, "-1")
+                }
+                [id, epoch, first, last, base, last_offset, ts] => {
+                    (id, epoch, first, last, base, last_offset, ts)
+                }
+                _ => return None,
             };
+            let ts: i64 = ts.parse().ok()?;
             let batch = BatchRecord {
                 first_seq: first.parse().ok()?,
                 last_seq: last.parse().ok()?,
@@ -188,7 +199,10 @@ impl ProducerStateMap {
                 last_offset: last_offset.parse().ok()?,
             };
             if batch.last_offset < log_end_offset {
-                map.record(id.parse().ok()?, epoch.parse().ok()?, batch);
+                let id: i64 = id.parse().ok()?;
+                map.record(id, epoch.parse().ok()?, batch);
+                // The newest batch's line carries the timestamp, the others -1.
+                map.set_last_timestamp(id, ts);
             }
         }
         Some(map)
@@ -245,9 +259,31 @@ mod tests {
             };
             m.record(pid, epoch, batch);
         }
+        m.set_last_timestamp(7, 1_700_000_000_007);
+        m.set_last_timestamp(9, 1_700_000_000_009);
         let lines = m.to_lines();
         let back = ProducerStateMap::from_lines(&lines, i64::MAX).unwrap();
         assert_eq!(back.to_lines(), lines);
+        let timestamps = |m: &ProducerStateMap| {
+            let mut t: Vec<(i64, i64)> = m
+                .summaries()
+                .iter()
+                .map(|s| (s.producer_id, s.last_timestamp))
+                .collect();
+            t.sort();
+            t
+        };
+        assert_eq!(
+            timestamps(&back),
+            [(7, 1_700_000_000_007), (9, 1_700_000_000_009)]
+        );
+        // A snapshot of six fields (before timestamps were kept) still loads: timestamps unknown.
+        let old: Vec<String> = lines
+            .iter()
+            .map(|l| l.rsplit_once(' ').unwrap().0.to_string())
+            .collect();
+        let loaded = ProducerStateMap::from_lines(&old, i64::MAX).unwrap();
+        assert_eq!(timestamps(&loaded), [(7, -1), (9, -1)]);
         assert_eq!(
             back.check(9, 2, 30, 39),
             SequenceCheck::Duplicate {
@@ -257,6 +293,9 @@ mod tests {
         );
         // The log ends at 130: the batches from 130 on are gone, so 9's retry is no duplicate.
         let cut = ProducerStateMap::from_lines(&lines, 130).unwrap();
+        // Its newest batch gone with the rest, 9's timestamp is not known; 7's newest (140)
+        // too.
+        assert_eq!(timestamps(&cut), [(7, -1), (9, -1)]);
         assert!(!matches!(
             cut.check(9, 2, 30, 39),
             SequenceCheck::Duplicate { .. }

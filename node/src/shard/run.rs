@@ -112,6 +112,16 @@ pub async fn run_shard(
             }
         }
     });
+    let txn_expiry = spawn_into(background, {
+        let ctx = ctx.clone();
+        async move {
+            let every = ctx.config.transactions.remove_expired_interval_ms as u64;
+            loop {
+                glommio::timer::sleep(std::time::Duration::from_millis(every)).await;
+                crate::txn_coordinator::expire_transactional_ids(ctx.clone(), now_ms());
+            }
+        }
+    });
     let reporter = glommio::spawn_local({
         let ctx = ctx.clone();
         async move {
@@ -137,6 +147,7 @@ pub async fn run_shard(
     reporter.cancel();
     group_ticker.cancel();
     txn_ticker.cancel();
+    txn_expiry.cancel();
     maintenance.cancel();
     stall_probe.cancel();
     // In-flight requests finish: connections close after their current request, within

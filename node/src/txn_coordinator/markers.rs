@@ -172,24 +172,51 @@ async fn round(host: &dyn TxnHost, p: i32, coordinator_epoch: i32, id: &str) -> 
     }
 }
 
+/// The transits `decide` makes on each loaded partition, with the partition and its
+/// coordinator epoch.
+fn each_partition(
+    host: &dyn TxnHost,
+    mut decide: impl FnMut(&mut transactions::Txns) -> Vec<transactions::Transit>,
+) -> Vec<(i32, i32, transactions::Transit)> {
+    let c = host.txn_coordinator();
+    let mut parts = c.partitions.borrow_mut();
+    parts
+        .iter_mut()
+        .flat_map(|(&p, o)| {
+            let epoch = o.coordinator_epoch;
+            decide(&mut o.txns)
+                .into_iter()
+                .map(move |t| (p, epoch, t))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Removes the transactional ids of every loaded partition idle longer than
+/// `transactional.id.expiration.ms`: a tombstone written for each (acks=all), then the id
+/// forgotten; one whose tombstone is not written stays and is tried again next time.
+pub fn expire_transactional_ids(host: Rc<dyn TxnHost>, now: i64) {
+    let expiration_ms = host.txn_settings().id_expiration_ms;
+    for (p, epoch, transit) in each_partition(&*host, |t| t.expire(now, expiration_ms)) {
+        let host = host.clone();
+        glommio::spawn_local(async move {
+            match write(&*host, p, epoch, &transit, now).await {
+                Ok(()) => tracing::info!(transactional_id = %transit.transactional_id, "transactional id expired"),
+                Err(e) => tracing::debug!(transactional_id = %transit.transactional_id, error = %e, "transactional id not expired yet"),
+            }
+        })
+        .detach();
+    }
+}
+
 /// Aborts the transactions of every loaded partition open longer than their timeout: each
 /// fenced (epoch bumped), PrepareAbort written, markers sent, completed.
 pub fn abort_timed_out(host: Rc<dyn TxnHost>, now: i64) {
     let settings = settings(&*host);
-    let due: Vec<(i32, i32, transactions::Transit)> = {
-        let c = host.txn_coordinator();
-        let mut parts = c.partitions.borrow_mut();
-        parts
-            .iter_mut()
-            .flat_map(|(&p, o)| {
-                let epoch = o.coordinator_epoch;
-                o.txns
-                    .abort_timed_out(now, settings)
-                    .into_iter()
-                    .map(move |f| (p, epoch, f.0))
-            })
-            .collect()
-    };
+    let due = each_partition(&*host, |t| {
+        let aborts = t.abort_timed_out(now, settings);
+        aborts.into_iter().map(|f| f.0).collect()
+    });
     for (p, epoch, transit) in due {
         let host = host.clone();
         glommio::spawn_local(async move {

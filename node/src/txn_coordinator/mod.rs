@@ -29,7 +29,7 @@ use transactions::{records, Transit, TxnError, Txns};
 
 pub use host::{MarkerAnswers, MarkerRequest, TxnHost};
 pub use load::load_partition;
-pub use markers::abort_timed_out;
+pub use markers::{abort_timed_out, expire_transactional_ids};
 pub use ops::{
     add_offsets, add_partitions, check_partitions, end_txn, init_producer_id, txn_error,
     verify_partitions, TxnCheck, Verdicts,
@@ -166,8 +166,10 @@ async fn write(
     let written = async {
         let part = host.state_partition(p).ok_or(ResponseError::NotCoordinator)?;
         let key = records::encode_key(&transit.transactional_id);
-        let value = records::encode_value(&transit.to, host.txn_settings().version);
-        let records = vec![(key.into(), Some(value.into()))];
+        // A removed id (`Dead`) is a tombstone, as in Kafka.
+        let value = (transit.to.state != transactions::TxnState::Dead)
+            .then(|| records::encode_value(&transit.to, host.txn_settings().version).into());
+        let records = vec![(key.into(), value)];
         let epoch = LeaderEpoch(coordinator_epoch);
         append_keyed(&part, epoch, records, now, TXN_STATE_WRITE_TIMEOUT)
             .await

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use kafka_protocol::ResponseError;
 use transactions::coordinator::{Decision, FencedAbort, InitProducerId, ProducerIdAndEpoch};
-use transactions::{TxnError, TxnVersion};
+use transactions::{TxnError, TxnVersion, Txns};
 
 use super::{markers, owner, refusal, settings, write, TxnHost};
 use crate::limits::TXN_CONCURRENT_WAIT_MAX;
@@ -81,22 +81,40 @@ pub async fn add_partitions(
     now: i64,
 ) -> Result<(), ResponseError> {
     let (p, epoch) = owner(&*host, transactional_id)?;
+    let (decided, now) = held(&*host, p, epoch, now, |txns, now| {
+        txns.add_partitions(
+            transactional_id,
+            producer.producer_id,
+            producer.epoch,
+            partitions,
+            version,
+            now,
+        )
+    })
+    .await?;
+    match decided {
+        Decision::Answer(()) => Ok(()),
+        Decision::Write(transit, ()) => write(&*host, p, epoch, &transit, now).await,
+    }
+}
+
+/// Decides with `decide` on partition `p`'s state; a decision of CONCURRENT_TRANSACTIONS (the
+/// producer's previous transaction completing, or a change being written) is taken again each
+/// time a transit settles, for up to [`TXN_CONCURRENT_WAIT_MAX`], before it is the answer.
+/// Returns the decision with the time it was taken at.
+async fn held<T>(
+    host: &dyn TxnHost,
+    p: i32,
+    epoch: i32,
+    mut now: i64,
+    mut decide: impl FnMut(&mut Txns, i64) -> Result<T, TxnError>,
+) -> Result<(T, i64), ResponseError> {
     let deadline = Instant::now() + TXN_CONCURRENT_WAIT_MAX;
-    let mut now = now;
-    let decided = loop {
+    loop {
         let c = host.txn_coordinator();
         let seen = c.settled.generation();
         let decided = c
-            .with(p, epoch, |txns| {
-                txns.add_partitions(
-                    transactional_id,
-                    producer.producer_id,
-                    producer.epoch,
-                    partitions,
-                    version,
-                    now,
-                )
-            })
+            .with(p, epoch, |txns| decide(txns, now))
             .ok_or(ResponseError::NotCoordinator)?;
         let now_instant = Instant::now();
         match decided {
@@ -106,12 +124,9 @@ pub async fn add_partitions(
                 futures_lite::future::or(settled, expired).await;
                 now = crate::shard::now_ms();
             }
-            decided => break decided.map_err(refusal)?,
+            Err(e) => return Err(refusal(e)),
+            Ok(d) => return Ok((d, now)),
         }
-    };
-    match decided {
-        Decision::Answer(()) => Ok(()),
-        Decision::Write(transit, ()) => write(&*host, p, epoch, &transit, now).await,
     }
 }
 
@@ -215,7 +230,9 @@ pub async fn add_offsets(
 
 /// EndTxn: the transaction is prepared to commit or abort, answered once that is written; its
 /// markers are then sent and its completion written in the background (the producer's next
-/// transaction waits on CONCURRENT_TRANSACTIONS until then). With `version` V2 (EndTxn v5+)
+/// transaction waits on CONCURRENT_TRANSACTIONS until then). Met while the previous
+/// transaction still completes (a TV2 producer ending an empty transaction, or an EndTxn
+/// retried), it is held as an add is ([`held`]). With `version` V2 (EndTxn v5+)
 /// the transaction ends with an epoch bump: the answer is the producer id and epoch the
 /// producer goes on with.
 pub async fn end_txn(
@@ -228,29 +245,24 @@ pub async fn end_txn(
 ) -> Result<Option<ProducerIdAndEpoch>, ResponseError> {
     let (p, epoch) = owner(&*host, transactional_id)?;
     let mut allocate = || Some(host.new_producer_id());
-    let decided = host
-        .txn_coordinator()
-        .with(p, epoch, |txns| {
-            txns.end_txn(
-                transactional_id,
-                producer,
-                commit,
-                version,
-                now,
-                &mut allocate,
-            )
-        })
-        .ok_or(ResponseError::NotCoordinator)?
-        .map_err(|e: TxnError| {
-            if matches!(e, TxnError::InvalidTxnState(_)) {
-                let state = host
-                    .txn_coordinator()
-                    .with(p, epoch, |t| t.get(transactional_id).map(|m| (m.state, m.producer_epoch)))
-                    .flatten();
-                tracing::warn!(transactional_id, commit, producer_id = producer.producer_id, producer_epoch = producer.epoch, ?state, error = %e, "EndTxn refused");
-            }
-            refusal(e)
-        })?;
+    let (decided, now) = held(&*host, p, epoch, now, |txns, now| {
+        let decided = txns.end_txn(
+            transactional_id,
+            producer,
+            commit,
+            version,
+            now,
+            &mut allocate,
+        );
+        if let Err(e @ TxnError::InvalidTxnState(_)) = &decided {
+            let state = txns
+                .get(transactional_id)
+                .map(|m| (m.state, m.producer_epoch));
+            tracing::warn!(transactional_id, commit, producer_id = producer.producer_id, producer_epoch = producer.epoch, ?state, error = %e, "EndTxn refused");
+        }
+        decided
+    })
+    .await?;
     match decided {
         Decision::Answer(next) => Ok(next),
         Decision::Write(transit, next) => {

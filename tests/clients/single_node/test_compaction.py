@@ -161,6 +161,105 @@ def test_unkeyed_records_are_refused_by_a_compacted_topic(broker):
     assert [(k, v) for _, k, v in got] == [(b"k", b"keyed")]
 
 
+def control_batches(data_dir, topic):
+    """How many control batches (transaction markers) DumpLogSegments finds in the partition's
+    sealed segments (the active one is preallocated: complete on disk only once closed), by
+    producer id; None when a segment went (a cleaning swapped it) while it was read."""
+    found = {}
+    for seg in sorted(glob.glob(os.path.join(data_dir, f"{topic}-0", "*.log")))[:-1]:
+        r = kafka_tool("kafka.tools.DumpLogSegments", "--files", seg)
+        if r.returncode != 0 and not os.path.exists(seg):
+            return None
+        assert r.returncode == 0, r.stderr
+        for line in r.stdout.splitlines():
+            if line.startswith("baseOffset:") and "isControl: true" in line:
+                pid = int(re.search(r"producerId: (-?\d+)", line).group(1))
+                found[pid] = found.get(pid, 0) + 1
+    return found
+
+
+def test_transaction_markers_go_once_their_data_is_gone_and_later_transactions_still_read(make_broker):
+    """Kafka's rules for markers in a compacted topic: a committed transaction's value is
+    superseded and an aborted one's dropped by a first cleaning, which keeps their markers; a
+    later cleaning (`delete.retention.ms` 0) removes both markers — the ABORT's `.txnindex`
+    entry with it. The same producer's next transaction is then read by read_committed
+    consumers (an entry left without its marker would have them skip it), before and after
+    kill -9."""
+    b = make_broker(shards=1, settings={"log.cleaner.backoff.ms": "200"}).start()
+    topic = "txn-compacted"
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1,
+                                  config={**COMPACTED, "delete.retention.ms": "0"})])[topic].result(60)
+    txn = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "compacted"})
+    txn.init_transactions(30)
+    plain = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True})
+
+    def in_txn(key, value, commit):
+        txn.begin_transaction()
+        txn.produce(topic, key=key, value=value, partition=0)
+        txn.flush(30)
+        (txn.commit_transaction if commit else txn.abort_transaction)(30)
+
+    def put(key, value):
+        plain.produce(topic, key=key, value=value, partition=0)
+        assert plain.flush(30) == 0
+
+    def values(isolation):
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"r-{time.time()}",
+                      "isolation.level": isolation, "enable.auto.commit": False,
+                      "enable.partition.eof": True})
+        c.assign([TopicPartition(topic, 0, 0)])
+        out, deadline = [], time.time() + 30
+        while time.time() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == -191:  # _PARTITION_EOF
+                    break
+                continue
+            out.append(m.value())
+        c.close()
+        return out
+
+    in_txn(b"a", b"a-committed", commit=True)
+    in_txn(b"b", b"b-aborted", commit=False)
+    put(b"a", b"a-plain")
+
+    def markers():
+        while (found := control_batches(b.data_dir, topic)) is None:
+            time.sleep(0.2)
+        return found
+
+    # Each roll (after segment.ms) seals the segment before it; the cleaner (backoff 200 ms)
+    # cleans what is sealed. The first cleaning takes the data and keeps the markers.
+    time.sleep(1.2)
+    put(b"roll", b"r0")
+    deadline = time.time() + 30
+    while b"a-committed" in values("read_uncommitted"):
+        assert time.time() < deadline, "the first cleaning did not happen"
+        time.sleep(0.5)
+    assert b"b-aborted" not in values("read_uncommitted")
+    first = markers()
+    assert len(first) == 1 and list(first.values()) == [2], f"a marker went with its data: {first}"
+    # Later cleanings (the markers in the cleaned part, delete.retention.ms 0) take them.
+    rolls, deadline = 1, time.time() + 90
+    while markers():
+        assert time.time() < deadline, f"markers still there after {rolls} rolls: {b.read_log()[-3000:]}"
+        time.sleep(1.2)
+        put(b"roll", b"r%d" % rolls)
+        rolls += 1
+        time.sleep(1)
+    in_txn(b"c", b"c-committed", commit=True)
+    want = [b"a-plain", b"r%d" % (rolls - 1), b"c-committed"]
+    got = values("read_committed")
+    assert [v for v in got if v in want] == want and b"b-aborted" not in got, got
+    b.kill9()
+    b.start()
+    got = values("read_committed")
+    assert [v for v in got if v in want] == want and b"b-aborted" not in got, got
+
+
 def test_consumer_offsets_are_compacted_and_a_restart_loads_the_latest_commits():
     commits = 3000
     metrics_port = free_port_block(1)

@@ -186,7 +186,8 @@ def test_consume_transform_produce_copies_exactly_once(make_broker):
 
 
 def test_kafka_transactions_tool_lists_describes_and_aborts_a_hanging_transaction(make_broker):
-    """Kafka's `kafka-transactions` (TransactionsCommand, kafka-tools 4.1.1): list, describe,
+    """Kafka's `kafka-transactions` (TransactionsCommand, kafka-tools 4.1.1): list (with an id
+    pattern), describe,
     describe-producers, find-hanging (a live transaction is not hanging); and `abort` of an open
     transaction by its partition's start offset (what an operator does with a hanging one): its
     records are never read, and the read_committed consumer passes them. The metrics endpoint
@@ -212,6 +213,12 @@ def test_kafka_transactions_tool_lists_describes_and_aborts_a_hanging_transactio
 
     listed = run("list")
     assert "ops" in listed and "Ongoing" in listed, listed
+    # ListTransactions v2: the pattern matches the whole id; one that does not compile is
+    # refused with INVALID_REGULAR_EXPRESSION.
+    assert "ops" in run("list", "--transactional-id-pattern", "o.s"), "pattern o.s"
+    assert "ops" not in run("list", "--transactional-id-pattern", "o"), "pattern o matched ops"
+    bad = kafka_tool(tool, "--bootstrap-server", b.bootstrap, "list", "--transactional-id-pattern", "o{2")
+    assert bad.returncode != 0 and "INVALID_REGULAR_EXPRESSION" in bad.stdout + bad.stderr, bad.stdout + bad.stderr
     described = run("describe", "--transactional-id", "ops")
     assert "Ongoing" in described and f"{TOPIC}-0" in described, described
     producers = run("describe-producers", "--topic", TOPIC, "--partition", "0")
@@ -239,6 +246,64 @@ def test_kafka_transactions_tool_lists_describes_and_aborts_a_hanging_transactio
     assert metric(metrics_port, "ringlog_partition_last_stable_offset_lag", **part) == 0
     none_open = run("describe-producers", "--topic", TOPIC, "--partition", "0")
     assert not [l for l in none_open.splitlines()[1:] if l.split() and l.split()[-1] == "1"], none_open
+
+
+def test_an_idle_transactional_id_expires_and_comes_back_with_a_new_producer_id(make_broker):
+    """`transactional.id.expiration.ms`: an id with no transaction open that has not changed
+    for that long is removed by its coordinator (a tombstone in `__transaction_state`):
+    `kafka-transactions list` no longer shows it, `describe` finds nothing, it stays removed
+    across a kill -9, and a producer using it again gets a new producer id at epoch 0. An id
+    with a transaction open is not removed, however long it has been open."""
+    from support.kafka import kafka_tool
+
+    b = make_broker(settings={"transactional.id.expiration.ms": "8000",
+                              "transaction.remove.expired.transaction.cleanup.interval.ms": "300"}).start()
+    create(b)
+    tool = "org.apache.kafka.tools.TransactionsCommand"
+
+    def run(*args):
+        return kafka_tool(tool, "--bootstrap-server", b.bootstrap, *args)
+
+    def described(tid):
+        out = run("describe", "--transactional-id", tid)
+        assert out.returncode == 0, out.stdout + out.stderr
+        header, row = [l.split() for l in out.stdout.splitlines()[:2]]
+        return dict(zip(header, row))
+
+    def listed():
+        out = run("list")
+        assert out.returncode == 0, out.stdout + out.stderr
+        return {l.split()[0] for l in out.stdout.splitlines()[1:] if l.split()}
+
+    idle = transactional(b, "idle")
+    send(idle, [b"i0", b"i1"], commit=True)
+    first = described("idle")
+    busy = transactional(b, "busy")
+    busy.begin_transaction()
+    busy.produce(TOPIC, value=b"open", partition=0)
+    busy.flush(30)
+    assert "busy" in listed()  # `described` above found "idle" (each tool run starts a JVM)
+    deadline = time.time() + 40
+    while "idle" in listed():
+        assert time.time() < deadline, "the idle transactional id was not removed"
+        time.sleep(0.5)
+    time.sleep(3)  # past busy's expiration time too: its transaction is open
+    assert "busy" in listed(), "an id with a transaction open was removed"
+    gone = run("describe", "--transactional-id", "idle")
+    assert gone.returncode != 0 and "could not be found" in gone.stdout + gone.stderr, gone.stdout + gone.stderr
+    b.kill9()
+    b.start()
+    deadline = time.time() + 30
+    while "busy" not in listed():  # the coordinator loaded again
+        assert time.time() < deadline, "the coordinator did not load after the restart"
+        time.sleep(0.5)
+    assert "idle" not in listed(), "the removed id came back after kill -9"
+    again = transactional(b, "idle")
+    send(again, [b"i2", b"i3"], commit=True)
+    now = described("idle")
+    assert now["ProducerId"] != first["ProducerId"] and now["ProducerEpoch"] == "0", (first, now)
+    busy.abort_transaction(30)
+    assert read(b, "read_committed", 4) == {0: [b"i0", b"i2"], 1: [b"i1", b"i3"]}
 
 
 def test_a_commit_answered_just_before_kill_9_is_completed_after_restart(make_broker):
