@@ -515,7 +515,7 @@ pub const PROPERTIES: &[Property] = &[
         "transaction.version",
         "2",
         ConfigType::Short,
-        "The transaction.version feature level the node finalizes in ApiVersions (Kafka's feature): 2 has clients end every transaction with an epoch bump and add partitions implicitly (KIP-890 part 2); 0 or 1 keeps the older flow.",
+        "The transaction.version feature level the node finalizes in ApiVersions (Kafka's feature) until kafka-features upgrade/downgrade (UpdateFeatures) sets one for the cluster: 2 has clients end every transaction with an epoch bump and add partitions implicitly (KIP-890 part 2); 0 or 1 keeps the older flow.",
     ),
     prop(
         "transaction.partition.verification.enable",

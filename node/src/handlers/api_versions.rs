@@ -1,6 +1,7 @@
 //! ApiVersions: the versions in [`super::SUPPORTED`], nothing more; and Kafka's features
-//! (KIP-584) the node serves: `transaction.version` 0–2, finalized at the node's
-//! `transaction.version` (clients take level 2 for KIP-890 part 2's transactions).
+//! (KIP-584) the node serves: `transaction.version` 0–2, finalized at the level UpdateFeatures
+//! set for the cluster, else the node's `transaction.version` (clients take level 2 for
+//! KIP-890 part 2's transactions).
 
 use bytes::BytesMut;
 use kafka_protocol::messages::api_versions_response::{
@@ -14,17 +15,16 @@ use transactions::TxnVersion;
 
 use crate::server::response::Outgoing;
 
-/// The epoch of the finalized features: the features of a node are fixed while it runs.
-const FINALIZED_FEATURES_EPOCH: i64 = 1;
-
-pub fn handle(txn_version: TxnVersion) -> ApiVersionsResponse {
+/// `finalized_epoch`: the epoch of the last UpdateFeatures (clients keep the features of the
+/// highest epoch they saw).
+pub fn handle(txn_version: TxnVersion, finalized_epoch: i64) -> ApiVersionsResponse {
     let mut r = ApiVersionsResponse::default();
     let name = || StrBytes::from_static_str("transaction.version");
     r.supported_features = vec![SupportedFeatureKey::default()
         .with_name(name())
         .with_min_version(0)
         .with_max_version(TxnVersion::V2.level())];
-    r.finalized_features_epoch = FINALIZED_FEATURES_EPOCH;
+    r.finalized_features_epoch = finalized_epoch;
     if txn_version.level() > 0 {
         r.finalized_features = vec![FinalizedFeatureKey::default()
             .with_name(name())
@@ -46,7 +46,10 @@ pub fn handle(txn_version: TxnVersion) -> ApiVersionsResponse {
 
 /// The v0 answer to an ApiVersions request of a version we do not know.
 pub fn unsupported(correlation_id: i32) -> Outgoing {
-    let mut r = handle(TxnVersion::V0);
+    let mut r = handle(
+        TxnVersion::V0,
+        crate::metadata::snapshot::CONFIGURED_FEATURES_EPOCH,
+    );
     r.error_code = ResponseError::UnsupportedVersion.code();
     let mut buf = BytesMut::new();
     let mut h = ResponseHeader::default();

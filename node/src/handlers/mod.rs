@@ -13,6 +13,7 @@ pub mod describe_configs;
 pub mod describe_log_dirs;
 pub mod describe_topic_partitions;
 pub mod elect_leaders;
+pub mod features;
 pub mod fetch;
 pub mod groups;
 pub mod init_producer_id;
@@ -106,8 +107,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::TxnOffsetCommit, 0, 5),
     (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::DescribeTransactions, 0, 0),
-    // v2's transactional id pattern (a Java regex) is not served.
+    // v2: a transactional id pattern (RE2 syntax).
     (ApiKey::ListTransactions, 0, 2),
+    // The finalized `transaction.version`, cluster-wide (`kafka-features upgrade|downgrade`).
+    (ApiKey::UpdateFeatures, 0, 2),
     (ApiKey::DescribeProducers, 0, 0),
 ];
 
@@ -145,10 +148,14 @@ pub async fn dispatch(
     version: i16,
 ) -> Result<Option<Outgoing>, HandlerError> {
     let out = match request {
-        RequestKind::ApiVersions(_) => encode(
-            &api_versions::handle(ctx.config().transactions.version),
-            version,
-        )?,
+        RequestKind::ApiVersions(_) => {
+            let snapshot = ctx.snapshot();
+            let txn_version = snapshot.transaction_version(ctx.config().transactions.version);
+            encode(
+                &api_versions::handle(txn_version, snapshot.features_epoch()),
+                version,
+            )?
+        }
         RequestKind::Metadata(r) => {
             encode(&metadata::handle(ctx, client, r, version).await, version)?
         }
@@ -277,6 +284,9 @@ pub async fn dispatch(
             &elect_leaders::handle(ctx, client, r, version).await,
             version,
         )?,
+        RequestKind::UpdateFeatures(r) => {
+            encode(&features::handle(ctx, client, r, version).await, version)?
+        }
         RequestKind::ListPartitionReassignments(r) => {
             encode(&reassignments::list(ctx, client, r), version)?
         }

@@ -28,7 +28,9 @@ use super::moves::{apply_moves, complete_moves, min_insync_of, Cluster, Move};
 use super::names::{refuse_internal, validate_topic_name};
 use super::placement::{assigned_replicas, place_partitions, place_replicas, Load, NodeShards};
 use super::planner::{plan, Goal, PlanNode, PlanPartition};
-use super::snapshot::{Leader, PartitionMeta, Slot, Snapshot, TopicMeta, DEFAULT_BROKER};
+use super::snapshot::{
+    FinalizedFeature, Leader, PartitionMeta, Slot, Snapshot, TopicMeta, DEFAULT_BROKER,
+};
 use super::store::{MetadataStore, Saved};
 use crate::config::dynamic::UNCLEAN_LEADER_ELECTION;
 use crate::error::Refused;
@@ -107,6 +109,12 @@ pub enum Command {
         remove: Vec<(Pattern, AclEntry)>,
         reply: Reply,
     },
+    /// Finalized feature levels changed (UpdateFeatures): `alter` makes the new levels from
+    /// the current ones, or refuses.
+    UpdateFeatures {
+        alter: FeatureAlteration,
+        reply: Reply,
+    },
     /// Leader elections an operator asked for (ElectLeaders): `partitions` `None` for all.
     ElectLeaders {
         kind: ElectionType,
@@ -128,6 +136,11 @@ pub enum Command {
 /// [`Command::AlterTopicConfigs`]).
 pub type ConfigAlteration =
     Box<dyn Fn(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, Refused> + Send>;
+
+/// New finalized feature levels from the current ones (UpdateFeatures), or a refusal; asked
+/// again if the save meets a concurrent change.
+pub type FeatureAlteration =
+    Box<dyn Fn(&BTreeMap<String, i16>) -> Result<BTreeMap<String, i16>, Refused> + Send>;
 
 /// A new snapshot for a shard; the shard answers on `applied` once it opened/closed its logs.
 pub struct SnapshotUpdate {
@@ -713,6 +726,7 @@ impl Controller {
                 delete,
             } => alter_scram(&mut next, user, upsert, delete),
             Op::AlterAcls { add, remove } => Ok(alter_acls(&mut next, add, remove)),
+            Op::UpdateFeatures { alter } => update_features(&mut next, alter),
         }
         .map_err(Attempt::Refused)?;
         if !changed {
@@ -1020,6 +1034,26 @@ fn alter_broker_configs(
     Ok(true)
 }
 
+/// The levels `alter` makes, each changed one at the next features epoch (a feature set to 0
+/// stays listed at 0, so the epoch never goes back).
+fn update_features(snapshot: &mut Snapshot, alter: &FeatureAlteration) -> Result<bool, Refused> {
+    let current = snapshot.feature_levels();
+    let levels = alter(&current)?;
+    if levels == current {
+        return Ok(false);
+    }
+    let epoch = snapshot.features_epoch() + 1;
+    for (name, level) in levels {
+        if current.get(&name) != Some(&level) {
+            tracing::info!(feature = %name, level, epoch, "finalized feature level changed");
+            snapshot
+                .features
+                .insert(name, FinalizedFeature { level, epoch });
+        }
+    }
+    Ok(true)
+}
+
 fn delete_topic(snapshot: &mut Snapshot, name: &str) -> Result<bool, Refused> {
     refuse_internal(name, "deleted")?;
     if snapshot.topics.remove(name).is_none() {
@@ -1069,6 +1103,9 @@ enum Op {
     AlterAcls {
         add: Vec<(Pattern, AclEntry)>,
         remove: Vec<(Pattern, AclEntry)>,
+    },
+    UpdateFeatures {
+        alter: FeatureAlteration,
     },
 }
 
@@ -1143,6 +1180,7 @@ impl Command {
                 reply,
             ),
             Command::AlterAcls { add, remove, reply } => (Op::AlterAcls { add, remove }, reply),
+            Command::UpdateFeatures { alter, reply } => (Op::UpdateFeatures { alter }, reply),
             Command::AlterBrokerConfigs {
                 broker,
                 alter,

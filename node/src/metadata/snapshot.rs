@@ -333,7 +333,26 @@ pub struct Snapshot {
     /// the cluster-wide defaults under [`DEFAULT_BROKER`].
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Finalized feature levels set with UpdateFeatures (`kafka-features upgrade` /
+    /// `downgrade`), by feature name; a feature not here is at the level each node is
+    /// configured with (`transaction.version`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub features: BTreeMap<String, FinalizedFeature>,
 }
+
+/// A feature's finalized level and the epoch of the change that set it (ApiVersions'
+/// `finalized_features_epoch`: clients keep the features of the highest epoch they saw).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FinalizedFeature {
+    pub level: i16,
+    pub epoch: i64,
+}
+
+/// The epoch of features as the nodes are configured, before any UpdateFeatures.
+pub const CONFIGURED_FEATURES_EPOCH: i64 = 1;
+
+/// The feature [`Snapshot::transaction_version`] reads.
+pub const TRANSACTION_VERSION_FEATURE: &str = "transaction.version";
 
 /// The key of the cluster-wide dynamic broker defaults (Kafka's `--entity-default`, a broker
 /// resource named "").
@@ -345,6 +364,36 @@ impl Snapshot {
         usize::try_from(partition)
             .ok()
             .and_then(|p| t.partitions.get(p))
+    }
+
+    /// The cluster's `transaction.version`: as finalized with UpdateFeatures, else the node's
+    /// configured level.
+    pub fn transaction_version(
+        &self,
+        configured: transactions::TxnVersion,
+    ) -> transactions::TxnVersion {
+        self.features
+            .get(TRANSACTION_VERSION_FEATURE)
+            .map_or(configured, |f| {
+                transactions::TxnVersion::from_level(f.level)
+            })
+    }
+
+    /// The finalized features' epoch (ApiVersions).
+    pub fn features_epoch(&self) -> i64 {
+        self.features
+            .values()
+            .map(|f| f.epoch)
+            .max()
+            .unwrap_or(CONFIGURED_FEATURES_EPOCH)
+    }
+
+    /// The finalized level of each feature set with UpdateFeatures.
+    pub fn feature_levels(&self) -> BTreeMap<String, i16> {
+        self.features
+            .iter()
+            .map(|(n, f)| (n.clone(), f.level))
+            .collect()
     }
 
     /// Dynamic broker config `name` of broker `broker`: its own, else the cluster default.

@@ -355,6 +355,7 @@ mod tests {
                 RequestKind::ListPartitionReassignments(Default::default())
             }
             ApiKey::ElectLeaders => RequestKind::ElectLeaders(Default::default()),
+            ApiKey::UpdateFeatures => RequestKind::UpdateFeatures(Default::default()),
             other => panic!("add {other:?} to default_request"),
         }
     }

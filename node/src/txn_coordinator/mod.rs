@@ -127,8 +127,14 @@ pub fn describe(
 fn settings(host: &dyn TxnHost) -> TxnSettings {
     TxnSettings {
         max_timeout_ms: host.txn_settings().max_timeout_ms,
-        cluster_version: host.txn_settings().version,
+        cluster_version: cluster_version(host),
     }
+}
+
+/// The cluster's `transaction.version`: finalized with UpdateFeatures, else this node's.
+fn cluster_version(host: &dyn TxnHost) -> transactions::TxnVersion {
+    host.txn_snapshot()
+        .transaction_version(host.txn_settings().version)
 }
 
 /// The partition of `transactional_id` and its coordinator epoch, if this shard coordinates
@@ -168,7 +174,7 @@ async fn write(
         let key = records::encode_key(&transit.transactional_id);
         // A removed id (`Dead`) is a tombstone, as in Kafka.
         let value = (transit.to.state != transactions::TxnState::Dead)
-            .then(|| records::encode_value(&transit.to, host.txn_settings().version).into());
+            .then(|| records::encode_value(&transit.to, cluster_version(host)).into());
         let records = vec![(key.into(), value)];
         let epoch = LeaderEpoch(coordinator_epoch);
         append_keyed(&part, epoch, records, now, TXN_STATE_WRITE_TIMEOUT)

@@ -378,10 +378,12 @@ def test_a_transactional_batch_outside_its_transaction_is_refused(make_broker, v
         assert read(b, "read_committed", 1, timeout=3) == {0: [], 1: []}
 
 
-@pytest.mark.parametrize("txn_version", ["2", "1"])
+@pytest.mark.parametrize("txn_version", ["2", "1", "downgraded-to-1"])
 def test_java_transactions_at_the_finalized_transaction_version(make_broker, txn_version):
     """Transaction version 2 (KIP-890 part 2): ApiVersions finalizes `transaction.version` at
-    the broker's setting (Kafka's `kafka-features describe` shows it). Kafka's
+    the broker's setting (Kafka's `kafka-features describe` shows it), or at the level
+    `kafka-features downgrade|upgrade` (UpdateFeatures) set for the cluster — kept in the
+    metadata across a restart; an "upgrade" to a lower level and an unknown feature refused. Kafka's
     TransactionalMessageCopier (the Java 4.1.1 producer and consumer) copies 3 000 records in
     transactions of 100 with random aborts, sending offsets in each: at level 2 it sends no
     AddPartitionsToTxn or AddOffsetsToTxn (Produce v12 and TxnOffsetCommit v5 add the
@@ -393,9 +395,25 @@ def test_java_transactions_at_the_finalized_transaction_version(make_broker, txn
     metrics_port = free_port_block(1)
     # One shard: the leaders' calls to the coordinator stay inside it and are not counted as
     # AddPartitionsToTxn requests, which leaves the client's own.
+    downgraded = txn_version == "downgraded-to-1"
     b = make_broker(shards=1, settings={"metrics.listen": f"127.0.0.1:{metrics_port}",
-                                        "transaction.version": txn_version}).start()
-    features = kafka_tool("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", b.bootstrap, "describe")
+                                        "transaction.version": "2" if downgraded else txn_version}).start()
+
+    def feature_tool(*args):
+        return kafka_tool("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", b.bootstrap, *args)
+
+    if downgraded:
+        txn_version = "1"
+        lower = feature_tool("upgrade", "--feature", "transaction.version=1")
+        assert lower.returncode != 0 and "cannot lower" in lower.stdout + lower.stderr, lower.stdout + lower.stderr
+        unknown = feature_tool("upgrade", "--feature", "group.version=1")
+        assert unknown.returncode != 0 and "not supported by ringlog" in unknown.stdout + unknown.stderr, \
+            unknown.stdout + unknown.stderr
+        down = feature_tool("downgrade", "--feature", "transaction.version=1")
+        assert down.returncode == 0, down.stdout + down.stderr
+        b.stop()
+        b.start()
+    features = feature_tool("describe")
     assert features.returncode == 0, features.stdout + features.stderr
     line = next(l for l in features.stdout.splitlines() if "transaction.version" in l)
     assert "SupportedMaxVersion: 2" in line and f"FinalizedVersionLevel: {txn_version}" in line, line

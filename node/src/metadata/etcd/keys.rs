@@ -82,6 +82,16 @@ impl Keys {
             .strip_prefix("broker-configs/")
     }
 
+    /// A finalized feature's level (UpdateFeatures).
+    pub fn feature(&self, name: &str) -> String {
+        format!("{}features/{name}", self.root)
+    }
+
+    /// Parses a feature key back into the feature's name.
+    pub fn feature_of<'a>(&self, key: &'a str) -> Option<&'a str> {
+        key.strip_prefix(&self.root)?.strip_prefix("features/")
+    }
+
     /// Whether `key` is a controller candidacy (etcd's election API puts one key per candidate
     /// under the election's name; the oldest is the leader).
     pub fn is_controller_candidacy(&self, key: &str) -> bool {

@@ -27,7 +27,7 @@ use crate::limits::PREDECESSOR_POLL;
 use crate::limits::PREDECESSOR_WAIT_MARGIN;
 use crate::metadata::lease::LeaseClock;
 use crate::metadata::placement::NodeShards;
-use crate::metadata::snapshot::{NodeInfo, Snapshot, TopicMeta};
+use crate::metadata::snapshot::{FinalizedFeature, NodeInfo, Snapshot, TopicMeta};
 use crate::metadata::store::{MetadataStore, Saved, StoreError};
 use crate::security::acl::Entry as AclEntry;
 use crate::security::sasl::UserCredentials;
@@ -55,6 +55,8 @@ pub struct EtcdStore {
     broker_configs: BTreeMap<String, (BTreeMap<String, String>, i64)>,
     /// Every resource pattern's ACL entries as last read, with the key's mod revision.
     acls: BTreeMap<String, (BTreeSet<AclEntry>, i64)>,
+    /// Finalized feature levels as last read, with the key's mod revision.
+    features: BTreeMap<String, (FinalizedFeature, i64)>,
     nodes: BTreeMap<NodeId, NodeInfo>,
     /// Every registration as last read: node → (broker epoch, the key's mod revision).
     registrations: BTreeMap<NodeId, (i64, i64)>,
@@ -111,6 +113,7 @@ impl EtcdStore {
             scram: BTreeMap::new(),
             broker_configs: BTreeMap::new(),
             acls: BTreeMap::new(),
+            features: BTreeMap::new(),
             nodes: BTreeMap::new(),
             registrations: BTreeMap::new(),
             candidates: BTreeMap::new(),
@@ -153,6 +156,8 @@ impl EtcdStore {
             return put_doc(&mut self.broker_configs, broker, e, "broker configs");
         } else if let Some(pattern) = keys.acls_of(&e.key) {
             return put_doc(&mut self.acls, pattern, e, "ACLs");
+        } else if let Some(name) = keys.feature_of(&e.key) {
+            return put_doc(&mut self.features, name, e, "a feature level");
         } else if keys.is_controller_candidacy(&e.key) {
             let node = String::from_utf8_lossy(&e.value).parse::<NodeId>();
             if let Ok(node) = node {
@@ -201,6 +206,9 @@ impl EtcdStore {
         if let Some(pattern) = keys.acls_of(key) {
             return self.acls.remove(pattern).is_some();
         }
+        if let Some(name) = keys.feature_of(key) {
+            return self.features.remove(name).is_some();
+        }
         if let Some(node) = keys.broker_of(key) {
             self.registrations.remove(&node);
             self.liveness.deregistered(node);
@@ -229,6 +237,7 @@ impl EtcdStore {
             scram: as_read(&self.scram),
             broker_configs: as_read(&self.broker_configs),
             acls: as_read(&self.acls),
+            features: as_read(&self.features),
         }
     }
 
@@ -360,6 +369,7 @@ impl EtcdStore {
         self.scram.clear();
         self.broker_configs.clear();
         self.acls.clear();
+        self.features.clear();
         self.nodes.clear();
         self.registrations.clear();
         self.liveness = Liveness::default();
@@ -508,6 +518,7 @@ impl MetadataStore for EtcdStore {
             keys.broker_configs(b)
         });
         txn.diff(&self.acls, &snapshot.acls, |p| keys.acls(p));
+        txn.diff(&self.features, &snapshot.features, |f| keys.feature(f));
         if txn.ops.is_empty() {
             return Ok(Saved::Yes);
         }
@@ -539,6 +550,7 @@ impl MetadataStore for EtcdStore {
         saved(&mut self.scram, &snapshot.scram, revision);
         saved(&mut self.broker_configs, &snapshot.broker_configs, revision);
         saved(&mut self.acls, &snapshot.acls, revision);
+        saved(&mut self.features, &snapshot.features, revision);
         Ok(Saved::Yes)
     }
 
