@@ -216,6 +216,7 @@ def test_kafka_transactions_tool_lists_describes_and_aborts_a_hanging_transactio
     # ListTransactions v2: the pattern matches the whole id; one that does not compile is
     # refused with INVALID_REGULAR_EXPRESSION.
     assert "ops" in run("list", "--transactional-id-pattern", "o.s"), "pattern o.s"
+    assert "ops" in run("list", "--transactional-id-pattern", "'(?i)OPS'"), "pattern (?i)OPS (kafka_tool's bash needs the quotes)"
     assert "ops" not in run("list", "--transactional-id-pattern", "o"), "pattern o matched ops"
     bad = kafka_tool(tool, "--bootstrap-server", b.bootstrap, "list", "--transactional-id-pattern", "o{2")
     assert bad.returncode != 0 and "INVALID_REGULAR_EXPRESSION" in bad.stdout + bad.stderr, bad.stdout + bad.stderr
