@@ -13,13 +13,14 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use transactions::TxnVersion;
 
+use crate::metadata::snapshot::{CONFIGURED_FEATURES_EPOCH, TRANSACTION_VERSION_FEATURE};
 use crate::server::response::Outgoing;
 
 /// `finalized_epoch`: the epoch of the last UpdateFeatures (clients keep the features of the
 /// highest epoch they saw).
 pub fn handle(txn_version: TxnVersion, finalized_epoch: i64) -> ApiVersionsResponse {
     let mut r = ApiVersionsResponse::default();
-    let name = || StrBytes::from_static_str("transaction.version");
+    let name = || StrBytes::from_static_str(TRANSACTION_VERSION_FEATURE);
     r.supported_features = vec![SupportedFeatureKey::default()
         .with_name(name())
         .with_min_version(0)
@@ -46,10 +47,7 @@ pub fn handle(txn_version: TxnVersion, finalized_epoch: i64) -> ApiVersionsRespo
 
 /// The v0 answer to an ApiVersions request of a version we do not know.
 pub fn unsupported(correlation_id: i32) -> Outgoing {
-    let mut r = handle(
-        TxnVersion::V0,
-        crate::metadata::snapshot::CONFIGURED_FEATURES_EPOCH,
-    );
+    let mut r = handle(TxnVersion::V0, CONFIGURED_FEATURES_EPOCH);
     r.error_code = ResponseError::UnsupportedVersion.code();
     let mut buf = BytesMut::new();
     let mut h = ResponseHeader::default();

@@ -149,12 +149,9 @@ pub async fn dispatch(
 ) -> Result<Option<Outgoing>, HandlerError> {
     let out = match request {
         RequestKind::ApiVersions(_) => {
-            let snapshot = ctx.snapshot();
-            let txn_version = snapshot.transaction_version(ctx.config().transactions.version);
-            encode(
-                &api_versions::handle(txn_version, snapshot.features_epoch()),
-                version,
-            )?
+            let txn_version = crate::txn_coordinator::cluster_version(&**ctx);
+            let epoch = ctx.snapshot().features_epoch();
+            encode(&api_versions::handle(txn_version, epoch), version)?
         }
         RequestKind::Metadata(r) => {
             encode(&metadata::handle(ctx, client, r, version).await, version)?

@@ -26,8 +26,8 @@ use crate::partition::append::{batch_refused, Appended, Refused};
 use crate::partition::timestamps;
 use crate::partition::txns::TxnStart;
 use crate::partition::Partition;
-use crate::shard::txn_verify::TxnCheck;
 use crate::shard::{now_ms, ShardCtx};
+use crate::txn_coordinator::TxnCheck;
 use transactions::coordinator::ProducerIdAndEpoch;
 
 /// Who must have a produce's records before it is answered: the request's `acks`, parsed once

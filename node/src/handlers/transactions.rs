@@ -54,8 +54,8 @@ use crate::limits::TXN_STATE_WRITE_TIMEOUT;
 use crate::metadata::OFFSETS_TOPIC;
 use crate::partition::internal::InTransaction;
 use crate::security::acl::{Operation, ResourceType};
-use crate::shard::txn_verify::TxnCheck;
 use crate::shard::{now_ms, ShardCtx};
+use crate::txn_coordinator::TxnCheck;
 use crate::txn_coordinator::{self, txn_error, TxnHost};
 
 /// AddPartitionsToTxn: v0-3 a client's (below), v4+ a broker's (`from_broker`).

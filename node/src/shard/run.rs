@@ -102,26 +102,19 @@ pub async fn run_shard(
         }
     });
     let group_ticker = spawn_group_ticker(ctx.clone(), background);
-    let txn_ticker = spawn_into(background, {
-        let ctx = ctx.clone();
-        async move {
-            let every = ctx.config.transactions.abort_timed_out_interval_ms as u64;
-            loop {
-                glommio::timer::sleep(std::time::Duration::from_millis(every)).await;
-                crate::txn_coordinator::abort_timed_out(ctx.clone(), now_ms());
-            }
-        }
-    });
-    let txn_expiry = spawn_into(background, {
-        let ctx = ctx.clone();
-        async move {
-            let every = ctx.config.transactions.remove_expired_interval_ms as u64;
-            loop {
-                glommio::timer::sleep(std::time::Duration::from_millis(every)).await;
-                crate::txn_coordinator::expire_transactional_ids(ctx.clone(), now_ms());
-            }
-        }
-    });
+    let txns = &ctx.config.transactions;
+    let txn_ticker = spawn_sweep(
+        background,
+        &ctx,
+        txns.abort_timed_out_interval_ms,
+        crate::txn_coordinator::abort_timed_out,
+    );
+    let txn_expiry = spawn_sweep(
+        background,
+        &ctx,
+        txns.remove_expired_interval_ms,
+        crate::txn_coordinator::expire_transactional_ids,
+    );
     let reporter = glommio::spawn_local({
         let ctx = ctx.clone();
         async move {
@@ -210,6 +203,24 @@ fn spawn_group_ticker(
 }
 
 /// Spawns `task` into `queue`, a queue this shard made (glommio refuses only an unknown one).
+/// Runs the transaction coordinator's `sweep` every `every_ms` (timed-out transactions,
+/// expired transactional ids), told the time.
+fn spawn_sweep(
+    queue: glommio::TaskQueueHandle,
+    ctx: &Rc<ShardCtx>,
+    every_ms: i64,
+    sweep: fn(Rc<dyn crate::txn_coordinator::TxnHost>, i64),
+) -> glommio::task::JoinHandle<()> {
+    let ctx = ctx.clone();
+    spawn_into(queue, async move {
+        let every = std::time::Duration::from_millis(every_ms as u64);
+        loop {
+            glommio::timer::sleep(every).await;
+            sweep(ctx.clone(), now_ms());
+        }
+    })
+}
+
 fn spawn_into(
     queue: glommio::TaskQueueHandle,
     task: impl std::future::Future<Output = ()> + 'static,

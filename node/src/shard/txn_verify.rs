@@ -24,8 +24,7 @@ use transactions::coordinator::ProducerIdAndEpoch;
 use super::ShardCtx;
 use crate::limits::TXN_VERIFY_CALL_TIMEOUT;
 use crate::metadata::{Leader, Slot, TRANSACTION_STATE_TOPIC};
-pub use crate::txn_coordinator::TxnCheck;
-use crate::txn_coordinator::{self, TxnHost, Verdicts};
+use crate::txn_coordinator::{self, TxnCheck, TxnHost, Verdicts};
 
 impl ShardCtx {
     /// Asks `transactional_id`'s coordinator whether `partitions` are in the producer's

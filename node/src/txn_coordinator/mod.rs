@@ -131,8 +131,9 @@ fn settings(host: &dyn TxnHost) -> TxnSettings {
     }
 }
 
-/// The cluster's `transaction.version`: finalized with UpdateFeatures, else this node's.
-fn cluster_version(host: &dyn TxnHost) -> transactions::TxnVersion {
+/// The cluster's `transaction.version`: finalized with UpdateFeatures, else this node's
+/// (what ApiVersions finalizes, and what the coordinator decides and writes with).
+pub fn cluster_version(host: &dyn TxnHost) -> transactions::TxnVersion {
     host.txn_snapshot()
         .transaction_version(host.txn_settings().version)
 }
