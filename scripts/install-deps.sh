@@ -38,12 +38,16 @@ RINGLOG_APT_DEPS=(
   "etcd:etcd-server"     # cluster metadata store (node/tests/etcd_*.rs, scripts/cluster.sh)
   "etcdctl:etcd-client"  # inspecting a cluster's metadata by hand
   "promtool:prometheus"  # tests/clients/single_node/test_metrics.py: a real Prometheus scrapes the endpoint
+  "curl:curl"            # scripts/librdkafka/fetch-librdkafka-tests.sh (librdkafka's own test suite)
+  "make:make"            # the same: building librdkafka and its test runner
+  "g++:g++"              # the same (its C++ test parts)
 )
 
 # Packages without a command of their own, checked with dpkg.
 RINGLOG_APT_PKGS=(
   libprotobuf-dev # google/protobuf/*.proto that etcd's .proto files import (protobuf-compiler
                   # only recommends it, and recommends are not installed here)
+  zlib1g-dev      # librdkafka's test build (scripts/librdkafka/fetch-librdkafka-tests.sh)
 )
 
 # Python packages for tests/clients (pytest, the Kafka clients, kafka-python's optional codecs),

@@ -92,6 +92,9 @@ pub struct AppenderIo {
     pub failed: Option<LogFailure>,
     /// Bytes of the file preallocated so far.
     pub preallocated: u64,
+    /// `preallocate`: the first preallocation reaches this (the segment's whole size), beyond
+    /// the steps and the shard's budget.
+    pub preallocate_whole: u64,
     /// Set when the segment is being sealed or closed: the writer drains and exits.
     pub closing: bool,
     /// Writes planned and not yet completed, failed ones included (the planner counts a failed
@@ -167,6 +170,7 @@ impl Appender {
                 tail: Tail::new(end.size, end.partial_block),
                 failed: None,
                 preallocated: 0,
+                preallocate_whole: 0,
                 closing: false,
                 writes_running: 0,
             })),
@@ -231,11 +235,14 @@ impl Appender {
     }
 
     async fn ensure_preallocated(&self, needed: u64) {
-        let current = self.io.borrow().preallocated;
+        let (current, whole) = {
+            let io = self.io.borrow();
+            (io.preallocated, io.preallocate_whole)
+        };
         if needed <= current {
             return;
         }
-        let target = preallocation_target(current, needed, preallocation_cap());
+        let target = preallocation_target(current, needed, preallocation_cap()).max(whole);
         match self.file.pre_allocate(target).await {
             Ok(()) => self.io.borrow_mut().preallocated = target,
             // Preallocation is an optimisation: a filesystem without fallocate still takes the

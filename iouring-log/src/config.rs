@@ -10,6 +10,16 @@ pub struct LogConfig {
     pub segment_ms: i64,
     /// `index.interval.bytes`: bytes of log between index entries.
     pub index_interval_bytes: u64,
+    /// `segment.index.bytes`: the largest offset index (8-byte entries) and time index
+    /// (12-byte entries) of a segment; the segment rolls when either is full.
+    pub segment_index_bytes: u64,
+    /// `segment.jitter.ms`: each segment rolls up to this much (at most `segment.ms`) before
+    /// `segment.ms`, by an amount fixed per segment, so partitions created together do not all
+    /// roll at once.
+    pub segment_jitter_ms: i64,
+    /// `preallocate`: a new segment's file is allocated to `segment.bytes` at once, instead of
+    /// in steps that grow with it.
+    pub preallocate: bool,
     /// `flush.messages`: fsync after this many appended batches' records; `None` leaves
     /// durability to replication (Kafka's default).
     pub flush_messages: Option<u64>,
@@ -94,6 +104,9 @@ impl Default for LogConfig {
             segment_bytes: 1 << 30,
             segment_ms: 7 * 24 * 3600 * 1000,
             index_interval_bytes: 4096,
+            segment_index_bytes: 10 << 20,
+            segment_jitter_ms: 0,
+            preallocate: false,
             flush_messages: None,
             flush_ms: None,
             retention_bytes: None,
@@ -109,6 +122,10 @@ pub enum ConfigError {
     SegmentBytes { value: u64 },
     #[error("segment.ms {value} must be positive")]
     SegmentMs { value: i64 },
+    #[error("segment.index.bytes {value} must be at least 4")]
+    SegmentIndexBytes { value: u64 },
+    #[error("segment.jitter.ms {value} must not be negative")]
+    SegmentJitterMs { value: i64 },
     #[error("index.interval.bytes {value} must be positive")]
     IndexInterval { value: u64 },
     #[error("flush.messages {value} must be positive")]
@@ -126,6 +143,29 @@ pub enum ConfigError {
 }
 
 impl LogConfig {
+    /// How long after its rolling timestamp the segment based at `base` rolls: `segment.ms`
+    /// less its jitter, a share of `segment.jitter.ms` (bounded by `segment.ms`) fixed by the
+    /// log's directory and the segment's base offset.
+    pub fn roll_after_ms(&self, dir: &std::path::Path, base: i64) -> i64 {
+        let bound = self.segment_jitter_ms.min(self.segment_ms);
+        if bound <= 0 {
+            return self.segment_ms;
+        }
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (dir, base).hash(&mut h);
+        self.segment_ms - (h.finish() % bound as u64) as i64
+    }
+
+    /// Whether a segment whose indexes hold these entries must roll before the next batch.
+    pub fn indexes_full(&self, offset_entries: usize, time_entries: usize) -> bool {
+        let (offset_max, time_max) = (
+            self.segment_index_bytes / crate::limits::OFFSET_INDEX_ENTRY_BYTES as u64,
+            self.segment_index_bytes / crate::limits::TIME_INDEX_ENTRY_BYTES as u64,
+        );
+        offset_entries as u64 >= offset_max || time_entries as u64 >= time_max
+    }
+
     /// `(retention.ms, retention.bytes)` as they apply: neither without `delete` in
     /// `cleanup.policy` (a compacted-only log keeps every key's latest record forever).
     pub fn retention(&self) -> (Option<i64>, Option<u64>) {
@@ -145,6 +185,16 @@ impl LogConfig {
         if self.segment_ms <= 0 {
             return Err(ConfigError::SegmentMs {
                 value: self.segment_ms,
+            });
+        }
+        if self.segment_index_bytes < 4 {
+            return Err(ConfigError::SegmentIndexBytes {
+                value: self.segment_index_bytes,
+            });
+        }
+        if self.segment_jitter_ms < 0 {
+            return Err(ConfigError::SegmentJitterMs {
+                value: self.segment_jitter_ms,
             });
         }
         if self.index_interval_bytes == 0 {
@@ -182,5 +232,67 @@ impl LogConfig {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segment_jitter_is_a_fixed_share_of_segment_ms_per_segment() {
+        let dir = std::path::Path::new("/data/t-0");
+        let none = LogConfig::default();
+        assert_eq!(none.roll_after_ms(dir, 0), none.segment_ms);
+        let cfg = LogConfig {
+            segment_ms: 10_000,
+            segment_jitter_ms: 4_000,
+            ..LogConfig::default()
+        };
+        let rolls: Vec<i64> = (0..50).map(|b| cfg.roll_after_ms(dir, b * 100)).collect();
+        assert!(
+            rolls.iter().all(|r| (6_001..=10_000).contains(r)),
+            "{rolls:?}"
+        );
+        assert!(
+            rolls
+                .iter()
+                .collect::<std::collections::BTreeSet<_>>()
+                .len()
+                > 10
+        );
+        // The same segment always gets the same share (a reopened log rolls it as before).
+        assert_eq!(cfg.roll_after_ms(dir, 700), cfg.roll_after_ms(dir, 700));
+        // A jitter above segment.ms is bounded by it (Kafka's min(jitter, segment.ms)).
+        let wide = LogConfig {
+            segment_ms: 1_000,
+            segment_jitter_ms: i64::MAX,
+            ..LogConfig::default()
+        };
+        assert!((0..50).all(|b| (1..=1_000).contains(&wide.roll_after_ms(dir, b))));
+    }
+
+    #[test]
+    fn full_indexes_by_kafkas_entry_sizes() {
+        let cfg = LogConfig {
+            segment_index_bytes: 24,
+            ..LogConfig::default()
+        };
+        assert!(!cfg.indexes_full(2, 1));
+        assert!(cfg.indexes_full(3, 1));
+        assert!(cfg.indexes_full(0, 2));
+        let tiny = LogConfig {
+            segment_index_bytes: 4,
+            ..LogConfig::default()
+        };
+        assert!(tiny.indexes_full(0, 0));
+        assert_eq!(
+            LogConfig {
+                segment_index_bytes: 3,
+                ..LogConfig::default()
+            }
+            .validate(),
+            Err(ConfigError::SegmentIndexBytes { value: 3 })
+        );
     }
 }

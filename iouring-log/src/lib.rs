@@ -27,6 +27,7 @@ mod offset_index;
 mod read_cache;
 mod read_gate;
 mod reader;
+pub mod records;
 mod recovery;
 mod segment;
 mod segment_io;
@@ -43,11 +44,12 @@ mod write_planner;
 
 // A log: open, append, wait, read, roll, flush, retention, compaction.
 pub use config::{Compaction, ConfigError as LogConfigError, LogConfig};
-pub use log::cleaner::{first_unkeyed_record, CleanStats, CleanerLimits};
+pub use log::cleaner::{CleanStats, CleanerLimits};
 pub use log::durability::Durability;
 pub use log::open::LogOptions;
 pub use log::read::{ReadOptions, ReadResult};
 pub use log::{AppendInfo, Log};
+pub use records::first_unkeyed_record;
 pub use types::{FilePosition, LeaderEpoch, Offset, RelativeOffset, TimestampMs};
 
 // Kafka's aborted transaction index entries (`.txnindex`).

@@ -24,6 +24,10 @@ impl TimeIndex {
         &self.entries
     }
 
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
     pub fn last(&self) -> Option<TimeIndexEntry> {
         self.entries.last().copied()
     }

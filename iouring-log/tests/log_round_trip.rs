@@ -780,3 +780,64 @@ fn a_closed_log_removes_its_folder_and_an_open_one_refuses() {
         assert!(!dir.exists());
     });
 }
+
+/// `segment.index.bytes`: a segment rolls before either index would hold more entries than
+/// fit (8-byte offset entries, 12-byte time entries; the time index may take one more entry
+/// when the segment is sealed, as Kafka's does); `preallocate`: a new segment's file is
+/// allocated to `segment.bytes` by its first write.
+#[test]
+fn full_indexes_roll_the_segment_and_preallocate_allocates_it_whole() {
+    run(|| async {
+        let dir = tmpdir();
+        let cfg = LogConfig {
+            segment_bytes: 8 << 20,
+            index_interval_bytes: 1,
+            segment_index_bytes: 24,
+            preallocate: true,
+            ..LogConfig::default()
+        };
+        let log = Log::open(dir.path(), cfg, 0).await.unwrap();
+        for i in 0..30i64 {
+            log.append_as_leader(&batch(i, 1, 100, Compression::None), LeaderEpoch(0), i)
+                .await
+                .unwrap();
+        }
+        log.flush().await.unwrap();
+        let segments = log.segment_base_offsets().len();
+        assert!(segments >= 10, "{segments} segments for 30 batches");
+        // The active segment's file: allocated whole (8 MiB), though it holds a few batches.
+        let active = *log.segment_base_offsets().last().unwrap();
+        let path = dir.path().join(format!("{:020}.log", active.0));
+        let blocks = std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(&path).unwrap());
+        assert!(blocks * 512 >= 8 << 20, "{} bytes allocated", blocks * 512);
+        log.close().await.unwrap();
+        let mut indexes = 0;
+        for e in std::fs::read_dir(dir.path()).unwrap() {
+            let p = e.unwrap().path();
+            let len = std::fs::metadata(&p).unwrap().len();
+            match p.extension().and_then(|x| x.to_str()) {
+                Some("index") => {
+                    indexes += 1;
+                    assert!(len <= 24, "{}: {len} bytes", p.display());
+                }
+                Some("timeindex") => assert!(len <= 24 + 12, "{}: {len} bytes", p.display()),
+                _ => {}
+            }
+        }
+        assert_eq!(indexes, segments);
+        // Without the limit (10 MiB, Kafka's default) the same appends stay in one segment.
+        let dir = tmpdir();
+        let cfg = LogConfig {
+            segment_bytes: 8 << 20,
+            index_interval_bytes: 1,
+            ..LogConfig::default()
+        };
+        let log = Log::open(dir.path(), cfg, 0).await.unwrap();
+        for i in 0..30i64 {
+            log.append_as_leader(&batch(i, 1, 100, Compression::None), LeaderEpoch(0), i)
+                .await
+                .unwrap();
+        }
+        assert_eq!(log.segment_base_offsets().len(), 1);
+    });
+}

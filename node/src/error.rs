@@ -12,6 +12,27 @@ use kafka_protocol::ResponseError;
 pub struct Refused {
     pub error: ResponseError,
     pub message: String,
+    /// KIP-467: the records of a produced batch that made it refused, by their index in the
+    /// batch (Produce v8+ answers them; clients fail those records and may retry the rest).
+    pub record_errors: Vec<RecordError>,
+}
+
+/// One record of a produced batch that is refused, and why (Kafka's `RecordError`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordError {
+    pub batch_index: i32,
+    pub message: String,
+}
+
+impl std::fmt::Display for RecordError {
+    /// As Kafka's `RecordError.toString` (the partition's message lists up to three).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "RecordError(batchIndex={}, message='{}')",
+            self.batch_index, self.message
+        )
+    }
 }
 
 impl Refused {
@@ -19,6 +40,7 @@ impl Refused {
         Refused {
             error,
             message: message.into(),
+            record_errors: Vec::new(),
         }
     }
 }

@@ -12,10 +12,12 @@
 
 use std::collections::BTreeMap;
 
+use iouring_log::records::Codec;
 use iouring_log::Compaction;
 use iouring_log::LogConfig;
 
 use crate::config::ConfigType;
+pub use crate::partition::compression::TopicCompression;
 use crate::partition::timestamps::{TimestampPolicy, TimestampType};
 
 /// Per-topic configs a topic may override (Kafka's topic-level names).
@@ -41,6 +43,28 @@ pub const TOPIC_CONFIGS: &[&str] = &[
     "message.timestamp.after.max.ms",
     "leader.replication.throttled.replicas",
     "follower.replication.throttled.replicas",
+    "compression.type",
+    "compression.gzip.level",
+    "compression.lz4.level",
+    "compression.zstd.level",
+    "segment.index.bytes",
+    "segment.jitter.ms",
+    "preallocate",
+    "remote.storage.enable",
+    "local.retention.ms",
+    "local.retention.bytes",
+    "remote.log.copy.disable",
+    "remote.log.delete.on.disable",
+];
+
+/// Tiered storage's topic configs (KIP-405), accepted only at the value that keeps every
+/// segment on the broker: ringlog has no remote tier.
+const TIERED: &[(&str, &str)] = &[
+    ("remote.storage.enable", "false"),
+    ("local.retention.ms", "-2"),
+    ("local.retention.bytes", "-2"),
+    ("remote.log.copy.disable", "false"),
+    ("remote.log.delete.on.disable", "false"),
 ];
 
 /// What DescribeConfigs says of a topic config: the broker property it defaults to (its
@@ -204,6 +228,90 @@ pub const TOPIC_CONFIG_DEFS: &[TopicConfigDef] = &[
         kind: ConfigType::List,
         doc: "Replicas (partition:broker, or * for all) whose fetches, while out of sync, are held to the follower broker's follower.replication.throttled.rate.",
     },
+    TopicConfigDef {
+        name: "compression.type",
+        broker: "compression.type",
+        fixed_default: "",
+        kind: ConfigType::String,
+        doc: "The codec batches are stored with: uncompressed, gzip, snappy, lz4, zstd, or producer (as the producer sent them); a batch sent with another codec is recompressed on the broker.",
+    },
+    TopicConfigDef {
+        name: "compression.gzip.level",
+        broker: "compression.gzip.level",
+        fixed_default: "",
+        kind: ConfigType::Int,
+        doc: "The level of gzip when compression.type is gzip: 1 to 9, or -1 (6).",
+    },
+    TopicConfigDef {
+        name: "compression.lz4.level",
+        broker: "compression.lz4.level",
+        fixed_default: "",
+        kind: ConfigType::Int,
+        doc: "The level of lz4 when compression.type is lz4: 1 to 17 (above 12 compresses as 12).",
+    },
+    TopicConfigDef {
+        name: "compression.zstd.level",
+        broker: "compression.zstd.level",
+        fixed_default: "",
+        kind: ConfigType::Int,
+        doc: "The level of zstd when compression.type is zstd: -131072 to 22.",
+    },
+    TopicConfigDef {
+        name: "segment.index.bytes",
+        broker: "log.index.size.max.bytes",
+        fixed_default: "",
+        kind: ConfigType::Int,
+        doc: "The largest offset or time index of a segment; the segment rolls when one is full.",
+    },
+    TopicConfigDef {
+        name: "segment.jitter.ms",
+        broker: "log.roll.jitter.ms",
+        fixed_default: "",
+        kind: ConfigType::Long,
+        doc: "Each segment rolls up to this much before segment.ms, so partitions do not roll together.",
+    },
+    TopicConfigDef {
+        name: "preallocate",
+        broker: "log.preallocate",
+        fixed_default: "",
+        kind: ConfigType::Boolean,
+        doc: "Allocate a new segment's file to segment.bytes at once.",
+    },
+    TopicConfigDef {
+        name: "remote.storage.enable",
+        broker: "",
+        fixed_default: "false",
+        kind: ConfigType::Boolean,
+        doc: "Tiered storage (KIP-405) is not built in ringlog: only false.",
+    },
+    TopicConfigDef {
+        name: "local.retention.ms",
+        broker: "",
+        fixed_default: "-2",
+        kind: ConfigType::Long,
+        doc: "Tiered storage (KIP-405) is not built in ringlog: only -2 (retention.ms applies).",
+    },
+    TopicConfigDef {
+        name: "local.retention.bytes",
+        broker: "",
+        fixed_default: "-2",
+        kind: ConfigType::Long,
+        doc: "Tiered storage (KIP-405) is not built in ringlog: only -2 (retention.bytes applies).",
+    },
+    TopicConfigDef {
+        name: "remote.log.copy.disable",
+        broker: "",
+        fixed_default: "false",
+        kind: ConfigType::Boolean,
+        doc: "Tiered storage (KIP-405) is not built in ringlog: only false.",
+    },
+    TopicConfigDef {
+        name: "remote.log.delete.on.disable",
+        broker: "",
+        fixed_default: "false",
+        kind: ConfigType::Boolean,
+        doc: "Tiered storage (KIP-405) is not built in ringlog: only false.",
+    },
 ];
 
 /// A topic config refused: the key, the value and why.
@@ -216,6 +324,13 @@ pub enum TopicConfigError {
         key: String,
         value: String,
         reason: String,
+    },
+    #[error("config '{key}' = '{value}': {what} is not built in ringlog (accepted: '{accepted}')")]
+    NotBuilt {
+        key: String,
+        value: String,
+        what: &'static str,
+        accepted: &'static str,
     },
     #[error("{0}")]
     Log(#[from] iouring_log::LogConfigError),
@@ -246,6 +361,14 @@ pub struct TopicOverrides {
     /// `Some(None)`: no bound (Long.MAX, as Kafka writes it).
     timestamp_before_max_ms: Option<Option<i64>>,
     timestamp_after_max_ms: Option<Option<i64>>,
+    segment_index_bytes: Option<u64>,
+    segment_jitter_ms: Option<i64>,
+    preallocate: Option<bool>,
+    /// `Some(None)`: `producer`.
+    compression_type: Option<Option<Codec>>,
+    gzip_level: Option<i32>,
+    lz4_level: Option<i32>,
+    zstd_level: Option<i32>,
 }
 
 /// The effective settings of a topic's partitions.
@@ -258,6 +381,8 @@ pub struct TopicConfig {
     pub min_insync_replicas: usize,
     /// `message.timestamp.*`.
     pub timestamps: TimestampPolicy,
+    /// `compression.type` and its levels.
+    pub compression: TopicCompression,
 }
 
 /// The broker-wide defaults a topic's overrides apply to.
@@ -267,6 +392,7 @@ pub struct TopicDefaults {
     pub max_message_bytes: usize,
     pub min_insync_replicas: usize,
     pub timestamps: TimestampPolicy,
+    pub compression: TopicCompression,
 }
 
 impl TopicOverrides {
@@ -275,6 +401,9 @@ impl TopicOverrides {
         let mut o = TopicOverrides::default();
         for (key, value) in configs {
             let int = |min: i64| parse_at_least(key, value, min);
+            let level = |codec: Codec| {
+                TopicCompression::parse_level(codec, value).map_err(|why| invalid(key, value, &why))
+            };
             match key.as_str() {
                 "segment.bytes" => o.segment_bytes = Some(int(14)? as u64),
                 "segment.ms" => o.segment_ms = Some(int(1)?),
@@ -322,6 +451,37 @@ impl TopicOverrides {
                 }
                 "delete.retention.ms" => o.delete_retention_ms = Some(int(0)?),
                 "file.delete.delay.ms" => o.file_delete_delay_ms = Some(int(0)?),
+                "segment.index.bytes" => o.segment_index_bytes = Some(int(4)? as u64),
+                "segment.jitter.ms" => o.segment_jitter_ms = Some(int(0)?),
+                "preallocate" => o.preallocate = Some(boolean(key, value)?),
+                "compression.type" => {
+                    o.compression_type =
+                        Some(TopicCompression::parse_type(value).ok_or_else(|| {
+                            invalid(
+                                key,
+                                value,
+                                "one of uncompressed, gzip, snappy, lz4, zstd, producer",
+                            )
+                        })?)
+                }
+                "compression.gzip.level" => o.gzip_level = Some(level(Codec::Gzip)?),
+                "compression.lz4.level" => o.lz4_level = Some(level(Codec::Lz4)?),
+                "compression.zstd.level" => o.zstd_level = Some(level(Codec::Zstd)?),
+                k if TIERED.iter().any(|(t, _)| *t == k) => {
+                    let accepted = TIERED
+                        .iter()
+                        .find(|(t, _)| *t == k)
+                        .map(|(_, v)| *v)
+                        .expect("listed");
+                    if value.trim() != accepted {
+                        return Err(TopicConfigError::NotBuilt {
+                            key: key.clone(),
+                            value: value.clone(),
+                            what: "tiered storage (KIP-405)",
+                            accepted,
+                        });
+                    }
+                }
                 "leader.replication.throttled.replicas"
                 | "follower.replication.throttled.replicas" => {
                     ThrottledReplicas::parse(value).ok_or_else(|| {
@@ -341,6 +501,9 @@ impl TopicOverrides {
             segment_bytes: self.segment_bytes.unwrap_or(d.segment_bytes),
             segment_ms: self.segment_ms.unwrap_or(d.segment_ms),
             index_interval_bytes: self.index_interval_bytes.unwrap_or(d.index_interval_bytes),
+            segment_index_bytes: self.segment_index_bytes.unwrap_or(d.segment_index_bytes),
+            segment_jitter_ms: self.segment_jitter_ms.unwrap_or(d.segment_jitter_ms),
+            preallocate: self.preallocate.unwrap_or(d.preallocate),
             flush_messages: self.flush_messages.or(d.flush_messages),
             flush_ms: self.flush_ms.or(d.flush_ms),
             retention_bytes: self.retention_bytes.unwrap_or(d.retention_bytes),
@@ -383,6 +546,15 @@ impl TopicOverrides {
                     .timestamp_after_max_ms
                     .unwrap_or(defaults.timestamps.after_max_ms),
             },
+            compression: {
+                let c = defaults.compression;
+                TopicCompression {
+                    codec: self.compression_type.unwrap_or(c.codec),
+                    gzip_level: self.gzip_level.unwrap_or(c.gzip_level),
+                    lz4_level: self.lz4_level.unwrap_or(c.lz4_level),
+                    zstd_level: self.zstd_level.unwrap_or(c.zstd_level),
+                }
+            },
         })
     }
 }
@@ -395,6 +567,7 @@ pub fn validate(configs: &BTreeMap<String, String>) -> Result<(), TopicConfigErr
         max_message_bytes: 1,
         min_insync_replicas: 1,
         timestamps: crate::config::BrokerConfig::default_timestamps(),
+        compression: TopicCompression::default(),
     };
     TopicOverrides::parse(configs)?.resolve(&defaults)?;
     Ok(())
@@ -405,6 +578,14 @@ fn parse_at_least(key: &str, value: &str, min: i64) -> Result<i64, TopicConfigEr
         Ok(v) if v >= min => Ok(v),
         Ok(_) => Err(invalid(key, value, &format!("must be at least {min}"))),
         Err(_) => Err(invalid(key, value, "not a whole number")),
+    }
+}
+
+fn boolean(key: &str, value: &str) -> Result<bool, TopicConfigError> {
+    match value.trim() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(invalid(key, value, "true or false")),
     }
 }
 
@@ -472,6 +653,17 @@ fn invalid(key: &str, value: &str, reason: &str) -> TopicConfigError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use iouring_log::records::Compression;
+
+    fn defaults(max_message_bytes: usize) -> TopicDefaults {
+        TopicDefaults {
+            log: LogConfig::default(),
+            max_message_bytes,
+            min_insync_replicas: 1,
+            timestamps: crate::config::BrokerConfig::default_timestamps(),
+            compression: TopicCompression::default(),
+        }
+    }
 
     fn configs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
@@ -492,12 +684,7 @@ mod tests {
             ("min.insync.replicas", "2"),
         ]))
         .unwrap();
-        let defaults = TopicDefaults {
-            log: LogConfig::default(),
-            max_message_bytes: 1000,
-            min_insync_replicas: 1,
-            timestamps: crate::config::BrokerConfig::default_timestamps(),
-        };
+        let defaults = defaults(1000);
         let c = o.resolve(&defaults).unwrap();
         assert_eq!(c.min_insync_replicas, 2);
         assert_eq!(c.log.retention_ms, None);
@@ -528,12 +715,7 @@ mod tests {
             ("file.delete.delay.ms", "250"),
         ]))
         .unwrap()
-        .resolve(&TopicDefaults {
-            log: LogConfig::default(),
-            max_message_bytes: 1,
-            min_insync_replicas: 1,
-            timestamps: crate::config::BrokerConfig::default_timestamps(),
-        })
+        .resolve(&defaults(1))
         .unwrap();
         let k = c.log.compaction;
         assert!(k.compact && !k.delete);
@@ -566,10 +748,71 @@ mod tests {
             ("delete.retention.ms", "-1"),
             ("file.delete.delay.ms", "-1"),
             ("no.such.config", "1"),
+            ("compression.type", "brotli"),
+            ("compression.type", "none"),
+            ("compression.gzip.level", "0"),
+            ("compression.gzip.level", "10"),
+            ("compression.lz4.level", "18"),
+            ("compression.zstd.level", "23"),
+            ("compression.zstd.level", "-131073"),
+            ("segment.index.bytes", "3"),
+            ("segment.jitter.ms", "-1"),
+            ("preallocate", "yes"),
+            ("remote.storage.enable", "true"),
+            ("local.retention.ms", "1000"),
+            ("local.retention.bytes", "-1"),
+            ("remote.log.copy.disable", "true"),
+            ("remote.log.delete.on.disable", "true"),
         ] {
             let e = validate(&configs(&[(k, v)])).expect_err(&format!("{k}={v} accepted"));
             let msg = e.to_string();
             assert!(msg.contains(k), "{msg}");
         }
+    }
+
+    #[test]
+    fn kafka_4_topic_configs_are_honoured_or_refused_naming_what_is_not_built() {
+        let defaults = defaults(1);
+        let c = TopicOverrides::parse(&configs(&[
+            ("compression.type", "zstd"),
+            ("compression.zstd.level", "-5"),
+            ("compression.gzip.level", "-1"),
+            ("segment.index.bytes", "4096"),
+            ("segment.jitter.ms", "1000"),
+            ("preallocate", "true"),
+            ("remote.storage.enable", "false"),
+            ("local.retention.ms", "-2"),
+        ]))
+        .unwrap()
+        .resolve(&defaults)
+        .unwrap();
+        assert_eq!(c.compression.codec, Some(Codec::Zstd));
+        assert_eq!(
+            c.compression.target(Codec::None),
+            Some(Compression {
+                codec: Codec::Zstd,
+                level: Some(-5)
+            })
+        );
+        assert_eq!(c.compression.target(Codec::Zstd), None, "already zstd");
+        assert_eq!(
+            (
+                c.log.segment_index_bytes,
+                c.log.segment_jitter_ms,
+                c.log.preallocate
+            ),
+            (4096, 1000, true)
+        );
+        let producer = TopicOverrides::parse(&configs(&[("compression.type", "producer")]))
+            .unwrap()
+            .resolve(&defaults)
+            .unwrap();
+        assert_eq!(producer.compression.target(Codec::Gzip), None);
+        let e = validate(&configs(&[("remote.storage.enable", "true")])).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("tiered storage (KIP-405) is not built"),
+            "{e}"
+        );
     }
 }

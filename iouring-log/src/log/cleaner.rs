@@ -46,9 +46,8 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use glommio::io::BufferedFile;
-use kafka_protocol::compression::{Compressor, Decompressor, Gzip, Lz4, Snappy, Zstd};
 
 use crate::batch::BatchHeader;
 use crate::checkpoint::{
@@ -63,6 +62,7 @@ use crate::log::Log;
 
 use crate::read_cache::CachedSegment;
 use crate::reader::SegmentView;
+use crate::records::{batch_records, rebuild_batch, BatchRecords, Codec, Compression, RawRecord};
 use crate::recovery::{scan_segment, Gaps};
 use crate::segment::{
     delete_segment_files, list_segments, remove_if_present, rename_if_present, segment_file,
@@ -387,7 +387,10 @@ impl Log {
                 } else if keep.is_empty() {
                     stats.batches_removed += 1;
                 } else {
-                    let rebuilt = rebuild_batch(&bytes, &header, &records.bytes, &keep)
+                    let codec = Codec::of(&header)
+                        .map_err(|reason| corrupt(&s.view, position, reason.to_string()))?;
+                    let same = Compression { codec, level: None };
+                    let rebuilt = rebuild_batch(&bytes, &records.bytes, &keep, same)
                         .map_err(|reason| corrupt(&s.view, position, reason.to_string()))?;
                     let h = BatchHeader::parse_validated(&rebuilt)
                         .map_err(|e| corrupt(&s.view, position, e.to_string()))?;
@@ -701,189 +704,6 @@ impl OffsetMap {
     fn full(&self) -> bool {
         self.bytes >= self.budget
     }
-}
-
-/// One record inside a batch's (decompressed) records bytes.
-struct RawRecord {
-    /// The record's bytes, length prefix included: `[start, end)`.
-    start: usize,
-    end: usize,
-    offset: i64,
-    key: Option<(usize, usize)>,
-    tombstone: bool,
-}
-
-impl RawRecord {
-    fn key<'a>(&self, bytes: &'a [u8]) -> Option<&'a [u8]> {
-        self.key.map(|(a, b)| &bytes[a..b])
-    }
-}
-
-/// Why a batch's records could not be read or rebuilt.
-#[derive(Debug, thiserror::Error)]
-pub enum RecordsError {
-    #[error("batch truncated")]
-    Truncated,
-    #[error("record length {0} out of range")]
-    LengthOutOfRange(i64),
-    #[error("record fields run past the record")]
-    FieldsPastRecord,
-    #[error("varint runs past the records")]
-    VarintPastEnd,
-    #[error("varint longer than 10 bytes")]
-    VarintTooLong,
-    #[error("unknown compression codec {0}")]
-    UnknownCodec(i16),
-    /// The codec's own error (the compression crate reports it as text).
-    #[error("{op}: {message}")]
-    Codec { op: &'static str, message: String },
-}
-
-/// A batch's records, decompressed.
-struct BatchRecords {
-    bytes: Bytes,
-    records: Vec<RawRecord>,
-}
-
-const CODEC_MASK: i16 = 0x7;
-
-/// Decompresses a batch's records and finds each record's bounds, offset, key and whether it
-/// is a tombstone.
-fn batch_records(batch: &[u8], header: &BatchHeader) -> Result<BatchRecords, RecordsError> {
-    let body = Bytes::copy_from_slice(&batch[BATCH_HEADER_BYTES..header.size_bytes as usize]);
-    let bytes = decompress(body, header.attributes & CODEC_MASK)?;
-    let mut records = Vec::with_capacity(header.records_count.max(0) as usize);
-    let mut at = 0usize;
-    for _ in 0..header.records_count.max(0) {
-        let start = at;
-        let len = varint(&bytes, &mut at)?;
-        if len < 0 || at + len as usize > bytes.len() {
-            return Err(RecordsError::LengthOutOfRange(len));
-        }
-        let end = at + len as usize;
-        at += 1; // attributes
-        varint(&bytes, &mut at)?; // timestamp delta (varlong; same encoding)
-        let offset_delta = varint(&bytes, &mut at)?;
-        let key_len = varint(&bytes, &mut at)?;
-        let key = if key_len >= 0 {
-            let k = (at, at + key_len as usize);
-            at += key_len as usize;
-            Some(k)
-        } else {
-            None
-        };
-        let value_len = varint(&bytes, &mut at)?;
-        if at > end {
-            return Err(RecordsError::FieldsPastRecord);
-        }
-        records.push(RawRecord {
-            start,
-            end,
-            offset: header.base_offset.0 + offset_delta,
-            key,
-            tombstone: value_len < 0,
-        });
-        at = end;
-    }
-    Ok(BatchRecords { bytes, records })
-}
-
-/// The offset delta of the first record without a key in a batch (decompressing it), if any:
-/// a compacted topic refuses such a batch.
-pub fn first_unkeyed_record(
-    batch: &[u8],
-    header: &BatchHeader,
-) -> Result<Option<i64>, RecordsError> {
-    if batch.len() < header.size_bytes as usize {
-        return Err(RecordsError::Truncated);
-    }
-    let records = batch_records(batch, header)?;
-    Ok(records
-        .records
-        .iter()
-        .find(|r| r.key.is_none())
-        .map(|r| r.offset - header.base_offset.0))
-}
-
-/// A zig-zag varint (Kafka's record fields), up to 64 bits.
-fn varint(b: &[u8], at: &mut usize) -> Result<i64, RecordsError> {
-    let mut raw: u64 = 0;
-    for shift in (0..64).step_by(7) {
-        let byte = *b.get(*at).ok_or(RecordsError::VarintPastEnd)?;
-        *at += 1;
-        raw |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Ok((raw >> 1) as i64 ^ -((raw & 1) as i64));
-        }
-    }
-    Err(RecordsError::VarintTooLong)
-}
-
-fn decompress(body: Bytes, codec: i16) -> Result<Bytes, RecordsError> {
-    let mut body = body;
-    let all = |b: &mut Bytes| Ok(b.copy_to_bytes(b.remaining()));
-    match codec {
-        0 => Ok(body),
-        1 => Gzip::decompress(&mut body, all),
-        2 => Snappy::decompress(&mut body, all),
-        3 => Lz4::decompress(&mut body, all),
-        4 => Zstd::decompress(&mut body, all),
-        c => return Err(RecordsError::UnknownCodec(c)),
-    }
-    .map_err(|e| RecordsError::Codec {
-        op: "decompressing",
-        message: e.to_string(),
-    })
-}
-
-fn compress(raw: &[u8], codec: i16) -> Result<BytesMut, RecordsError> {
-    let mut out = BytesMut::new();
-    let put = |b: &mut BytesMut| {
-        b.put_slice(raw);
-        Ok(())
-    };
-    match codec {
-        0 => {
-            out.put_slice(raw);
-            Ok(())
-        }
-        1 => Gzip::compress(&mut out, put),
-        2 => Snappy::compress(&mut out, put),
-        3 => Lz4::compress(&mut out, put),
-        4 => Zstd::compress(&mut out, put),
-        c => return Err(RecordsError::UnknownCodec(c)),
-    }
-    .map_err(|e| RecordsError::Codec {
-        op: "compressing",
-        message: e.to_string(),
-    })?;
-    Ok(out)
-}
-
-/// The batch with only the `keep` records: the header's fields as they were (base offset,
-/// last offset delta, timestamps, producer, leader epoch, attributes), the records copied byte
-/// for byte (their deltas stay right against the same base), compressed with the batch's
-/// codec, then the length, count and CRC set.
-fn rebuild_batch(
-    batch: &[u8],
-    header: &BatchHeader,
-    records: &[u8],
-    keep: &[&RawRecord],
-) -> Result<Vec<u8>, RecordsError> {
-    let mut raw = Vec::with_capacity(keep.iter().map(|r| r.end - r.start).sum());
-    for r in keep {
-        raw.extend_from_slice(&records[r.start..r.end]);
-    }
-    let body = compress(&raw, header.attributes & CODEC_MASK)?;
-    let mut out = Vec::with_capacity(BATCH_HEADER_BYTES + body.len());
-    out.extend_from_slice(&batch[..BATCH_HEADER_BYTES]);
-    out.extend_from_slice(&body);
-    let batch_length = (out.len() - 12) as i32;
-    out[8..12].copy_from_slice(&batch_length.to_be_bytes());
-    out[57..61].copy_from_slice(&(keep.len() as i32).to_be_bytes());
-    let crc = crc32c::crc32c(&out[21..]);
-    out[17..21].copy_from_slice(&crc.to_be_bytes());
-    Ok(out)
 }
 
 fn parse(view: &SegmentView, position: u64, bytes: &[u8]) -> Result<BatchHeader, CleanError> {
@@ -1246,46 +1066,4 @@ pub async fn finish_interrupted_cleaning(dir: &Path, config: &LogConfig) -> Resu
         sync_dir(dir).await?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn enc_varint(v: i64, out: &mut Vec<u8>) {
-        let mut z = ((v << 1) ^ (v >> 63)) as u64;
-        loop {
-            let b = (z & 0x7f) as u8;
-            z >>= 7;
-            if z == 0 {
-                out.push(b);
-                return;
-            }
-            out.push(b | 0x80);
-        }
-    }
-
-    #[test]
-    fn varints_decode_as_kafka_encodes_them() {
-        for v in [
-            0i64,
-            1,
-            -1,
-            63,
-            -64,
-            64,
-            300,
-            -300,
-            i32::MAX as i64,
-            i64::MIN,
-            i64::MAX,
-        ] {
-            let mut b = Vec::new();
-            enc_varint(v, &mut b);
-            let mut at = 0;
-            assert_eq!(varint(&b, &mut at).unwrap(), v);
-            assert_eq!(at, b.len());
-        }
-        assert!(varint(&[0x80], &mut 0).is_err());
-    }
 }

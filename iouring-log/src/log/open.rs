@@ -256,7 +256,14 @@ impl Log {
             let last = segments.last_mut().expect("non-empty");
             activate(last, io.as_ref(), progress.clone(), now_ms).await?;
         }
-        let end = segments.last().expect("non-empty").next_offset;
+        let last = segments.last().expect("non-empty");
+        if let Some(a) = last
+            .appender()
+            .filter(|_| config.preallocate && last.size == 0)
+        {
+            a.io.borrow_mut().preallocate_whole = config.segment_bytes;
+        }
+        let end = last.next_offset;
         epochs.truncate_from_end(end);
         epochs.truncate_from_start(segments[0].base_offset.max(start_floor).min(end));
         let state = LogState {

@@ -27,8 +27,9 @@ use crate::segment_io::{record_io, IoKind};
 use crate::types::Offset;
 
 impl Log {
-    /// Rolls the active segment if the next batch would overflow it, it is older than
-    /// `segment.ms`, or its offsets would overflow the index's `u32`.
+    /// Rolls the active segment if the next batch would overflow it or one of its indexes
+    /// (`segment.bytes`, `segment.index.bytes`), it is older than `segment.ms` (less its
+    /// `segment.jitter.ms` share), or its offsets would overflow the index's `u32`.
     pub(crate) async fn maybe_roll(
         &self,
         batch_bytes: u64,
@@ -39,8 +40,13 @@ impl Log {
             let st = self.inner.state.borrow();
             let a = st.active();
             let cfg = self.inner.config.get();
-            let full = a.size + batch_bytes > cfg.segment_bytes;
-            let old = now_ms - a.rolling_timestamp_ms > cfg.segment_ms;
+            let full = a.size + batch_bytes > cfg.segment_bytes
+                || cfg.indexes_full(
+                    a.indexes.offset_index.entries().len(),
+                    a.indexes.time_index.len(),
+                );
+            let old = now_ms - a.rolling_timestamp_ms
+                > cfg.roll_after_ms(&self.inner.dir, a.base_offset.0);
             let last = Offset(a.next_offset.0 + i64::from(last_offset_delta));
             let overflow = last.relative_to(a.base_offset).is_none();
             a.size > 0 && (full || old || overflow)
@@ -80,6 +86,10 @@ impl Log {
             let busy = old.appender().is_some_and(|a| a.io.borrow().tail.is_busy());
             if let Some(a) = segment.appender().filter(|_| busy) {
                 a.io.borrow_mut().tail.mark_busy();
+            }
+            let cfg = self.inner.config.get();
+            if let Some(a) = segment.appender().filter(|_| cfg.preallocate) {
+                a.io.borrow_mut().preallocate_whole = cfg.segment_bytes;
             }
             let appender = old.start_sealing();
             st.segments.push(segment);

@@ -212,6 +212,12 @@ pub const PROPERTIES: &[Property] = &[
         "Partitions of auto-created topics (0: one per shard).",
     ),
     prop(
+        "default.replication.factor",
+        "1",
+        ConfigType::Int,
+        "Replicas of auto-created topics and of topics created with replication factor -1.",
+    ),
+    prop(
         "auto.create.topics.enable",
         "true",
         ConfigType::Boolean,
@@ -228,6 +234,48 @@ pub const PROPERTIES: &[Property] = &[
         "604800000",
         ConfigType::Long,
         "Age at which the active segment rolls.",
+    ),
+    prop(
+        "log.roll.jitter.ms",
+        "0",
+        ConfigType::Long,
+        "Default segment.jitter.ms of topics: each segment rolls up to this much before log.roll.ms.",
+    ),
+    prop(
+        "log.index.size.max.bytes",
+        "10485760",
+        ConfigType::Int,
+        "Default segment.index.bytes of topics: a segment rolls when its offset or time index is this large.",
+    ),
+    prop(
+        "log.preallocate",
+        "false",
+        ConfigType::Boolean,
+        "Default preallocate of topics: allocate a new segment's file to its whole size at once.",
+    ),
+    prop(
+        "compression.type",
+        "producer",
+        ConfigType::String,
+        "Default compression.type of topics: uncompressed, gzip, snappy, lz4, zstd, or producer (batches stay as the producer sent them).",
+    ),
+    prop(
+        "compression.gzip.level",
+        "-1",
+        ConfigType::Int,
+        "Default compression.gzip.level of topics (1 to 9, or -1).",
+    ),
+    prop(
+        "compression.lz4.level",
+        "9",
+        ConfigType::Int,
+        "Default compression.lz4.level of topics (1 to 17).",
+    ),
+    prop(
+        "compression.zstd.level",
+        "3",
+        ConfigType::Int,
+        "Default compression.zstd.level of topics (-131072 to 22).",
     ),
     prop(
         "log.retention.ms",

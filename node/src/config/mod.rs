@@ -135,6 +135,8 @@ pub struct BrokerConfig {
     pub shards: usize,
     pub num_partitions: i32,
     pub auto_create_topics: bool,
+    /// `default.replication.factor`: replicas of auto-created topics and of CreateTopics with -1.
+    pub default_replication_factor: i16,
     pub log: LogConfig,
     pub retention_check_interval_ms: u64,
     pub message_max_bytes: usize,
@@ -147,6 +149,8 @@ pub struct BrokerConfig {
     pub replica_repair_delay: Option<std::time::Duration>,
     /// `log.message.timestamp.*`: the default of topics that do not set them.
     pub timestamps: TimestampPolicy,
+    /// `compression.type` and `compression.*.level`: the default of topics.
+    pub compression: crate::partition::compression::TopicCompression,
     pub replica: ReplicaConfig,
     pub socket_request_max_bytes: usize,
     /// The shards' log cleaners.
@@ -411,6 +415,9 @@ impl Properties {
             segment_bytes: self.int("log.segment.bytes")?,
             segment_ms: self.int("log.roll.ms")?,
             index_interval_bytes: self.int("log.index.interval.bytes")?,
+            segment_index_bytes: self.int("log.index.size.max.bytes")?,
+            segment_jitter_ms: self.int("log.roll.jitter.ms")?,
+            preallocate: self.bool("log.preallocate")?,
             flush_messages: self
                 .optional("log.flush.interval.messages")?
                 .map(|v| v as u64),
@@ -432,6 +439,19 @@ impl Properties {
             shards,
             num_partitions,
             auto_create_topics: self.bool("auto.create.topics.enable")?,
+            default_replication_factor: {
+                let v: i64 = self.int("default.replication.factor")?;
+                if !(1..=crate::limits::REPLICATION_FACTOR_MAX as i64).contains(&v) {
+                    return Err(self.invalid(
+                        "default.replication.factor",
+                        format!(
+                            "must be from 1 to {}",
+                            crate::limits::REPLICATION_FACTOR_MAX
+                        ),
+                    ));
+                }
+                v as i16
+            },
             log,
             retention_check_interval_ms: self.int("log.retention.check.interval.ms")?,
             cleaner: self.cleaner(shards)?,
@@ -448,6 +468,7 @@ impl Properties {
                 .optional("replica.repair.delay.ms")?
                 .map(|ms| std::time::Duration::from_millis(ms as u64)),
             timestamps: self.timestamps()?,
+            compression: self.compression()?,
             replica: self.replica()?,
             socket_request_max_bytes: self.int("socket.request.max.bytes")?,
             queued_max_request_bytes: self.queued_max_request_bytes()?,

@@ -1,9 +1,11 @@
 //! Storage settings: the defaults of topics' timestamps and compaction, the shards' log cleaners,
 //! the read cache's budget from the memory the node may use.
 
+use iouring_log::records::Codec;
 use iouring_log::Compaction;
 
 use crate::limits::READ_CACHE_AUTO_PER_SHARD;
+use crate::partition::compression::TopicCompression;
 use crate::partition::timestamps::{TimestampPolicy, TimestampType};
 
 use super::CleanerSettings;
@@ -27,6 +29,28 @@ impl Properties {
             kind,
             before_max_ms: bound("log.message.timestamp.before.max.ms")?,
             after_max_ms: bound("log.message.timestamp.after.max.ms")?,
+        })
+    }
+
+    /// `compression.type` and `compression.{gzip,lz4,zstd}.level`: the defaults of topics.
+    pub(super) fn compression(&self) -> Result<TopicCompression, ConfigError> {
+        let key = "compression.type";
+        let codec = TopicCompression::parse_type(self.get(key)).ok_or_else(|| {
+            self.invalid(
+                key,
+                "must be one of uncompressed, gzip, snappy, lz4, zstd, producer",
+            )
+        })?;
+        let level = |codec: Codec| -> Result<i32, ConfigError> {
+            let key = format!("compression.{}.level", codec.name());
+            TopicCompression::parse_level(codec, self.get(&key))
+                .map_err(|why| self.invalid(&key, why))
+        };
+        Ok(TopicCompression {
+            codec,
+            gzip_level: level(Codec::Gzip)?,
+            lz4_level: level(Codec::Lz4)?,
+            zstd_level: level(Codec::Zstd)?,
         })
     }
 

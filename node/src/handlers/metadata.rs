@@ -135,7 +135,7 @@ async fn topic(
             .control(|reply| Command::CreateTopic {
                 name: name_owned,
                 partitions,
-                replication_factor: 1,
+                replication_factor: i32::from(ctx.config().default_replication_factor),
                 configs: Default::default(),
                 assignment: None,
                 reply,

@@ -15,15 +15,15 @@ use bytes::Bytes;
 use iouring_log::BatchHeader;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, ProduceRequest};
 use kafka_protocol::messages::produce_response::{
-    PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use crate::limits::PRODUCE_ACK_TIMEOUT_MAX_MS;
+use crate::partition::accept::accept;
 use crate::partition::append::{batch_refused, Appended, Refused};
-use crate::partition::timestamps;
 use crate::partition::txns::TxnStart;
 use crate::partition::Partition;
 use crate::shard::{now_ms, ShardCtx};
@@ -236,6 +236,16 @@ fn partition_response(
             p.base_offset = -1;
             if version >= 8 {
                 p.error_message = Some(StrBytes::from_string(refused.message));
+                p.record_errors = refused
+                    .record_errors
+                    .into_iter()
+                    .map(|r| {
+                        let mut e = BatchIndexAndErrorMessage::default();
+                        e.batch_index = r.batch_index;
+                        e.batch_index_error_message = Some(StrBytes::from_string(r.message));
+                        e
+                    })
+                    .collect();
             } else {
                 tracing::debug!(partition = index, error = %refused.message, "produce refused");
             }
@@ -403,38 +413,15 @@ async fn append_partition(
             }
         }
     }
-    if part.log.config().compaction.compact {
-        refuse_unkeyed(&records, &header, &part)?;
-    }
     let now = now_ms();
-    let (records, header, log_append_time) =
-        timestamps::apply(records, header, part.timestamp_policy(), now)?;
+    let batch = accept(records, header, &part.batch_policy(), now)?;
     let epoch = ctx.leader_epoch(&part);
     let mut appended = part
-        .append_as_leader(&records, &header, epoch, now, start)
+        .append_as_leader(&batch.records, &batch.header, epoch, now, start)
         .await?;
     appended.replicated = (acks == Acks::All).then_some(epoch);
-    appended.log_append_time = log_append_time;
+    appended.log_append_time = batch.log_append_time;
     Ok((part, appended))
-}
-
-/// A compacted topic keeps the latest record of each key: a record without a key has no place
-/// in it (Kafka's INVALID_RECORD, with its message).
-fn refuse_unkeyed(records: &Bytes, header: &BatchHeader, part: &Partition) -> Result<(), Refused> {
-    match iouring_log::first_unkeyed_record(records, header) {
-        Ok(None) => Ok(()),
-        Ok(Some(_)) => Err(Refused::new(
-            ResponseError::InvalidRecord,
-            format!(
-                "Compacted topic cannot accept message without key in topic partition {}-{}.",
-                part.topic, part.index
-            ),
-        )),
-        Err(reason) => Err(Refused::new(
-            ResponseError::CorruptMessage,
-            format!("undecodable batch: {reason}"),
-        )),
-    }
 }
 
 /// The header of the only batch (Produce v3+ carries exactly one batch, as Kafka requires).

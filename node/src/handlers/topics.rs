@@ -56,10 +56,10 @@ pub async fn create(
                 c.value.as_ref().map(|v| v.to_string()).unwrap_or_default(),
             );
         }
-        // -1: the broker's default (Kafka's default.replication.factor, 1).
+        // -1: the broker's default.replication.factor.
         let factor = match manual {
             Some(a) => a.first().map_or(0, Vec::len) as i16,
-            None if t.replication_factor == -1 => 1,
+            None if t.replication_factor == -1 => ctx.config().default_replication_factor,
             None => t.replication_factor,
         };
         let live_nodes = ctx.snapshot().nodes.len().max(1);
@@ -110,6 +110,7 @@ pub async fn create(
         if let Err(Refused {
             error: e,
             message: msg,
+            ..
         }) = result
         {
             r.error_code = e.code();
@@ -149,6 +150,7 @@ pub async fn delete(
         if let Err(Refused {
             error: e,
             message: msg,
+            ..
         }) = result
         {
             r.error_code = e.code();
@@ -195,6 +197,7 @@ pub async fn create_partitions(
         if let Err(Refused {
             error: e,
             message: msg,
+            ..
         }) = result
         {
             r.error_code = e.code();

@@ -458,6 +458,7 @@ pub(super) mod tests {
             max_message_bytes: 1 << 20,
             min_insync_replicas: 1,
             timestamps: crate::config::BrokerConfig::default_timestamps(),
+            compression: Default::default(),
         };
         Rc::new(Partition::new("t".into(), 0, log, limits, Rc::default()))
     }

@@ -3,7 +3,9 @@
 //! of the produce path (`append.rs`): the ordered append, under the partition's append lock,
 //! and the wait until the appended offsets may be acknowledged.
 
+pub mod accept;
 pub mod append;
+pub mod compression;
 pub mod hw_checkpoint;
 pub mod internal;
 pub mod producer_snapshot;
@@ -82,6 +84,8 @@ pub struct Limits {
     pub min_insync_replicas: usize,
     /// `message.timestamp.*`: LogAppendTime stamping or CreateTime bounds.
     pub timestamps: timestamps::TimestampPolicy,
+    /// `compression.type` and its levels: what batches are stored as.
+    pub compression: compression::TopicCompression,
 }
 
 impl Partition {
@@ -144,6 +148,18 @@ impl Partition {
     /// The topic's `message.timestamp.*` settings.
     pub fn timestamp_policy(&self) -> timestamps::TimestampPolicy {
         self.limits.get().timestamps
+    }
+
+    /// What a producer's batch is checked and stored by here (`accept.rs`).
+    pub fn batch_policy(&self) -> accept::BatchPolicy<'_> {
+        let limits = self.limits.get();
+        accept::BatchPolicy {
+            topic: &self.topic,
+            partition: self.index,
+            compacted: self.log.config().compaction.compact,
+            timestamps: limits.timestamps,
+            compression: limits.compression,
+        }
     }
 
     /// The topic's configs were altered: new limits from now on.

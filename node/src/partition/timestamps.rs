@@ -43,12 +43,10 @@ const CRC: usize = 17;
 const ATTRIBUTES: usize = 21;
 const MAX_TIMESTAMP: usize = 35;
 /// The attributes bit of LogAppendTime.
-const LOG_APPEND_TIME_BIT: i16 = 0x08;
-/// A record without a timestamp (never checked, as in Kafka).
-const NO_TIMESTAMP: i64 = -1;
+pub(crate) const LOG_APPEND_TIME_BIT: i16 = 0x08;
 
-/// The batch to append and its header: stamped with `now_ms` for LogAppendTime, checked for
-/// CreateTime; `Some(now_ms)` as the produce response's `log_append_time_ms` when stamped.
+/// The batch to append and its header: stamped with `now_ms` for LogAppendTime (with
+/// `Some(now_ms)` as the produce response's `log_append_time_ms`), as it is for CreateTime.
 pub fn apply(
     batch: Bytes,
     header: BatchHeader,
@@ -66,10 +64,7 @@ pub fn apply(
             })?;
             Ok((stamped, header, Some(now_ms)))
         }
-        TimestampType::CreateTime => {
-            check(&batch, &header, policy, now_ms)?;
-            Ok((batch, header, None))
-        }
+        TimestampType::CreateTime => Ok((batch, header, None)),
     }
 }
 
@@ -83,57 +78,6 @@ fn stamp(batch: &[u8], now_ms: i64) -> Bytes {
     let crc = crc32c::crc32c(&b[ATTRIBUTES..]);
     b[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
     Bytes::from(b)
-}
-
-/// CreateTime bounds: the batch's max timestamp bounds the future; the past needs every
-/// record's timestamp (decoded, decompressing if need be) when a bound is set.
-fn check(
-    batch: &Bytes,
-    header: &BatchHeader,
-    policy: TimestampPolicy,
-    now_ms: i64,
-) -> Result<(), Refused> {
-    let out_of_range = |ts: i64| {
-        Refused::new(
-            ResponseError::InvalidTimestamp,
-            format!(
-                "timestamp {ts} of a record is out of range: it must be within [{}, {}] \
-                 (message.timestamp.before.max.ms / message.timestamp.after.max.ms)",
-                policy
-                    .before_max_ms
-                    .map_or("-inf".to_owned(), |b| (now_ms.saturating_sub(b))
-                        .to_string()),
-                policy
-                    .after_max_ms
-                    .map_or("+inf".to_owned(), |a| (now_ms.saturating_add(a))
-                        .to_string()),
-            ),
-        )
-    };
-    if let Some(after) = policy.after_max_ms {
-        let max = header.max_timestamp.0;
-        if max != NO_TIMESTAMP && max > now_ms.saturating_add(after) {
-            return Err(out_of_range(max));
-        }
-    }
-    if let Some(before) = policy.before_max_ms {
-        let mut bytes = batch.clone();
-        let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut bytes).map_err(|e| {
-            Refused::new(
-                ResponseError::CorruptMessage,
-                format!("undecodable batch: {e}"),
-            )
-        })?;
-        let floor = now_ms.saturating_sub(before);
-        if let Some(r) = set
-            .records
-            .iter()
-            .find(|r| r.timestamp != NO_TIMESTAMP && r.timestamp < floor)
-        {
-            return Err(out_of_range(r.timestamp));
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -212,26 +156,5 @@ mod tests {
             .records
             .iter()
             .all(|r| r.timestamp_type == Kt::LogAppend));
-    }
-
-    #[test]
-    fn create_time_bounds_refuse_records_too_far_in_the_future_or_past() {
-        for compression in [Compression::None, Compression::Gzip] {
-            let (b, h) = batch(&[NOW - 10, NOW + 3_600_001], compression);
-            let e = apply(b, h, policy(None, Some(3_600_000)), NOW).unwrap_err();
-            assert_eq!(e.error, ResponseError::InvalidTimestamp);
-            let (b, h) = batch(&[NOW, NOW - 86_400_001, NOW - 1], compression);
-            assert!(apply(b.clone(), h, policy(None, Some(3_600_000)), NOW).is_ok());
-            let e = apply(b, h, policy(Some(86_400_000), None), NOW).unwrap_err();
-            assert_eq!(e.error, ResponseError::InvalidTimestamp);
-            assert!(
-                e.message.contains(&(NOW - 86_400_001).to_string()),
-                "{}",
-                e.message
-            );
-            let (b, h) = batch(&[NOW - 5, NOW + 5], compression);
-            let (same, _, at) = apply(b.clone(), h, policy(Some(10), Some(10)), NOW).unwrap();
-            assert_eq!((same, at), (b, None));
-        }
     }
 }

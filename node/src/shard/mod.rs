@@ -460,6 +460,7 @@ impl ShardCtx {
             max_message_bytes: self.config.message_max_bytes,
             min_insync_replicas: self.config.min_insync_replicas,
             timestamps: self.config.timestamps,
+            compression: self.config.compression,
         }
     }
 

@@ -209,6 +209,7 @@ impl ShardCtx {
                     max_message_bytes: config.max_message_bytes,
                     min_insync_replicas: config.min_insync_replicas,
                     timestamps: config.timestamps,
+                    compression: config.compression,
                 });
             }
         }
@@ -278,6 +279,7 @@ impl ShardCtx {
             max_message_bytes: config.max_message_bytes,
             min_insync_replicas: config.min_insync_replicas,
             timestamps: config.timestamps,
+            compression: config.compression,
         };
         let part = Partition::new(topic.name.clone(), p, log, limits, notify);
         if let Err(e) = part.restore_producers().await {
