@@ -6,8 +6,9 @@
 //!
 //! Codecs are Kafka's: gzip, snappy (xerial framing, as the Java client writes it; raw snappy is
 //! read too), lz4 (the LZ4 frame format with independent blocks) and zstd. Levels are Kafka's
-//! `compression.*.level` ranges ([`Codec::level_range`]); lz4's levels above 12 compress as 12,
-//! the library's highest.
+//! `compression.*.level` ranges ([`Codec::level_range`]); as in Kafka, lz4's default level (9)
+//! is its fast compressor and any other level its high-compression one (above 12 as 12, the
+//! library's highest).
 
 use std::io::Write as _;
 
@@ -16,6 +17,9 @@ use kafka_protocol::compression::{Decompressor, Gzip, Lz4, Snappy, Zstd};
 
 use crate::batch::BatchHeader;
 use crate::limits::BATCH_HEADER_BYTES;
+
+/// Kafka's default `compression.lz4.level`: lz4's fast compressor, as lz4-java's.
+const LZ4_DEFAULT_LEVEL: i32 = 9;
 
 /// The attributes bits that name a batch's codec.
 const CODEC_MASK: i16 = 0x7;
@@ -82,7 +86,7 @@ impl Codec {
     pub fn level_range(self) -> Option<(i32, i32, i32)> {
         match self {
             Codec::Gzip => Some((1, 9, -1)),
-            Codec::Lz4 => Some((1, 17, 9)),
+            Codec::Lz4 => Some((1, 17, LZ4_DEFAULT_LEVEL)),
             Codec::Zstd => Some((-131072, 22, 3)),
             Codec::None | Codec::Snappy => None,
         }
@@ -303,7 +307,12 @@ fn compress(raw: &[u8], compression: Compression) -> Result<BytesMut, RecordsErr
             })?;
         }
         Codec::Lz4 => {
-            let level = level.unwrap_or(9).clamp(1, 12) as u32;
+            // Kafka's default level (9) is lz4's fast compressor; any other level its high
+            // compression one (above 12 as 12).
+            let level = match level.unwrap_or(LZ4_DEFAULT_LEVEL) {
+                LZ4_DEFAULT_LEVEL => 0,
+                l => l.clamp(1, 12) as u32,
+            };
             let mut e = lz4::EncoderBuilder::new()
                 .level(level)
                 .block_mode(lz4::BlockMode::Independent)
