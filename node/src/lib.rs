@@ -36,6 +36,7 @@ pub mod log_output;
 pub mod metadata;
 pub mod metrics;
 pub mod partition;
+pub mod quotas;
 pub mod replica;
 pub mod security;
 pub mod server;

@@ -227,6 +227,14 @@ pub const ETCD_RETRY_BACKOFF_MAX: Duration = Duration::from_secs(8);
 // ---- Placement ----
 
 /// Kafka's practical bound; more replicas only multiply the fetch traffic.
+/// Client quotas (`quotas/usage.rs`): a quota's rate is measured over this many samples
+/// (Kafka's `quota.window.num`) ...
+pub const QUOTA_WINDOW_SAMPLES: usize = 11;
+/// ... each this long (Kafka's `quota.window.size.seconds`, 1).
+pub const QUOTA_SAMPLE_MS: i64 = 1_000;
+/// The longest a client over its quota is held at once (the whole window).
+pub const QUOTA_THROTTLE_MAX_MS: i64 = QUOTA_WINDOW_SAMPLES as i64 * QUOTA_SAMPLE_MS;
+
 pub const REPLICATION_FACTOR_MAX: usize = 10;
 
 // ---- The control plane ----

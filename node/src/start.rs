@@ -179,6 +179,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
     let mut shards = Vec::new();
     let cpus = allowed_cpus();
     let request_budget = RequestBudget::new(config.queued_max_request_bytes);
+    let quota_usage = Arc::new(crate::quotas::usage::QuotaUsage::default());
     // Bound before any shard starts: a port in use is a start error, not a log line.
     let metrics_listener = match config.metrics_listen {
         Some(addr) => Some(
@@ -202,6 +203,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
             lease.clone(),
             request_budget.clone(),
         );
+        let quota_usage = quota_usage.clone();
         let handle = LocalExecutorBuilder::new(Placement::Fixed(cpus[shard % cpus.len()]))
             .name(&format!("shard-{shard}"))
             .io_memory(SHARD_IO_MEMORY_BYTES)
@@ -220,6 +222,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
                         stop: StopSignal::new(stopping, failed),
                         lease,
                         request_budget,
+                        quota_usage,
                     },
                 ));
                 run_shard(ctx, rx, asks).await;
@@ -252,6 +255,7 @@ pub fn start(config: BrokerConfig) -> Result<Node, StartError> {
                 shards: metrics_asks,
                 request_budget: request_budget.clone(),
                 request_budget_capacity: config.queued_max_request_bytes,
+                quota_usage: quota_usage.clone(),
                 node_id: config.node_id,
                 stopping: stopping.clone(),
             };

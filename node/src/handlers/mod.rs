@@ -85,8 +85,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // v1 carries the session lifetime (KIP-368), v2 flexible versions.
     (ApiKey::SaslAuthenticate, 0, 2),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
-    // No quotas exist: every filter matches nothing (AlterClientQuotas is not served).
+    // Client quotas (KIP-546), enforced on produce and fetch bytes, request time and topic
+    // mutations (`quotas/`).
     (ApiKey::DescribeClientQuotas, 0, 1),
+    (ApiKey::AlterClientQuotas, 0, 1),
     (ApiKey::AlterUserScramCredentials, 0, 0),
     // Kafka 4.x serves 2-3 (KIP-896 removed 0-1).
     (ApiKey::DescribeAcls, 2, 3),
@@ -171,9 +173,10 @@ pub async fn dispatch(
         RequestKind::DeleteTopics(r) => {
             encode(&topics::delete(ctx, client, r, version).await, version)?
         }
-        RequestKind::CreatePartitions(r) => {
-            encode(&topics::create_partitions(ctx, client, r).await, version)?
-        }
+        RequestKind::CreatePartitions(r) => encode(
+            &topics::create_partitions(ctx, client, r, version).await,
+            version,
+        )?,
         RequestKind::DescribeConfigs(r) => {
             encode(&describe_configs::handle(ctx, client, r, version), version)?
         }
@@ -248,6 +251,9 @@ pub async fn dispatch(
         }
         RequestKind::DescribeTopicPartitions(r) => {
             encode(&describe_topic_partitions::handle(ctx, client, r), version)?
+        }
+        RequestKind::AlterClientQuotas(r) => {
+            encode(&client_quotas::alter(ctx, client, r).await, version)?
         }
         RequestKind::DescribeClientQuotas(r) => {
             encode(&client_quotas::describe(ctx, client, r), version)?

@@ -60,6 +60,8 @@ impl Acks {
 /// A produce request whose batches are appended; [`complete`] answers it.
 pub struct PendingProduce {
     version: i16,
+    /// The client's `producer_byte_rate` / `request_percentage` throttle (ms) the answer carries.
+    pub throttle_ms: u32,
     /// `false` for `acks=0`: the request gets no answer.
     answered: bool,
     timeout: Duration,
@@ -82,6 +84,7 @@ pub async fn append(
     let acks = Acks::from_wire(req.acks);
     let mut pending = PendingProduce {
         version,
+        throttle_ms: 0,
         answered: acks != Ok(Acks::None),
         timeout: Duration::from_millis(timeout_ms as u64),
         topics: Vec::with_capacity(req.topic_data.len()),
@@ -122,6 +125,7 @@ pub async fn append(
 pub async fn complete(ctx: &ShardCtx, pending: PendingProduce) -> ProduceResponse {
     let deadline = std::time::Instant::now() + pending.timeout;
     let version = pending.version;
+    let pending_throttle = pending.throttle_ms;
     let mut names = Vec::with_capacity(pending.topics.len());
     let mut waits = Vec::new();
     for (name, partitions) in pending.topics {
@@ -139,6 +143,9 @@ pub async fn complete(ctx: &ShardCtx, pending: PendingProduce) -> ProduceRespons
     // In request order, as the waits were listed.
     let mut answers = futures_util::future::join_all(waits).await.into_iter();
     let mut resp = ProduceResponse::default();
+    if version >= 1 {
+        resp.throttle_time_ms = pending_throttle as i32;
+    }
     for (name, count) in names {
         let mut tr = TopicProduceResponse::default();
         tr.name = name;

@@ -6,6 +6,7 @@
 use crate::handlers::authorized::{authorized, on_cluster};
 use crate::handlers::groups::Client;
 use crate::handlers::topic_propagation::control_then_served;
+use crate::quotas::QuotaKey;
 use crate::security::acl::{Operation, ResourceType};
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -78,6 +79,8 @@ pub async fn create(
                 ResponseError::InvalidReplicationFactor,
                 e.to_string(),
             ))
+        } else if let Err(e) = mutation_quota(ctx, client, version >= 6) {
+            Err(e)
         } else if req.validate_only {
             validate_topic_name(&name).and_then(|_| {
                 crate::topic_config::validate(&configs)
@@ -95,6 +98,9 @@ pub async fn create(
                 reply,
             })
             .await
+            .inspect(|_| {
+                ctx.charge_quota(client, QuotaKey::ControllerMutationRate, partitions as f64);
+            })
         };
         let mut r = CreatableTopicResult::default();
         r.name = t.name.clone();
@@ -121,6 +127,7 @@ pub async fn create(
         }
         resp.topics.push(r);
     }
+    resp.throttle_time_ms = client.quota.pending_throttle() as i32;
     resp
 }
 
@@ -139,11 +146,21 @@ pub async fn delete(
     );
     for name in names {
         let n = name.clone();
-        let result = if authorized(ctx, client, Operation::Delete, ResourceType::Topic, &name) {
+        let partitions = ctx
+            .snapshot()
+            .topics
+            .get(&name)
+            .map_or(0, |t| t.partitions.len());
+        let result = if !authorized(ctx, client, Operation::Delete, ResourceType::Topic, &name) {
+            Err(not_authorized(client, "delete", &name))
+        } else if let Err(e) = mutation_quota(ctx, client, version >= 5) {
+            Err(e)
+        } else {
             ctx.control(|reply| Command::DeleteTopic { name: n, reply })
                 .await
-        } else {
-            Err(not_authorized(client, "delete", &name))
+                .inspect(|_| {
+                    ctx.charge_quota(client, QuotaKey::ControllerMutationRate, partitions as f64);
+                })
         };
         let mut r = DeletableTopicResult::default();
         r.name = Some(TopicName(StrBytes::from_string(name)));
@@ -160,6 +177,7 @@ pub async fn delete(
         }
         resp.responses.push(r);
     }
+    resp.throttle_time_ms = client.quota.pending_throttle() as i32;
     resp
 }
 
@@ -167,6 +185,7 @@ pub async fn create_partitions(
     ctx: &Rc<ShardCtx>,
     client: &Client,
     req: CreatePartitionsRequest,
+    version: i16,
 ) -> CreatePartitionsResponse {
     let mut resp = CreatePartitionsResponse::default();
     let propagation = Duration::from_millis(req.timeout_ms.max(0) as u64);
@@ -177,8 +196,15 @@ pub async fn create_partitions(
                 .map(|p| p.broker_ids.iter().map(|b| b.0).collect())
                 .collect()
         });
+        let added = ctx
+            .snapshot()
+            .topics
+            .get(&name)
+            .map_or(0, |m| (t.count as usize).saturating_sub(m.partitions.len()));
         let result = if !authorized(ctx, client, Operation::Alter, ResourceType::Topic, &name) {
             Err(not_authorized(client, "add partitions to", &name))
+        } else if let Err(e) = mutation_quota(ctx, client, version >= 3) {
+            Err(e)
         } else if req.validate_only {
             Ok(())
         } else {
@@ -191,6 +217,9 @@ pub async fn create_partitions(
                 reply,
             })
             .await
+            .inspect(|_| {
+                ctx.charge_quota(client, QuotaKey::ControllerMutationRate, added as f64);
+            })
         };
         let mut r = CreatePartitionsTopicResult::default();
         r.name = t.name.clone();
@@ -205,6 +234,7 @@ pub async fn create_partitions(
         }
         resp.results.push(r);
     }
+    resp.throttle_time_ms = client.quota.pending_throttle() as i32;
     resp
 }
 
@@ -252,4 +282,18 @@ fn manual_assignment(t: &CreatableTopic) -> Result<Option<Vec<Vec<i32>>>, Refuse
         }
     }
     Ok(Some(by_index.into_iter().map(|(_, b)| b).collect()))
+}
+
+/// KIP-599: a client over its `controller_mutation_rate` (partitions created, added or deleted
+/// per second) gets THROTTLING_QUOTA_EXCEEDED for further mutations where the request's version
+/// knows the error (CreateTopics v6+, DeleteTopics v5+, CreatePartitions v3+, Kafka's strict
+/// mode); older versions are served and their answer throttled.
+fn mutation_quota(ctx: &ShardCtx, client: &Client, strict: bool) -> Result<(), Refused> {
+    if strict && ctx.charge_quota(client, QuotaKey::ControllerMutationRate, 0.0) > 0 {
+        return Err(Refused::new(
+            ResponseError::ThrottlingQuotaExceeded,
+            "The throttling quota has been exceeded.",
+        ));
+    }
+    Ok(())
 }

@@ -115,6 +115,12 @@ pub enum Command {
         alter: FeatureAlteration,
         reply: Reply,
     },
+    /// Client quotas altered (AlterClientQuotas): each entity's keys set or removed, all
+    /// checked first (one refused: none applied).
+    AlterClientQuotas {
+        alterations: Vec<crate::quotas::QuotaAlteration>,
+        reply: Reply,
+    },
     /// Leader elections an operator asked for (ElectLeaders): `partitions` `None` for all.
     ElectLeaders {
         kind: ElectionType,
@@ -727,6 +733,7 @@ impl Controller {
             } => alter_scram(&mut next, user, upsert, delete),
             Op::AlterAcls { add, remove } => Ok(alter_acls(&mut next, add, remove)),
             Op::UpdateFeatures { alter } => update_features(&mut next, alter),
+            Op::AlterClientQuotas { alterations } => alter_client_quotas(&mut next, alterations),
         }
         .map_err(Attempt::Refused)?;
         if !changed {
@@ -1054,6 +1061,19 @@ fn update_features(snapshot: &mut Snapshot, alter: &FeatureAlteration) -> Result
     Ok(true)
 }
 
+/// Every alteration applied, or none (the first refused is the answer).
+fn alter_client_quotas(
+    snapshot: &mut Snapshot,
+    alterations: &[crate::quotas::QuotaAlteration],
+) -> Result<bool, Refused> {
+    let mut changed = false;
+    for a in alterations {
+        changed |= crate::quotas::alter(&mut snapshot.client_quotas, a)
+            .map_err(|e| Refused::new(ResponseError::InvalidRequest, e.to_string()))?;
+    }
+    Ok(changed)
+}
+
 fn delete_topic(snapshot: &mut Snapshot, name: &str) -> Result<bool, Refused> {
     refuse_internal(name, "deleted")?;
     if snapshot.topics.remove(name).is_none() {
@@ -1106,6 +1126,9 @@ enum Op {
     },
     UpdateFeatures {
         alter: FeatureAlteration,
+    },
+    AlterClientQuotas {
+        alterations: Vec<crate::quotas::QuotaAlteration>,
     },
 }
 
@@ -1181,6 +1204,9 @@ impl Command {
             ),
             Command::AlterAcls { add, remove, reply } => (Op::AlterAcls { add, remove }, reply),
             Command::UpdateFeatures { alter, reply } => (Op::UpdateFeatures { alter }, reply),
+            Command::AlterClientQuotas { alterations, reply } => {
+                (Op::AlterClientQuotas { alterations }, reply)
+            }
             Command::AlterBrokerConfigs {
                 broker,
                 alter,

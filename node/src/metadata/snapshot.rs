@@ -338,6 +338,10 @@ pub struct Snapshot {
     /// configured with (`transaction.version`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub features: BTreeMap<String, FinalizedFeature>,
+    /// Client quotas (AlterClientQuotas, `kafka-configs --entity-type users|clients`), by
+    /// entity (`quotas/mod.rs`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub client_quotas: crate::quotas::ClientQuotas,
 }
 
 /// A feature's finalized level and the epoch of the change that set it (ApiVersions'

@@ -30,6 +30,7 @@ pub struct Endpoint {
     pub shards: Vec<fmpsc::UnboundedSender<Ask>>,
     pub request_budget: Arc<RequestBudget>,
     pub request_budget_capacity: Option<usize>,
+    pub quota_usage: Arc<crate::quotas::usage::QuotaUsage>,
     pub node_id: NodeId,
     pub stopping: Arc<AtomicBool>,
 }
@@ -137,6 +138,7 @@ impl Endpoint {
             request_budget_capacity: self.request_budget_capacity,
             request_budget_available: self.request_budget.available(),
             request_budget_waiting: self.request_budget.waiting(),
+            quota_rates: self.quota_usage.rates(crate::shard::now_ms()),
             process: super::process::read(),
         };
         render(&reports, &facts)

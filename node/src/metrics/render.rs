@@ -21,6 +21,8 @@ pub struct NodeFacts {
     pub request_budget_capacity: Option<usize>,
     pub request_budget_available: usize,
     pub request_budget_waiting: usize,
+    /// Each client quota entity's measured rate, per quota (`quotas/usage.rs`).
+    pub quota_rates: Vec<(crate::quotas::QuotaKey, String, f64)>,
     pub process: ProcessFacts,
 }
 
@@ -309,6 +311,7 @@ pub fn render(reports: &[Option<ShardReport>], node: &NodeFacts) -> String {
     request_families(&mut e, &up);
     stall_families(&mut e, &up);
     memory_families(&mut e, node);
+    quota_families(&mut e, node);
     for &(name, kind, help, figure) in SHARD_FAMILIES {
         e.family(
             name,
@@ -531,6 +534,28 @@ fn io_time_families(e: &mut Exposition, up: &[&ShardReport], kind: IoFamily) {
     );
 }
 
+fn quota_families(e: &mut Exposition, node: &NodeFacts) {
+    use crate::quotas::QuotaKey;
+    e.family(
+        "ringlog_client_quota_rate",
+        Kind::Gauge,
+        "Each client quota entity's use on this node over the quota window, in the quota's unit: bytes/s (producer_byte_rate, consumer_byte_rate), percent of a shard (request_percentage), partitions/s (controller_mutation_rate).",
+        node.quota_rates
+            .iter()
+            .map(|(key, entity, rate)| {
+                let value = match key {
+                    QuotaKey::RequestPercentage => rate / 1e7,
+                    _ => *rate,
+                };
+                Sample::new(
+                    vec![("quota", key.name().to_owned()), ("entity", entity.clone())],
+                    value,
+                )
+            })
+            .collect::<Vec<_>>(),
+    );
+}
+
 fn memory_families(e: &mut Exposition, node: &NodeFacts) {
     let one = |v: f64| vec![Sample::new(Vec::new(), v)];
     if let Some(cap) = node.request_budget_capacity {
@@ -741,6 +766,11 @@ mod tests {
             request_budget_capacity: Some(1024),
             request_budget_available: 1000,
             request_budget_waiting: 0,
+            quota_rates: vec![(
+                crate::quotas::QuotaKey::RequestPercentage,
+                "user=a".into(),
+                2.5e7,
+            )],
             process: ProcessFacts::default(),
         }
     }

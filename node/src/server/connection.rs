@@ -38,6 +38,7 @@ use crate::limits::{
     FETCH_READS_AHEAD_SLICES, PIPELINE_REQUESTS_MAX, SEND_PIECES_MAX, SLOW_ANSWER_WARN,
     TLS_COPY_BYTES, TLS_HANDSHAKE_MAX,
 };
+use crate::quotas::QuotaKey;
 use crate::security::ANONYMOUS;
 use crate::server::authenticate::{self, Sasl};
 use crate::server::frame::{decode_request, ConnectionError, Decoded, FrameReader};
@@ -106,6 +107,7 @@ pub async fn serve_connection(ctx: &Rc<ShardCtx>, stream: TcpStream, listener: u
         listener,
         principal: ANONYMOUS.to_owned(),
         decisions: Default::default(),
+        quota: Default::default(),
     };
     let protocol = ctx.config().listener(listener).protocol;
     let sasl = protocol.sasl().then(|| Sasl::new(ctx, &peer, listener));
@@ -205,8 +207,16 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
 ) -> Result<(), ConnectionError> {
     let mut reader = FrameReader::default();
     loop {
+        // A client over a quota: its channel is muted for the throttle its last answer carried
+        // (KIP-219); the requests it sends meanwhile wait in the socket.
+        let throttle = client.quota.take_throttle();
+        if throttle > 0 {
+            let wait = glommio::timer::sleep(std::time::Duration::from_millis(u64::from(throttle)));
+            futures_lite::future::or(wait, ctx.stop().stopped()).await;
+        }
         let frame = read_frame_or_stop(ctx, pipeline, &mut reader, &mut stream).await?;
         let read_at = Instant::now();
+        let frame_bytes = frame.len() + 4;
         ctx.metrics().received(frame.len() + 4);
         let request = match decode_request(frame)? {
             Decoded::ApiVersionsUnsupported { correlation_id } => {
@@ -244,7 +254,20 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
         match *body {
             RequestKind::Produce(req) => {
                 pipeline.wait_below(PIPELINE_REQUESTS_MAX).await;
-                let pending = handlers::produce::append(ctx, &client, req, version).await;
+                let spent = Rc::new(Cell::new(std::time::Duration::ZERO));
+                let mut pending = PollTimed::new(
+                    handlers::produce::append(ctx, &client, req, version),
+                    spent.clone(),
+                )
+                .await;
+                let bytes =
+                    ctx.charge_quota(&client, QuotaKey::ProducerByteRate, frame_bytes as f64);
+                let time = ctx.charge_quota(
+                    &client,
+                    QuotaKey::RequestPercentage,
+                    spent.get().as_nanos() as f64,
+                );
+                pending.throttle_ms = bytes.max(time);
                 if !pending.answered() {
                     // Fire and forget: done once appended.
                     ctx.metrics()
@@ -280,11 +303,50 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
             other => {
                 // Everything but Produce runs alone, after the answers before it are written.
                 pipeline.wait_below(1).await;
-                let answer =
-                    handle_request(ctx, &client, (api, version, correlation_id), other).await;
+                let spent = Rc::new(Cell::new(std::time::Duration::ZERO));
+                let answer = PollTimed::new(
+                    handle_request(ctx, &client, (api, version, correlation_id), other),
+                    spent.clone(),
+                )
+                .await;
+                ctx.charge_quota(
+                    &client,
+                    QuotaKey::RequestPercentage,
+                    spent.get().as_nanos() as f64,
+                );
                 pipeline.push(Box::pin(async move { answer }), timing);
             }
         }
+    }
+}
+
+/// A future whose time spent running (inside `poll`, not waiting) is added to `spent`: a
+/// request's share of its shard, for `request_percentage` quotas.
+struct PollTimed<F> {
+    inner: Pin<Box<F>>,
+    spent: Rc<Cell<std::time::Duration>>,
+}
+
+impl<F: Future> PollTimed<F> {
+    fn new(inner: F, spent: Rc<Cell<std::time::Duration>>) -> Self {
+        PollTimed {
+            inner: Box::pin(inner),
+            spent,
+        }
+    }
+}
+
+impl<F: Future> Future for PollTimed<F> {
+    type Output = F::Output;
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let start = Instant::now();
+        let out = self.inner.as_mut().poll(cx);
+        self.spent.set(self.spent.get() + start.elapsed());
+        out
     }
 }
 

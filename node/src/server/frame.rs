@@ -348,6 +348,7 @@ mod tests {
             ApiKey::DescribeAcls => RequestKind::DescribeAcls(Default::default()),
             ApiKey::DeleteAcls => RequestKind::DeleteAcls(Default::default()),
             ApiKey::DescribeClientQuotas => RequestKind::DescribeClientQuotas(Default::default()),
+            ApiKey::AlterClientQuotas => RequestKind::AlterClientQuotas(Default::default()),
             ApiKey::AlterPartitionReassignments => {
                 RequestKind::AlterPartitionReassignments(Default::default())
             }

@@ -23,6 +23,7 @@ use kafka_protocol::ResponseError;
 use crate::config::{BrokerConfig, GroupConfig};
 use crate::error::Refused;
 use crate::group_coordinator::{Coordinator, Host};
+use crate::handlers::client::Client;
 use crate::handlers::fetch::sessions::FetchSessions;
 use crate::ids::NodeId;
 use crate::metadata::lease::LeaseClock;
@@ -30,6 +31,7 @@ use crate::metadata::{Command, Snapshot, TopicMeta};
 use crate::metadata::{Leader, PartitionMeta};
 use crate::metrics::recorder::ShardMetrics;
 use crate::partition::Partition;
+use crate::quotas::QuotaKey;
 use crate::replica::throttle::ReplicationQuotas;
 use crate::security::failure_log::FailureLog;
 use crate::server::budget::RequestBudget;
@@ -50,6 +52,8 @@ pub struct NodeServices {
     pub lease: LeaseClock,
     /// The node's request budget (`queued.max.request.bytes`), shared by every shard.
     pub request_budget: Arc<RequestBudget>,
+    /// The node's usage of client quotas, shared by every shard.
+    pub quota_usage: Arc<crate::quotas::usage::QuotaUsage>,
 }
 
 /// Everything a shard's tasks share. Single-threaded: `Rc` and `RefCell`, no locks. Its state
@@ -90,6 +94,8 @@ pub struct ShardCtx {
     /// When each failed log may next be tried for reopening.
     reopen_due: RefCell<HashMap<(String, i32), std::time::Instant>>,
     request_budget: Arc<RequestBudget>,
+    /// The node's usage of client quotas (`quotas/usage.rs`).
+    quota_usage: Arc<crate::quotas::usage::QuotaUsage>,
     /// What the shard counts for the metrics endpoint.
     metrics: ShardMetrics,
     /// Failed authentications and TLS handshakes, logged rate-limited.
@@ -170,10 +176,49 @@ impl ShardCtx {
             topology: glommio::sync::Semaphore::new(1),
             reopen_due: RefCell::default(),
             request_budget: node.request_budget,
+            quota_usage: node.quota_usage,
             metrics: ShardMetrics::default(),
             auth_failures: FailureLog::default(),
             replication_quotas: ReplicationQuotas::default(),
         }
+    }
+
+    /// Counts `amount` of `key` against the quota that applies to `client` (its user and client
+    /// id, Kafka's order), node-wide; the throttle (ms) it leads to, which the client's next
+    /// answer carries and its connection waits out. 0 without a quota (no lock taken).
+    pub fn charge_quota(&self, client: &Client, key: QuotaKey, amount: f64) -> u32 {
+        let snapshot = self.snapshot.borrow();
+        if snapshot.client_quotas.is_empty() {
+            return 0;
+        }
+        let user = client
+            .principal
+            .strip_prefix("User:")
+            .unwrap_or(&client.principal);
+        let index = QuotaKey::ALL
+            .iter()
+            .position(|k| *k == key)
+            .expect("listed");
+        let Some((entity, quota)) =
+            client
+                .quota
+                .get(index, (snapshot.version, user, &client.id), || {
+                    crate::quotas::resolve(&snapshot.client_quotas, user, &client.id)
+                })
+        else {
+            return 0;
+        };
+        drop(snapshot);
+        let throttle =
+            self.quota_usage
+                .charge(key, &entity, key.per_second(quota), amount, now_ms());
+        client.quota.throttle(throttle);
+        throttle
+    }
+
+    /// The node's usage of client quotas (the metrics endpoint reports it).
+    pub fn quota_usage(&self) -> &crate::quotas::usage::QuotaUsage {
+        &self.quota_usage
     }
 
     /// The replication throttle budgets of this shard (its broker's

@@ -112,10 +112,11 @@ pub async fn handle(
                 moved: moved.clone(),
                 topics,
             };
-            let resp = fetch
+            let (mut resp, records) = fetch
                 .serve(ctx, (max_bytes, min_bytes, version), deadline)
                 .await;
-            return encode_response(&resp.0, resp.1, version);
+            charge(ctx, client, origin, &mut resp, &records);
+            return encode_response(&resp, records, version);
         }
     }
     let names = topic_names(ctx, &wanted, by_topic_id);
@@ -154,7 +155,8 @@ pub async fn handle(
         .await;
         let now = Instant::now();
         if total >= min_bytes || now >= deadline || errors || ctx.stop().is_stopping() {
-            let (resp, records) = respond(ctx, (&context, by_topic_id), &wanted, read);
+            let (mut resp, records) = respond(ctx, (&context, by_topic_id), &wanted, read);
+            charge(ctx, client, origin, &mut resp, &records);
             // Every partition was read and answered here, none told through the session's
             // record of what moved: the next incremental request reads them all.
             if let Some((_, (moved, _))) = &session {
@@ -176,6 +178,28 @@ pub async fn handle(
         futures_lite::future::or(wait, timeout).await;
         previous = Some(read);
     }
+}
+
+/// A consumer's fetch counts against its `consumer_byte_rate` quota (followers' fetches have
+/// replication quotas of their own): the answer carries the throttle, and the connection waits
+/// it out before reading the consumer's next request.
+fn charge(
+    ctx: &ShardCtx,
+    client: &Client,
+    origin: FetchOrigin,
+    resp: &mut FetchResponse,
+    records: &[Vec<ReadSlice>],
+) {
+    if origin.is_follower() {
+        return;
+    }
+    let bytes: usize = records.iter().flatten().map(ReadSlice::len).sum();
+    let throttle = ctx.charge_quota(
+        client,
+        crate::quotas::QuotaKey::ConsumerByteRate,
+        bytes as f64,
+    );
+    resp.throttle_time_ms = resp.throttle_time_ms.max(throttle as i32);
 }
 
 fn encode_response(

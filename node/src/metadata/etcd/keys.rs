@@ -82,6 +82,16 @@ impl Keys {
             .strip_prefix("broker-configs/")
     }
 
+    /// An entity's client quotas (AlterClientQuotas), by its storage key.
+    pub fn client_quotas(&self, entity: &str) -> String {
+        format!("{}client-quotas/{entity}", self.root)
+    }
+
+    /// Parses a client quotas key back into the entity's storage key.
+    pub fn client_quotas_of<'a>(&self, key: &'a str) -> Option<&'a str> {
+        key.strip_prefix(&self.root)?.strip_prefix("client-quotas/")
+    }
+
     /// A finalized feature's level (UpdateFeatures).
     pub fn feature(&self, name: &str) -> String {
         format!("{}features/{name}", self.root)

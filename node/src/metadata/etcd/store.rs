@@ -57,6 +57,8 @@ pub struct EtcdStore {
     acls: BTreeMap<String, (BTreeSet<AclEntry>, i64)>,
     /// Finalized feature levels as last read, with the key's mod revision.
     features: BTreeMap<String, (FinalizedFeature, i64)>,
+    /// Client quotas by entity as last read, with the key's mod revision.
+    client_quotas: BTreeMap<String, (crate::quotas::EntityQuotas, i64)>,
     nodes: BTreeMap<NodeId, NodeInfo>,
     /// Every registration as last read: node → (broker epoch, the key's mod revision).
     registrations: BTreeMap<NodeId, (i64, i64)>,
@@ -114,6 +116,7 @@ impl EtcdStore {
             broker_configs: BTreeMap::new(),
             acls: BTreeMap::new(),
             features: BTreeMap::new(),
+            client_quotas: BTreeMap::new(),
             nodes: BTreeMap::new(),
             registrations: BTreeMap::new(),
             candidates: BTreeMap::new(),
@@ -158,6 +161,8 @@ impl EtcdStore {
             return put_doc(&mut self.acls, pattern, e, "ACLs");
         } else if let Some(name) = keys.feature_of(&e.key) {
             return put_doc(&mut self.features, name, e, "a feature level");
+        } else if let Some(entity) = keys.client_quotas_of(&e.key) {
+            return put_doc(&mut self.client_quotas, entity, e, "client quotas");
         } else if keys.is_controller_candidacy(&e.key) {
             let node = String::from_utf8_lossy(&e.value).parse::<NodeId>();
             if let Ok(node) = node {
@@ -209,6 +214,9 @@ impl EtcdStore {
         if let Some(name) = keys.feature_of(key) {
             return self.features.remove(name).is_some();
         }
+        if let Some(entity) = keys.client_quotas_of(key) {
+            return self.client_quotas.remove(entity).is_some();
+        }
         if let Some(node) = keys.broker_of(key) {
             self.registrations.remove(&node);
             self.liveness.deregistered(node);
@@ -238,6 +246,7 @@ impl EtcdStore {
             broker_configs: as_read(&self.broker_configs),
             acls: as_read(&self.acls),
             features: as_read(&self.features),
+            client_quotas: as_read(&self.client_quotas),
         }
     }
 
@@ -370,6 +379,7 @@ impl EtcdStore {
         self.broker_configs.clear();
         self.acls.clear();
         self.features.clear();
+        self.client_quotas.clear();
         self.nodes.clear();
         self.registrations.clear();
         self.liveness = Liveness::default();
@@ -519,6 +529,9 @@ impl MetadataStore for EtcdStore {
         });
         txn.diff(&self.acls, &snapshot.acls, |p| keys.acls(p));
         txn.diff(&self.features, &snapshot.features, |f| keys.feature(f));
+        txn.diff(&self.client_quotas, &snapshot.client_quotas, |e| {
+            keys.client_quotas(e)
+        });
         if txn.ops.is_empty() {
             return Ok(Saved::Yes);
         }
@@ -551,6 +564,7 @@ impl MetadataStore for EtcdStore {
         saved(&mut self.broker_configs, &snapshot.broker_configs, revision);
         saved(&mut self.acls, &snapshot.acls, revision);
         saved(&mut self.features, &snapshot.features, revision);
+        saved(&mut self.client_quotas, &snapshot.client_quotas, revision);
         Ok(Saved::Yes)
     }
 
