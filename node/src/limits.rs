@@ -232,6 +232,9 @@ pub const ETCD_RETRY_BACKOFF_MAX: Duration = Duration::from_secs(8);
 pub const QUOTA_WINDOW_SAMPLES: usize = 11;
 /// ... each this long (Kafka's `quota.window.size.seconds`, 1).
 pub const QUOTA_SAMPLE_MS: i64 = 1_000;
+/// What a client may send at once against a byte-rate or request-time quota: this much of
+/// its quota (a token bucket's depth, `quotas/usage.rs`).
+pub const QUOTA_BURST_MS: i64 = 1_000;
 /// The longest a client over its quota is held at once (the whole window).
 pub const QUOTA_THROTTLE_MAX_MS: i64 = QUOTA_WINDOW_SAMPLES as i64 * QUOTA_SAMPLE_MS;
 

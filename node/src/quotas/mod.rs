@@ -76,6 +76,17 @@ impl QuotaKey {
         }
     }
 
+    /// The burst a client may use at once (ms of its quota): one second for the byte rates and
+    /// request time, the whole quota window for topic mutations (Kafka's KIP-599 burst).
+    pub fn burst_ms(self) -> i64 {
+        match self {
+            QuotaKey::ControllerMutationRate => {
+                crate::limits::QUOTA_WINDOW_SAMPLES as i64 * crate::limits::QUOTA_SAMPLE_MS
+            }
+            _ => crate::limits::QUOTA_BURST_MS,
+        }
+    }
+
     /// Kafka's LONG keys (bytes per second).
     fn integral(self) -> bool {
         matches!(

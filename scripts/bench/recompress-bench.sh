@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Broker-side recompression (topic compression.type), ringlog vs Apache Kafka 4.1.1, one
+# single-node broker each: payload MB/s and broker CPU-s/GB when the broker compresses every
+# uncompressed batch to zstd / lz4 / gzip, against the same records stored as sent. See
+# scripts/bench/recompress_bench.py.
+#
+#   scripts/bench/recompress-bench.sh [OUT_DIR=target/recompress-bench]
+#
+# Env: CASES ("producer zstd lz4 gzip"), RATE_MB (20), VALUE_BYTES (1024), DURATION (15 s),
+# PARTITIONS (4), ROUNDS (2), TARGETS ("ringlog kafka"). Benchmarks the ringlog binary as built.
+set -euo pipefail
+# shellcheck source=../lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+cd "$REPO_ROOT"
+setup_deps
+[[ -x "${RINGLOG_BIN:-target/release/ringlog}" ]] || die "no ringlog binary: cargo build --release -p node --bin ringlog"
+KAFKA_LIBS="$(scripts/kafka/fetch-kafka.sh | tail -n1)"
+export KAFKA_LIBS RINGLOG_KAFKA_LIBS="$KAFKA_LIBS"
+python3 "$SCRIPT_DIR/recompress_bench.py" "${1:-target/recompress-bench}"
