@@ -10,6 +10,7 @@ cases. The table is printed and written to target/acl-comparison.md.
 """
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -184,6 +185,11 @@ def run_cases(sasl_bootstrap):
     return {(u, a, t): ACTIONS[a](sasl(sasl_bootstrap, u), t) for u, a, t in CASES}
 
 
+def set_up_and_run(plaintext, sasl_bootstrap):
+    acls = set_up(plaintext, sasl_bootstrap)
+    return acls, run_cases(sasl_bootstrap)
+
+
 SETTINGS = {
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "super.users": "User:ANONYMOUS",
@@ -210,10 +216,13 @@ def test_the_same_acls_decide_alike_on_ringlog_and_kafka():
     try:
         b.start()
         kafka.start()
-        ours_acls = set_up(b.bootstrap, f"127.0.0.1:{sasl_port}")
-        theirs_acls = set_up(kafka.bootstrap, f"127.0.0.1:{kafka.extra_port}")
-        ours = run_cases(f"127.0.0.1:{sasl_port}")
-        theirs = run_cases(f"127.0.0.1:{kafka.extra_port}")
+        # The two brokers are independent: their set-up and cases run side by side (each case
+        # waits on its own broker's answers, mostly timeouts of denied requests).
+        with ThreadPoolExecutor(2) as pool:
+            ours_run = pool.submit(set_up_and_run, b.bootstrap, f"127.0.0.1:{sasl_port}")
+            theirs_run = pool.submit(set_up_and_run, kafka.bootstrap, f"127.0.0.1:{kafka.extra_port}")
+            ours_acls, ours = ours_run.result()
+            _, theirs = theirs_run.result()
     finally:
         b.cleanup()
         kafka.stop()
