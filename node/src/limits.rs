@@ -321,6 +321,15 @@ pub const AUTH_FAILURE_LOG_WINDOW: Duration = Duration::from_secs(10);
 
 // ---- Consumer groups ----
 
+/// The most memory a consumer group member's `SubscribedTopicRegex` may compile to (larger:
+/// INVALID_REGULAR_EXPRESSION).
+pub const GROUP_REGEX_BYTES_MAX: usize = 1 << 20;
+
+/// The session a consumer-protocol member gets when its coordinator loads the group (Kafka's
+/// `group.consumer.session.timeout.ms` default): a member that does not heartbeat the new
+/// coordinator within it is fenced.
+pub const CONSUMER_LOAD_SESSION_MS: i32 = 45_000;
+
 /// Kafka's `offsets.commit.timeout.ms` default: how long a group write waits for the ISR.
 pub const OFFSET_COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -94,6 +94,23 @@ pub struct GroupConfig {
     pub min_session_timeout_ms: i32,
     pub max_session_timeout_ms: i32,
     pub max_size: usize,
+    /// `group.coordinator.rebalance.protocols` includes `consumer`: KIP-848 groups are served.
+    pub consumer_protocol: bool,
+    /// `group.consumer.*`: the consumer protocol's defaults and bounds.
+    pub consumer: ConsumerGroupConfig,
+}
+
+/// Kafka's `group.consumer.*` settings.
+#[derive(Debug, Clone)]
+pub struct ConsumerGroupConfig {
+    pub session_timeout_ms: i32,
+    pub min_session_timeout_ms: i32,
+    pub max_session_timeout_ms: i32,
+    pub heartbeat_interval_ms: i32,
+    pub min_heartbeat_interval_ms: i32,
+    pub max_heartbeat_interval_ms: i32,
+    pub max_size: usize,
+    pub assignors: Vec<crate::group_coordinator::consumer::Assignor>,
 }
 
 /// The transaction coordinator's settings (Kafka's names and defaults).

@@ -50,6 +50,9 @@ pub struct Coordinator {
     pub(super) last_retention_ms: Cell<i64>,
     /// Offsets committed in transactions not settled yet (`txn_offsets.rs`).
     pub(super) txn_offsets: RefCell<PendingTxnOffsets>,
+    /// The cluster metadata the consumer groups last looked at (its address): a new one may
+    /// have created, deleted or grown a subscribed topic.
+    pub(super) last_snapshot: Cell<usize>,
 }
 
 impl Coordinator {
@@ -290,7 +293,17 @@ impl Coordinator {
             if !g.is_empty() {
                 return Err(ResponseError::NonEmptyGroup);
             }
-            tombstones(group, g.offsets.keys().cloned(), true)
+            let mut keys = tombstones(group, g.offsets.keys().cloned(), g.consumer.is_none());
+            if let Some(c) = &g.consumer {
+                keys.extend(c.deletion_records().iter().map(|r| {
+                    let key = RecordKey::Consumer {
+                        group: group.to_owned(),
+                        key: r.key.clone(),
+                    };
+                    (key.encode(), None)
+                }));
+            }
+            keys
         };
         append(host, p, keys, now).await?;
         if let Some(mut g) = self.groups.borrow_mut().remove(group) {
@@ -316,6 +329,7 @@ impl Coordinator {
                 }
             }
         }
+        self.tick_consumer_groups(host, now).await;
         let cfg = host.settings();
         if now - self.last_retention_ms.get() >= cfg.offsets_retention_check_interval_ms {
             self.last_retention_ms.set(now);

@@ -92,6 +92,32 @@ impl Coordinator {
     }
 }
 
+/// One group as its partition's records give it (`None` if it has none): what the coordinator
+/// reads back after a write it could not complete.
+pub(super) async fn read_group(part: &Partition, group: &str, now: i64) -> Option<Group> {
+    let mut groups = BTreeMap::<String, Group>::new();
+    replay_records(part, |r| {
+        if r.control || r.transactional {
+            return;
+        }
+        let mine = r
+            .key
+            .as_ref()
+            .and_then(|k| RecordKey::decode(k.clone()).ok())
+            .is_some_and(|k| match k {
+                RecordKey::Offset { group: g, .. }
+                | RecordKey::Group(g)
+                | RecordKey::Consumer { group: g, .. } => g == group,
+                RecordKey::Other(_) => false,
+            });
+        if mine {
+            let _ = apply_record(&mut groups, r.key, r.value, now);
+        }
+    })
+    .await;
+    groups.remove(group)
+}
+
 /// A transactional offset record during load: pending until its transaction's marker.
 fn pend_record(
     pending: &mut Pending,
@@ -148,6 +174,27 @@ pub(super) fn apply_record(
             }
             Ok(true)
         }
+        RecordKey::Consumer { group, key } => {
+            let value = match value {
+                None => None,
+                Some(v) => Some(super::consumer::ConsumerValue::decode(&key, v)?),
+            };
+            let record = super::consumer::ConsumerRecord { key, value };
+            let g = groups
+                .entry(group.clone())
+                .or_insert_with(|| Group::new(group, now));
+            g.consumer.get_or_insert_with(Default::default).replay(
+                &record,
+                now,
+                crate::limits::CONSUMER_LOAD_SESSION_MS,
+            );
+            if record.key == super::consumer::ConsumerKey::Metadata && record.value.is_none() {
+                // the group was deleted (its offsets have their own tombstones)
+                g.consumer = None;
+            }
+            Ok(false)
+        }
+        RecordKey::Other(_) => Ok(false),
         RecordKey::Group(group) => {
             match value {
                 None => {

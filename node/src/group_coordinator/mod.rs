@@ -12,6 +12,8 @@
 //! size retention are off for it) and a load replays them all, the latest record per key
 //! winning.
 
+pub mod consumer;
+mod consumer_ops;
 mod coordinator;
 pub mod host;
 mod load;
@@ -21,5 +23,6 @@ mod persist;
 pub mod records;
 mod txn_offsets;
 
+pub use consumer_ops::topic_index;
 pub use coordinator::{partition_for, Coordinator, GroupSummary};
 pub use host::Host;

@@ -20,6 +20,14 @@ pub enum RecordKey {
         partition: i32,
     },
     Group(String),
+    /// A consumer group's record (KIP-848, types 3–8: `consumer/records.rs`).
+    Consumer {
+        group: String,
+        key: super::consumer::ConsumerKey,
+    },
+    /// Kafka's consumer group partition metadata (type 4, tombstones only since 4.1), and
+    /// share and streams groups' records (types 9+): not ringlog's, passed over.
+    Other(i16),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +63,12 @@ pub struct GroupValue {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("undecodable __consumer_offsets record: {0}")]
 pub struct RecordError(String);
+
+impl RecordError {
+    pub(crate) fn new(what: String) -> RecordError {
+        RecordError(what)
+    }
+}
 
 fn put_str(out: &mut BytesMut, s: &str) {
     out.put_i16(s.len() as i16);
@@ -138,6 +152,8 @@ impl RecordKey {
                 out.put_i16(2);
                 put_str(&mut out, group);
             }
+            RecordKey::Consumer { group, key } => return key.encode(group),
+            RecordKey::Other(kind) => out.put_i16(*kind),
         }
         out.freeze()
     }
@@ -150,6 +166,13 @@ impl RecordKey {
                 partition: get_i32(&mut buf, "partition")?,
             }),
             2 => Ok(RecordKey::Group(get_str(&mut buf, "group")?)),
+            kind @ 3..=8 => Ok(
+                match super::consumer::ConsumerKey::decode(kind, &mut buf)? {
+                    Some((group, key)) => RecordKey::Consumer { group, key },
+                    None => RecordKey::Other(kind),
+                },
+            ),
+            kind @ 9..=1000 => Ok(RecordKey::Other(kind)),
             v => Err(RecordError(format!("unknown key version {v}"))),
         }
     }
@@ -338,7 +361,12 @@ mod tests {
         for cut in 0..v.len() {
             assert!(OffsetValue::decode(v.slice(..cut)).is_err(), "cut at {cut}");
         }
-        assert!(RecordKey::decode(Bytes::from_static(&[0, 9])).is_err());
+        assert!(RecordKey::decode(Bytes::from_static(&[0xff, 0xff])).is_err());
+        // share and streams groups' records (types 9+) are Kafka's, not ringlog's: passed over
+        assert_eq!(
+            RecordKey::decode(Bytes::from_static(&[0, 9])),
+            Ok(RecordKey::Other(9))
+        );
         assert!(GroupValue::decode(Bytes::from_static(&[0, 3, 0, 5, b'a'])).is_err());
     }
 }

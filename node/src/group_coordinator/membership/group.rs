@@ -31,6 +31,9 @@ pub struct Group {
     pub offsets: BTreeMap<(String, i32), OffsetValue>,
     /// The group's metadata changed and must be written to `__consumer_offsets`.
     pub(super) dirty: bool,
+    /// Set when the group is a consumer-protocol (KIP-848) group: the classic fields above
+    /// stay empty, `offsets` is shared.
+    pub consumer: Option<crate::group_coordinator::consumer::ConsumerGroup>,
 }
 
 impl Group {
@@ -51,6 +54,7 @@ impl Group {
             next_seq: 0,
             offsets: BTreeMap::new(),
             dirty: false,
+            consumer: None,
         }
     }
 
@@ -138,6 +142,7 @@ impl Group {
 
     pub fn is_empty(&self) -> bool {
         self.state == GroupState::Empty
+            && self.consumer.as_ref().is_none_or(|c| c.members.is_empty())
     }
 
     /// Topics the members subscribe to, from their consumer protocol metadata for the
@@ -173,6 +178,7 @@ impl Group {
             && self.members.is_empty()
             && self.pending.is_empty()
             && self.offsets.is_empty()
+            && self.consumer.is_none()
     }
 
     pub(super) fn set_state(&mut self, state: GroupState, now_ms: i64) {
@@ -308,6 +314,20 @@ impl Group {
         let (member_id, generation) = (who.member_id, who.generation);
         if self.state == GroupState::Dead {
             return Err(ResponseError::CoordinatorNotAvailable);
+        }
+        if let Some(c) = &self.consumer {
+            // a consumer-protocol group: the generation is the member epoch (KIP-848)
+            if generation < 0 && c.members.is_empty() {
+                return Ok(());
+            }
+            let m = c
+                .members
+                .get(member_id)
+                .ok_or(ResponseError::UnknownMemberId)?;
+            if generation != m.current.member_epoch {
+                return Err(ResponseError::StaleMemberEpoch);
+            }
+            return Ok(());
         }
         if generation < 0 && member_id.is_empty() {
             return if self.state == GroupState::Empty {

@@ -1,0 +1,245 @@
+//! The coordinator's side of consumer-protocol groups: ConsumerGroupHeartbeat and
+//! ConsumerGroupDescribe on the groups of this shard, their records written to
+//! `__consumer_offsets` before the answer, session and rebalance timeouts and topic changes on
+//! the tick.
+
+use std::sync::Arc;
+
+use super::consumer::{
+    ConsumerGroup, ConsumerRecord, ConsumerSettings, Heartbeat, HeartbeatAnswer, HeartbeatError,
+    TopicIndex,
+};
+use super::coordinator::Coordinator;
+use super::host::Host;
+use super::membership::Group;
+use super::persist::{append, KeyValues};
+use super::records::RecordKey;
+use crate::metadata::Snapshot;
+use kafka_protocol::ResponseError;
+
+fn no_message(error: ResponseError) -> HeartbeatError {
+    HeartbeatError {
+        error,
+        message: String::new(),
+    }
+}
+
+/// The topics a consumer group may subscribe to, from the cluster metadata.
+pub fn topic_index(snapshot: &Snapshot) -> TopicIndex {
+    let mut index = TopicIndex::default();
+    for (name, t) in &snapshot.topics {
+        index.insert(name, t.id, t.partitions.len() as i32);
+    }
+    index
+}
+
+pub fn settings(host: &dyn Host) -> ConsumerSettings {
+    let c = &host.settings().consumer;
+    ConsumerSettings {
+        session_timeout_ms: c.session_timeout_ms,
+        heartbeat_interval_ms: c.heartbeat_interval_ms,
+        max_size: c.max_size,
+        assignors: c.assignors.clone(),
+    }
+}
+
+fn encode(group: &str, records: &[ConsumerRecord]) -> KeyValues {
+    records
+        .iter()
+        .map(|r| {
+            let key = RecordKey::Consumer {
+                group: group.to_owned(),
+                key: r.key.clone(),
+            };
+            (key.encode(), r.value.as_ref().map(|v| v.encode()))
+        })
+        .collect()
+}
+
+impl Coordinator {
+    /// One ConsumerGroupHeartbeat. The records it produced are written (every in-sync replica)
+    /// before the answer; if that fails the group is read back from the log, so memory never
+    /// holds what a failover would not.
+    pub async fn consumer_heartbeat(
+        &self,
+        host: &dyn Host,
+        group: &str,
+        req: Heartbeat,
+        now: i64,
+    ) -> Result<HeartbeatAnswer, HeartbeatError> {
+        let p = self.locate(host, group).map_err(no_message)?;
+        let topics = topic_index(&host.snapshot());
+        let s = settings(host);
+        let joining = req.member_epoch == 0;
+        let out = {
+            let mut groups = self.groups.borrow_mut();
+            if !groups.contains_key(group) {
+                if !joining {
+                    return Err(HeartbeatError {
+                        error: ResponseError::GroupIdNotFound,
+                        message: format!("Consumer group {group} not found."),
+                    });
+                }
+                groups.insert(group.to_owned(), Group::new(group.to_owned(), now));
+            }
+            let g = groups.get_mut(group).expect("present");
+            if g.consumer.is_none() {
+                // An empty classic group (offsets only) becomes a consumer group on a join,
+                // keeping its offsets; one with members is not a consumer group (Kafka's
+                // online migration from classic is not built).
+                if !joining || !g.is_empty() {
+                    return Err(HeartbeatError {
+                        error: ResponseError::GroupIdNotFound,
+                        message: format!("Group {group} is not a consumer group."),
+                    });
+                }
+                g.consumer = Some(ConsumerGroup::default());
+            }
+            let c = g.consumer.as_mut().expect("set");
+            c.heartbeat(req, &topics, &s, now)
+        };
+        let (answer, records) = match out {
+            Ok(x) => x,
+            Err(e) => {
+                self.forget_if_unused(group);
+                return Err(e);
+            }
+        };
+        self.write_consumer(host, p, group, &records, now)
+            .await
+            .map_err(no_message)?;
+        Ok(answer)
+    }
+
+    /// A group created by a refused first heartbeat leaves no trace.
+    fn forget_if_unused(&self, group: &str) {
+        let mut groups = self.groups.borrow_mut();
+        let unused = groups.get(group).is_some_and(|g| {
+            g.offsets.is_empty()
+                && g.consumer
+                    .as_ref()
+                    .is_some_and(|c| c.members.is_empty() && c.epoch == 0)
+        });
+        if unused {
+            groups.remove(group);
+        }
+    }
+
+    /// Writes a group's records; on failure reads the group back from the log.
+    pub(super) async fn write_consumer(
+        &self,
+        host: &dyn Host,
+        p: i32,
+        group: &str,
+        records: &[ConsumerRecord],
+        now: i64,
+    ) -> Result<(), ResponseError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let written = append(host, p, encode(group, records), now).await;
+        if let Err(e) = written {
+            tracing::warn!(
+                group,
+                code = e.code(),
+                "writing consumer group records failed; reloading the group"
+            );
+            self.reload_group(host, p, group, now).await;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Replays one group's records from its partition (after a failed write).
+    async fn reload_group(&self, host: &dyn Host, p: i32, group: &str, now: i64) {
+        let Some(part) = host.offsets_partition(p) else {
+            return;
+        };
+        let fresh = super::load::read_group(&part, group, now).await;
+        let mut groups = self.groups.borrow_mut();
+        match fresh {
+            Some(g) => {
+                if let Some(old) = groups.get_mut(group) {
+                    old.consumer = g.consumer;
+                } else {
+                    groups.insert(group.to_owned(), g);
+                }
+            }
+            None => {
+                if let Some(old) = groups.get_mut(group) {
+                    old.consumer = None;
+                }
+            }
+        }
+    }
+
+    /// The consumer group `group` as ConsumerGroupDescribe shows it.
+    pub fn consumer_describe(
+        &self,
+        host: &dyn Host,
+        group: &str,
+    ) -> Result<(ConsumerGroup, Arc<Snapshot>, &'static str), HeartbeatError> {
+        self.locate(host, group).map_err(no_message)?;
+        let groups = self.groups.borrow();
+        let Some(c) = groups.get(group).and_then(|g| g.consumer.as_ref()) else {
+            let message = if groups.contains_key(group) {
+                format!("Group {group} is not a consumer group.")
+            } else {
+                format!("Group {group} not found.")
+            };
+            return Err(HeartbeatError {
+                error: ResponseError::GroupIdNotFound,
+                message,
+            });
+        };
+        let assignor = c.assignor(&settings(host)).name();
+        Ok((c.clone(), host.snapshot(), assignor))
+    }
+
+    /// Session and rebalance timeouts; topics created, deleted or grown (when the cluster
+    /// metadata changed since the last tick).
+    pub(super) async fn tick_consumer_groups(&self, host: &dyn Host, now: i64) {
+        let snapshot = host.snapshot();
+        let changed_metadata = {
+            let ptr = Arc::as_ptr(&snapshot) as usize;
+            self.last_snapshot.replace(ptr) != ptr
+        };
+        let due: Vec<String> = self
+            .groups
+            .borrow()
+            .values()
+            .filter(|g| {
+                g.consumer.as_ref().is_some_and(|c| {
+                    changed_metadata && !c.members.is_empty()
+                        || c.members.values().any(|m| {
+                            now >= m.session_deadline_ms
+                                || m.rebalance_deadline_ms.is_some_and(|d| now >= d)
+                        })
+                })
+            })
+            .map(|g| g.id.clone())
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        let topics = topic_index(&snapshot);
+        let s = settings(host);
+        for id in due {
+            let Ok(p) = self.locate(host, &id) else {
+                continue;
+            };
+            let records = {
+                let mut groups = self.groups.borrow_mut();
+                let Some(c) = groups.get_mut(&id).and_then(|g| g.consumer.as_mut()) else {
+                    continue;
+                };
+                let mut records = c.expire(&topics, &s, now);
+                records.extend(c.refresh(&topics, &s, now));
+                records
+            };
+            if let Err(e) = self.write_consumer(host, p, &id, &records, now).await {
+                tracing::warn!(group = %id, code = e.code(), "consumer group timeouts not written");
+            }
+        }
+    }
+}
