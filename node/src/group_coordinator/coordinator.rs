@@ -26,6 +26,16 @@ pub fn partition_for(group: &str, partitions: i32) -> i32 {
     abs % partitions.max(1)
 }
 
+/// What ListGroups shows of a group.
+pub struct ListedGroup {
+    pub id: String,
+    pub protocol_type: String,
+    /// Kafka's name of its state (classic or consumer group states).
+    pub state: &'static str,
+    /// `classic` or `consumer` (ListGroups v5's group type).
+    pub kind: &'static str,
+}
+
 /// What DescribeGroups shows of a group.
 pub struct GroupSummary {
     pub state: GroupState,
@@ -209,22 +219,29 @@ impl Coordinator {
         Ok(results)
     }
 
-    /// `(group id, protocol type, state)` of every group this shard coordinates.
-    pub fn list(&self) -> Vec<(String, String, GroupState)> {
+    /// Every group this shard coordinates.
+    pub fn list(&self) -> Vec<ListedGroup> {
         let mut out: Vec<_> = self
             .groups
             .borrow()
             .values()
             .filter(|g| g.state != GroupState::Dead)
-            .map(|g| {
-                (
-                    g.id.clone(),
-                    g.protocol_type.clone().unwrap_or_default(),
-                    g.state,
-                )
+            .map(|g| match &g.consumer {
+                Some(c) => ListedGroup {
+                    id: g.id.clone(),
+                    protocol_type: "consumer".to_owned(),
+                    state: c.state().name(),
+                    kind: "consumer",
+                },
+                None => ListedGroup {
+                    id: g.id.clone(),
+                    protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                    state: g.state.name(),
+                    kind: "classic",
+                },
             })
             .collect();
-        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.sort_by(|a, b| a.id.cmp(&b.id));
         out
     }
 
@@ -237,8 +254,14 @@ impl Coordinator {
             .filter(|g| g.state != GroupState::Dead)
             .map(|g| crate::metrics::report::GroupReport {
                 group: g.id.clone(),
-                state: g.state.name(),
-                members: g.members.len(),
+                state: g
+                    .consumer
+                    .as_ref()
+                    .map_or(g.state.name(), |c| c.state().name()),
+                members: g
+                    .consumer
+                    .as_ref()
+                    .map_or(g.members.len(), |c| c.members.len()),
                 committed: g
                     .offsets
                     .iter()
@@ -252,8 +275,12 @@ impl Coordinator {
         self.locate(host, group)?;
         let groups = self.groups.borrow();
         Ok(match groups.get(group) {
-            // Kafka describes an unknown group as Dead, without an error.
-            None => GroupSummary {
+            // Kafka describes an unknown group as Dead, without an error; and so a consumer
+            // group, which is not a classic group (DescribeGroups up to v5).
+            None
+            | Some(Group {
+                consumer: Some(_), ..
+            }) => GroupSummary {
                 state: GroupState::Dead,
                 protocol_type: String::new(),
                 protocol: String::new(),

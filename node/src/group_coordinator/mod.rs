@@ -24,5 +24,5 @@ pub mod records;
 mod txn_offsets;
 
 pub use consumer_ops::topic_index;
-pub use coordinator::{partition_for, Coordinator, GroupSummary};
+pub use coordinator::{partition_for, Coordinator, GroupSummary, ListedGroup};
 pub use host::Host;

@@ -7,7 +7,7 @@ use bytes::BytesMut;
 use kafka_protocol::messages::api_versions_response::{
     ApiVersion, ApiVersionsResponse, FinalizedFeatureKey, SupportedFeatureKey,
 };
-use kafka_protocol::messages::ResponseHeader;
+use kafka_protocol::messages::{ApiKey, ResponseHeader};
 use kafka_protocol::protocol::Encodable;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -18,7 +18,12 @@ use crate::server::response::Outgoing;
 
 /// `finalized_epoch`: the epoch of the last UpdateFeatures (clients keep the features of the
 /// highest epoch they saw).
-pub fn handle(txn_version: TxnVersion, finalized_epoch: i64) -> ApiVersionsResponse {
+/// `consumer_protocol`: KIP-848's APIs are served (`group.coordinator.rebalance.protocols`).
+pub fn handle(
+    txn_version: TxnVersion,
+    finalized_epoch: i64,
+    consumer_protocol: bool,
+) -> ApiVersionsResponse {
     let mut r = ApiVersionsResponse::default();
     let name = || StrBytes::from_static_str(TRANSACTION_VERSION_FEATURE);
     r.supported_features = vec![SupportedFeatureKey::default()
@@ -34,6 +39,13 @@ pub fn handle(txn_version: TxnVersion, finalized_epoch: i64) -> ApiVersionsRespo
     }
     r.api_keys = super::SUPPORTED
         .iter()
+        .filter(|(key, _, _)| {
+            consumer_protocol
+                || !matches!(
+                    key,
+                    ApiKey::ConsumerGroupHeartbeat | ApiKey::ConsumerGroupDescribe
+                )
+        })
         .map(|&(key, min, max)| {
             let mut v = ApiVersion::default();
             v.api_key = key as i16;
@@ -47,7 +59,7 @@ pub fn handle(txn_version: TxnVersion, finalized_epoch: i64) -> ApiVersionsRespo
 
 /// The v0 answer to an ApiVersions request of a version we do not know.
 pub fn unsupported(correlation_id: i32) -> Outgoing {
-    let mut r = handle(TxnVersion::V0, CONFIGURED_FEATURES_EPOCH);
+    let mut r = handle(TxnVersion::V0, CONFIGURED_FEATURES_EPOCH, false);
     r.error_code = ResponseError::UnsupportedVersion.code();
     let mut buf = BytesMut::new();
     let mut h = ResponseHeader::default();

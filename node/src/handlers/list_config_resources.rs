@@ -63,7 +63,7 @@ pub fn handle(
                     .into_iter()
                     .map(|(id, _, _)| (BROKER, id.0.to_string())),
             ),
-            GROUP => names.extend(ctx.groups().list().into_iter().map(|(g, _, _)| (GROUP, g))),
+            GROUP => names.extend(ctx.groups().list().into_iter().map(|g| (GROUP, g.id))),
             _ => {} // CLIENT_METRICS: none
         }
     }

@@ -48,11 +48,35 @@ pub async fn handle(
     let topic_operations = version >= 8 && req.include_topic_authorized_operations;
     let auto_create =
         ctx.config().auto_create_topics && (version < 4 || req.allow_auto_topic_creation);
+    // v10+ may name a topic by its id alone (consumers of KIP-848 learn their partitions by
+    // topic id): the id is looked up; an unknown one is UNKNOWN_TOPIC_ID.
+    let mut unknown_ids = Vec::new();
     let names: Option<Vec<String>> = req.topics.map(|ts| {
+        let snapshot = ctx.snapshot();
         ts.into_iter()
-            .filter_map(|t| t.name.map(|n| n.0.to_string()))
+            .filter_map(|t| match t.name {
+                Some(n) => Some(n.0.to_string()),
+                None if !t.topic_id.is_nil() => {
+                    let found = snapshot
+                        .topics
+                        .iter()
+                        .find(|(_, m)| m.id == t.topic_id)
+                        .map(|(n, _)| n.clone());
+                    if found.is_none() {
+                        unknown_ids.push(t.topic_id);
+                    }
+                    found
+                }
+                None => None,
+            })
             .collect()
     });
+    for id in unknown_ids {
+        let mut t = MetadataResponseTopic::default();
+        t.topic_id = id;
+        t.error_code = ResponseError::UnknownTopicId.code();
+        resp.topics.push(t);
+    }
     // "All topics" is a null array from v1 on, and an empty one in v0 (which has no null).
     // Listing all shows only the topics the client may describe; a topic asked for by name that
     // it may not describe is TOPIC_AUTHORIZATION_FAILED, whether it exists or not (Kafka's

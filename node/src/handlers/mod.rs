@@ -66,6 +66,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
+    // KIP-848: advertised only when `group.coordinator.rebalance.protocols` lists `consumer`
+    // (`api_versions.rs`). v1: the member makes its id, regex subscriptions.
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::OffsetDelete, 0, 0),
     // Kafka 4.x serves 2-4 (KIP-896 removed 0-1).
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
@@ -153,7 +157,8 @@ pub async fn dispatch(
         RequestKind::ApiVersions(_) => {
             let txn_version = crate::txn_coordinator::cluster_version(&**ctx);
             let epoch = ctx.snapshot().features_epoch();
-            encode(&api_versions::handle(txn_version, epoch), version)?
+            let consumer = crate::group_coordinator::Host::settings(&**ctx).consumer_protocol;
+            encode(&api_versions::handle(txn_version, epoch, consumer), version)?
         }
         RequestKind::Metadata(r) => {
             encode(&metadata::handle(ctx, client, r, version).await, version)?
@@ -235,6 +240,13 @@ pub async fn dispatch(
         RequestKind::ListGroups(r) => encode(&groups::list(ctx, client, r, version), version)?,
         RequestKind::DescribeGroups(r) => {
             encode(&groups::describe(ctx, client, r, version), version)?
+        }
+        RequestKind::ConsumerGroupHeartbeat(r) => encode(
+            &groups::consumer_heartbeat(ctx, client, r, version).await,
+            version,
+        )?,
+        RequestKind::ConsumerGroupDescribe(r) => {
+            encode(&groups::consumer_describe(ctx, client, r, version), version)?
         }
         RequestKind::DeleteGroups(r) => encode(&groups::delete(ctx, client, r).await, version)?,
         RequestKind::OffsetDelete(r) => {

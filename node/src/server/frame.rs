@@ -323,6 +323,10 @@ mod tests {
             ApiKey::ListGroups => RequestKind::ListGroups(Default::default()),
             ApiKey::DescribeGroups => RequestKind::DescribeGroups(Default::default()),
             ApiKey::DeleteGroups => RequestKind::DeleteGroups(Default::default()),
+            ApiKey::ConsumerGroupHeartbeat => {
+                RequestKind::ConsumerGroupHeartbeat(Default::default())
+            }
+            ApiKey::ConsumerGroupDescribe => RequestKind::ConsumerGroupDescribe(Default::default()),
             ApiKey::OffsetForLeaderEpoch => RequestKind::OffsetForLeaderEpoch(Default::default()),
             ApiKey::DescribeCluster => RequestKind::DescribeCluster(Default::default()),
             ApiKey::DeleteRecords => RequestKind::DeleteRecords(Default::default()),

@@ -257,3 +257,18 @@ def produce_v3_transactional(topic, partition, records, transactional_id, acks=-
     body += struct.pack(">i", 1) + string(topic) + struct.pack(">i", 1)
     body += struct.pack(">i", partition) + struct.pack(">i", len(records)) + records
     return frame(header + body)
+
+
+def api_versions(bootstrap):
+    """ApiVersions v0: {api key: (min, max)} as the broker advertises them."""
+    s = connect(bootstrap)
+    try:
+        r = Reader(call(s, 18, 0, b""))
+    finally:
+        s.close()
+    assert r.take(">h") == 0
+    out = {}
+    for _ in range(r.take(">i")):
+        key, lo, hi = r.take(">hhh")
+        out[key] = (lo, hi)
+    return out

@@ -43,18 +43,18 @@ pub fn list(
         .groups()
         .list()
         .into_iter()
-        .filter(|(id, _, _)| visible(id))
-        .filter(|(_, _, st)| states.is_empty() || states.contains(&st.name().to_lowercase()))
-        .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
-        .map(|(id, protocol_type, st)| {
+        .filter(|g| visible(&g.id))
+        .filter(|g| states.is_empty() || states.contains(&g.state.to_lowercase()))
+        .filter(|g| types.is_empty() || types.iter().any(|t| t == g.kind))
+        .map(|listed| {
             let mut g = ListedGroup::default();
-            g.group_id = GroupId(s(id));
-            g.protocol_type = s(protocol_type);
+            g.group_id = GroupId(s(listed.id));
+            g.protocol_type = s(listed.protocol_type);
             if version >= 4 {
-                g.group_state = s(st.name());
+                g.group_state = s(listed.state);
             }
             if version >= 5 {
-                g.group_type = s("classic");
+                g.group_type = s(listed.kind);
             }
             g
         })

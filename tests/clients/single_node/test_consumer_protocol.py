@@ -1,0 +1,318 @@
+"""Consumer groups of the consumer protocol (KIP-848, `group.protocol=consumer`) against the real
+ringlog binary: librdkafka members in their own processes under churn (joins, a clean leave, a
+kill -9), the Java consumer (Kafka's own console consumer) in the same group, Kafka's
+`kafka-consumer-groups` tool, and the group surviving the broker's kill -9.
+
+Judged from the members' own logs (support/group_member.py): no partition owned by two members
+at once (a member owns a partition from its assign callback to its revoke callback, or to its
+death), every produced record consumed (none skipped), and the committed offsets, sampled while
+it runs, never going back.
+
+The broker serves the protocol only with `group.coordinator.rebalance.protocols=classic,consumer`;
+sessions are 6 s and heartbeats 1 s here so a killed member's partitions move within the test.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from support.broker import REPO
+from support.kafka import kafka_tool
+from support.waiting import wait_for
+
+MEMBER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support",
+                      "group_member.py")
+CONSUMER_PROTOCOL = {
+    "group.coordinator.rebalance.protocols": "classic,consumer",
+    "group.consumer.min.session.timeout.ms": "6000",
+    "group.consumer.session.timeout.ms": "6000",
+    "group.consumer.min.heartbeat.interval.ms": "500",
+    "group.consumer.heartbeat.interval.ms": "1000",
+}
+
+
+class Members:
+    """Member processes of one group, each logging to its own file."""
+
+    def __init__(self, bootstrap, group, topic, tmp):
+        self.bootstrap, self.group, self.topic, self.tmp = bootstrap, group, topic, tmp
+        self.procs = {}
+        self.killed = {}  # name -> time of kill -9
+
+    def start(self, name, seconds=None):
+        out = os.path.join(self.tmp, f"{name}.log")
+        args = [sys.executable, MEMBER, self.bootstrap, self.group, self.topic, "consumer", out]
+        if seconds is not None:
+            args.append(str(seconds))
+        self.procs[name] = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def kill9(self, name):
+        self.procs[name].send_signal(signal.SIGKILL)
+        self.procs[name].wait(10)
+        self.killed[name] = time.time()
+
+    def stop_all(self):
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs.values():
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+    def events(self):
+        out = {}
+        for name in self.procs:
+            path = os.path.join(self.tmp, f"{name}.log")
+            if os.path.exists(path):
+                with open(path) as f:
+                    out[name] = [json.loads(line) for line in f if line.endswith("\n")]
+        return out
+
+    def consumed(self):
+        return {(e["partition"], e["offset"]) for evs in self.events().values() for e in evs if e["ev"] == "record"}
+
+
+def ownership(events, killed, now):
+    """Per partition, the (start, end, member) intervals in which a member owned it."""
+    spans = {}
+    for name, evs in events.items():
+        held = {}
+        for e in evs:
+            if e["ev"] == "assign":
+                for p in e["partitions"]:
+                    held.setdefault(p, e["t"])
+            elif e["ev"] in ("revoke", "lost"):
+                for p in e["partitions"]:
+                    if p in held:
+                        spans.setdefault(p, []).append((held.pop(p), e["t"], name))
+            elif e["ev"] == "closed":
+                for p, t in held.items():
+                    spans.setdefault(p, []).append((t, e["t"], name))
+                held = {}
+        end = killed.get(name, now)
+        for p, t in held.items():
+            spans.setdefault(p, []).append((t, end, name))
+    return spans
+
+
+def assert_never_owned_twice(spans):
+    for p, ss in spans.items():
+        ss.sort()
+        for (s1, e1, m1), (s2, e2, m2) in zip(ss, ss[1:]):
+            assert s2 >= e1, f"partition {p} owned by {m1} ({s1:.3f}-{e1:.3f}) and {m2} from {s2:.3f}"
+
+
+class Producing:
+    """Produces to every partition in turn until stopped; remembers every acknowledged record."""
+
+    def __init__(self, bootstrap, topic, partitions, rate=200):
+        self.acked = set()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, args=(bootstrap, topic, partitions, rate), daemon=True)
+        self.thread.start()
+
+    def run(self, bootstrap, topic, partitions, rate):
+        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+        i = 0
+        while not self.stop.is_set():
+            p.produce(topic, f"v{i}".encode(), partition=i % partitions,
+                      on_delivery=lambda err, m: err or self.acked.add((m.partition(), m.offset())))
+            i += 1
+            p.poll(0)
+            time.sleep(1 / rate)
+        p.flush(30)
+
+    def finish(self):
+        self.stop.set()
+        self.thread.join(60)
+
+
+class CommittedWatch:
+    """Samples the group's committed offsets; any partition's going back is recorded."""
+
+    def __init__(self, bootstrap, group):
+        self.regressions = []
+        self.last = {}
+        self.stop = threading.Event()
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.group = group
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                r = self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(self.group)])
+                tps = r[self.group].result(10).topic_partitions
+            except Exception:  # noqa: BLE001 - the coordinator restarting
+                time.sleep(0.5)
+                continue
+            for tp in tps:
+                if tp.offset < 0:
+                    continue
+                before = self.last.get(tp.partition, -1)
+                if tp.offset < before:
+                    self.regressions.append((tp.partition, before, tp.offset))
+                self.last[tp.partition] = max(before, tp.offset)
+            time.sleep(0.5)
+
+    def finish(self):
+        self.stop.set()
+        self.thread.join(30)
+
+
+def make_topic(bootstrap, topic, partitions):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def describe(bootstrap, group):
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the answer is in
+    return admin.describe_consumer_groups([group])[group].result(15)
+
+
+def test_the_protocol_is_advertised_only_when_enabled(make_broker):
+    from support import wire as w
+    b = make_broker().start()
+    keys = w.api_versions(b.bootstrap)
+    assert 68 not in keys and 69 not in keys, "ConsumerGroupHeartbeat advertised while not enabled"
+    b.stop()
+    b2 = make_broker(settings=CONSUMER_PROTOCOL).start()
+    keys = w.api_versions(b2.bootstrap)
+    assert keys.get(68) == (0, 1) and keys.get(69) == (0, 1), keys
+
+
+def test_librdkafka_members_under_churn_never_own_a_partition_twice_nor_skip_a_record(make_broker, tmp_path):
+    b = make_broker(shards=2, settings=CONSUMER_PROTOCOL).start()
+    topic, group, partitions = "churn848", "g-churn", 8
+    make_topic(b.bootstrap, topic, partitions)
+    producing = Producing(b.bootstrap, topic, partitions)
+    members = Members(b.bootstrap, group, topic, str(tmp_path))
+    watch = CommittedWatch(b.bootstrap, group)
+    try:
+        members.start("a")
+        members.start("b", seconds=14)  # leaves cleanly at ~14 s
+        time.sleep(2)
+        members.start("c")
+        time.sleep(4)
+        d = describe(b.bootstrap, group)
+        assert str(d.type) == "ConsumerGroupType.CONSUMER", d.type
+        members.start("d")
+        time.sleep(4)
+        members.kill9("c")  # its partitions move once its 6 s session is over
+        time.sleep(3)
+        members.start("e")
+        time.sleep(12)
+        producing.finish()
+        # everything produced is consumed by the members left (a, d, e)
+        wait_for(lambda: f"{len(producing.acked - members.consumed())} records not consumed",
+                 lambda: producing.acked <= members.consumed(), 60)
+        d = describe(b.bootstrap, group)
+        assert str(d.state) == "ConsumerGroupState.STABLE", d.state
+        owned = [tp.partition for m in d.members for tp in m.assignment.topic_partitions]
+        assert sorted(owned) == list(range(partitions)), owned
+        assert len(d.members) == 3, [m.member_id for m in d.members]
+    finally:
+        watch.finish()
+        members.stop_all()
+    events = members.events()
+    spans = ownership(events, members.killed, time.time())
+    # every member owned partitions at some time (the check above is about real hand-overs)
+    owners = {m for ss in spans.values() for _, _, m in ss}
+    assert owners == {"a", "b", "c", "d", "e"}, owners
+    assert any(e["ev"] == "closed" for e in events["b"]), "b did not leave cleanly"
+    assert_never_owned_twice(spans)
+    assert not watch.regressions, f"committed offsets went back: {watch.regressions}"
+    assert len(watch.last) == partitions
+
+
+def test_java_and_librdkafka_members_share_a_group_and_kafkas_tool_describes_it(make_broker, tmp_path):
+    b = make_broker(shards=2, settings=CONSUMER_PROTOCOL).start()
+    topic, group, partitions, n = "mixed848", "g-mixed", 4, 400
+    make_topic(b.bootstrap, topic, partitions)
+    members = Members(b.bootstrap, group, topic, str(tmp_path))
+    members.start("rd")
+    # Kafka's own console consumer: the Java client's consumer-protocol consumer
+    java = subprocess.Popen(
+        ["bash", "-c", f"source {REPO}/scripts/kafka/kafka-common.sh; kafka_tool "
+         f"org.apache.kafka.tools.consumer.ConsoleConsumer --bootstrap-server {b.bootstrap} --topic {topic} "
+         f"--group {group} --consumer-property group.protocol=consumer --from-beginning --timeout-ms 15000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, KAFKA_LIBS=os.environ.get("RINGLOG_KAFKA_LIBS", "")))
+    try:
+        # both members in the group, each with its partitions, as Kafka's tool shows it
+        def two_members():
+            d = describe(b.bootstrap, group)
+            return len(d.members) == 2 and all(m.assignment.topic_partitions for m in d.members)
+        wait_for(lambda: f"two members with partitions: {describe(b.bootstrap, group).members}", two_members, 40)
+        # produced once both have their partitions: each consumes its share
+        p = Producer({"bootstrap.servers": b.bootstrap})
+        for i in range(n):
+            p.produce(topic, f"r{i}".encode(), partition=i % partitions)
+        assert p.flush(30) == 0
+        r = kafka_tool("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", "--bootstrap-server",
+                       b.bootstrap, "--describe", "--group", group, "--members")
+        assert r.returncode == 0, r.stdout + r.stderr
+        rows = [line.split() for line in r.stdout.splitlines() if line.startswith(group)]
+        assert sorted((row[3], row[4]) for row in rows) == [("console-consumer", "2"), ("rdkafka", "2")], r.stdout
+        r = kafka_tool("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", "--bootstrap-server",
+                       b.bootstrap, "--list", "--type")
+        assert r.returncode == 0 and group in r.stdout and "Consumer" in r.stdout, r.stdout + r.stderr
+        out, err = java.communicate(timeout=90)
+    finally:
+        if java.poll() is None:
+            java.kill()
+        members.stop_all()
+    java_got = {line for line in out.splitlines() if line.startswith("r")}
+    rd_got = {e["offset"] * partitions + e["partition"] for e in members.events()["rd"] if e["ev"] == "record"}
+    rd_values = {f"r{i}" for i in rd_got}
+    assert java_got, f"the Java consumer consumed nothing: {err[-2000:]}"
+    assert rd_values, "the librdkafka member consumed nothing"
+    assert java_got | rd_values == {f"r{i}" for i in range(n)}, (len(java_got), len(rd_values))
+    assert not java_got & rd_values, f"consumed by both: {sorted(java_got & rd_values)[:10]}"
+
+
+def test_a_consumer_group_survives_the_brokers_kill9(make_broker, tmp_path):
+    b = make_broker(shards=2, settings=CONSUMER_PROTOCOL).start()
+    topic, group, partitions = "durable848", "g-durable", 6
+    make_topic(b.bootstrap, topic, partitions)
+    producing = Producing(b.bootstrap, topic, partitions, rate=100)
+    members = Members(b.bootstrap, group, topic, str(tmp_path))
+    try:
+        members.start("a")
+        members.start("b")
+        wait_for("two members", lambda: len(describe(b.bootstrap, group).members) == 2, 30)
+        wait_for("a stable group", lambda: str(describe(b.bootstrap, group).state) == "ConsumerGroupState.STABLE", 30)
+        before = describe(b.bootstrap, group)
+        ids = sorted(m.member_id for m in before.members)
+        producing.stop.set()
+        producing.thread.join(60)
+        b.stop(sig=signal.SIGKILL)
+        b.start()
+        # the group is read back from __consumer_offsets: same members, same partitions
+        after = describe(b.bootstrap, group)
+        assert sorted(m.member_id for m in after.members) == ids, (ids, after.members)
+        assign = {m.member_id: sorted(tp.partition for tp in m.assignment.topic_partitions) for m in after.members}
+        assign_before = {m.member_id: sorted(tp.partition for tp in m.assignment.topic_partitions)
+                         for m in before.members}
+        assert assign == assign_before
+        more = Producing(b.bootstrap, topic, partitions, rate=100)
+        time.sleep(5)
+        more.finish()
+        acked = producing.acked | more.acked
+        wait_for(lambda: f"{len(acked - members.consumed())} records not consumed",
+                 lambda: acked <= members.consumed(), 60)
+        # the members kept their ids through the restart: no rejoin was needed
+        final = describe(b.bootstrap, group)
+        assert sorted(m.member_id for m in final.members) == ids
+    finally:
+        members.stop_all()
+    assert_never_owned_twice(ownership(members.events(), members.killed, time.time()))
