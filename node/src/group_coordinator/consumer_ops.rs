@@ -108,6 +108,10 @@ impl Coordinator {
         self.write_consumer(host, p, group, &records, now)
             .await
             .map_err(no_message)?;
+        if joining || answer.member_epoch < 0 {
+            let what = if joining { "joined" } else { "left" };
+            tracing::info!(group, member = %answer.member_id, epoch = answer.member_epoch, "member {what} the consumer group");
+        }
         Ok(answer)
     }
 
@@ -233,7 +237,11 @@ impl Coordinator {
                 let Some(c) = groups.get_mut(&id).and_then(|g| g.consumer.as_mut()) else {
                     continue;
                 };
+                let before: Vec<String> = c.members.keys().cloned().collect();
                 let mut records = c.expire(&topics, &s, now);
+                for m in before.iter().filter(|m| !c.members.contains_key(*m)) {
+                    tracing::info!(group = %id, member = %m, "member fenced: session or rebalance timeout");
+                }
                 records.extend(c.refresh(&topics, &s, now));
                 records
             };

@@ -887,3 +887,46 @@ def test_a_compacted_topic_is_cleaned_on_every_replica_and_survives_failover(clu
     for key, offset in latest.items():
         assert at.get(offset) == acked[offset], \
             f"{key}: latest acknowledged record at {offset} gone (read {len(got)} records, last at {got[-1][0] if got else None})"
+
+
+def test_a_consumer_protocol_group_moves_with_its_coordinator(cluster, tmp_path):
+    """KIP-848 across coordinator failover: librdkafka members (group.protocol=consumer) consume a
+    replicated topic while the node coordinating their group is killed -9 (the group's records
+    in `__consumer_offsets` are read by the new leader, which goes on from the same epochs) and a
+    member is killed -9 too. Judged from the members' logs: no partition owned by two members at
+    once, every acknowledged record consumed, committed offsets never going back."""
+    from support.consumer_groups import (CONSUMER_PROTOCOL, CommittedWatch, Members, Producing,
+                                         assert_never_owned_twice, describe, ownership)
+    c = cluster
+    c.extra = dict(CONSUMER_PROTOCOL)
+    c.start_all()
+    topic, group, partitions = "moving848", "g-moving", 6
+    create(c, topic, partitions=partitions)
+    producing = Producing(c.bootstrap(), topic, partitions, rate=100)
+    members = Members(c.bootstrap(), group, topic, str(tmp_path))
+    watch = CommittedWatch(c.bootstrap(), group)
+    try:
+        for name in ("a", "b", "c"):
+            members.start(name)
+        wait_for("three members, stable", lambda: len(describe(c.bootstrap(), group).members) == 3
+                 and str(describe(c.bootstrap(), group).state) == "ConsumerGroupState.STABLE", timeout=40)
+        admin = AdminClient({"bootstrap.servers": c.bootstrap()})
+        coordinator = admin.describe_consumer_groups([group])[group].result(timeout=15).coordinator.id // 1000
+        c.nodes[coordinator].kill9()
+        time.sleep(4)
+        members.kill9("b")
+        time.sleep(3)
+        members.start("d")
+        c.start(coordinator)
+        time.sleep(8)
+        producing.finish()
+        wait_for(lambda: f"{len(producing.acked - members.consumed())} acknowledged records not consumed",
+                 lambda: producing.acked <= members.consumed(), timeout=90)
+        d = describe(c.bootstrap(), group)
+        owned = sorted(tp.partition for m in d.members for tp in m.assignment.topic_partitions)
+        assert owned == list(range(partitions)) and len(d.members) == 3, d
+    finally:
+        watch.finish()
+        members.stop_all()
+    assert_never_owned_twice(ownership(members.events(), members.killed, time.time()))
+    assert not watch.regressions, f"committed offsets went back: {watch.regressions}"

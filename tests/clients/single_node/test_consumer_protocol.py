@@ -11,172 +11,25 @@ it runs, never going back.
 The broker serves the protocol only with `group.coordinator.rebalance.protocols=classic,consumer`;
 sessions are 6 s and heartbeats 1 s here so a killed member's partitions move within the test.
 """
-import json
 import os
 import signal
 import subprocess
-import sys
-import threading
 import time
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from support.broker import REPO
+from support.consumer_groups import (CONSUMER_PROTOCOL, CommittedWatch, Members, Producing, assert_never_owned_twice,
+                                     describe, ownership)
 from support.kafka import kafka_tool
 from support.waiting import wait_for
 
-MEMBER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support",
-                      "group_member.py")
-CONSUMER_PROTOCOL = {
-    "group.coordinator.rebalance.protocols": "classic,consumer",
-    "group.consumer.min.session.timeout.ms": "6000",
-    "group.consumer.session.timeout.ms": "6000",
-    "group.consumer.min.heartbeat.interval.ms": "500",
-    "group.consumer.heartbeat.interval.ms": "1000",
-}
-
-
-class Members:
-    """Member processes of one group, each logging to its own file."""
-
-    def __init__(self, bootstrap, group, topic, tmp):
-        self.bootstrap, self.group, self.topic, self.tmp = bootstrap, group, topic, tmp
-        self.procs = {}
-        self.killed = {}  # name -> time of kill -9
-
-    def start(self, name, seconds=None):
-        out = os.path.join(self.tmp, f"{name}.log")
-        args = [sys.executable, MEMBER, self.bootstrap, self.group, self.topic, "consumer", out]
-        if seconds is not None:
-            args.append(str(seconds))
-        self.procs[name] = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def kill9(self, name):
-        self.procs[name].send_signal(signal.SIGKILL)
-        self.procs[name].wait(10)
-        self.killed[name] = time.time()
-
-    def stop_all(self):
-        for p in self.procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in self.procs.values():
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-
-    def events(self):
-        out = {}
-        for name in self.procs:
-            path = os.path.join(self.tmp, f"{name}.log")
-            if os.path.exists(path):
-                with open(path) as f:
-                    out[name] = [json.loads(line) for line in f if line.endswith("\n")]
-        return out
-
-    def consumed(self):
-        return {(e["partition"], e["offset"]) for evs in self.events().values() for e in evs if e["ev"] == "record"}
-
-
-def ownership(events, killed, now):
-    """Per partition, the (start, end, member) intervals in which a member owned it."""
-    spans = {}
-    for name, evs in events.items():
-        held = {}
-        for e in evs:
-            if e["ev"] == "assign":
-                for p in e["partitions"]:
-                    held.setdefault(p, e["t"])
-            elif e["ev"] in ("revoke", "lost"):
-                for p in e["partitions"]:
-                    if p in held:
-                        spans.setdefault(p, []).append((held.pop(p), e["t"], name))
-            elif e["ev"] == "closed":
-                for p, t in held.items():
-                    spans.setdefault(p, []).append((t, e["t"], name))
-                held = {}
-        end = killed.get(name, now)
-        for p, t in held.items():
-            spans.setdefault(p, []).append((t, end, name))
-    return spans
-
-
-def assert_never_owned_twice(spans):
-    for p, ss in spans.items():
-        ss.sort()
-        for (s1, e1, m1), (s2, e2, m2) in zip(ss, ss[1:]):
-            assert s2 >= e1, f"partition {p} owned by {m1} ({s1:.3f}-{e1:.3f}) and {m2} from {s2:.3f}"
-
-
-class Producing:
-    """Produces to every partition in turn until stopped; remembers every acknowledged record."""
-
-    def __init__(self, bootstrap, topic, partitions, rate=200):
-        self.acked = set()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.run, args=(bootstrap, topic, partitions, rate), daemon=True)
-        self.thread.start()
-
-    def run(self, bootstrap, topic, partitions, rate):
-        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
-        i = 0
-        while not self.stop.is_set():
-            p.produce(topic, f"v{i}".encode(), partition=i % partitions,
-                      on_delivery=lambda err, m: err or self.acked.add((m.partition(), m.offset())))
-            i += 1
-            p.poll(0)
-            time.sleep(1 / rate)
-        p.flush(30)
-
-    def finish(self):
-        self.stop.set()
-        self.thread.join(60)
-
-
-class CommittedWatch:
-    """Samples the group's committed offsets; any partition's going back is recorded."""
-
-    def __init__(self, bootstrap, group):
-        self.regressions = []
-        self.last = {}
-        self.stop = threading.Event()
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
-        self.group = group
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
-
-    def run(self):
-        while not self.stop.is_set():
-            try:
-                r = self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(self.group)])
-                tps = r[self.group].result(10).topic_partitions
-            except Exception:  # noqa: BLE001 - the coordinator restarting
-                time.sleep(0.5)
-                continue
-            for tp in tps:
-                if tp.offset < 0:
-                    continue
-                before = self.last.get(tp.partition, -1)
-                if tp.offset < before:
-                    self.regressions.append((tp.partition, before, tp.offset))
-                self.last[tp.partition] = max(before, tp.offset)
-            time.sleep(0.5)
-
-    def finish(self):
-        self.stop.set()
-        self.thread.join(30)
 
 
 def make_topic(bootstrap, topic, partitions):
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
-
-
-def describe(bootstrap, group):
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the answer is in
-    return admin.describe_consumer_groups([group])[group].result(15)
 
 
 def test_the_protocol_is_advertised_only_when_enabled(make_broker):
