@@ -41,6 +41,16 @@ setup_deps() {
   ringlog_raise_memlock
 }
 
+# For the benchmarks against Apache Kafka: tools installed, the ringlog binary built (RINGLOG_BIN,
+# default target/release/ringlog), Kafka's jars fetched and exported as KAFKA_LIBS (and
+# RINGLOG_KAFKA_LIBS).
+bench_against_kafka_setup() {
+  setup_deps
+  [[ -x "${RINGLOG_BIN:-target/release/ringlog}" ]] || die "no ringlog binary: cargo build --release -p node --bin ringlog"
+  KAFKA_LIBS="$(scripts/kafka/fetch-kafka.sh | tail -n1)"
+  export KAFKA_LIBS RINGLOG_KAFKA_LIBS="$KAFKA_LIBS"
+}
+
 port_open() {
   (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }

@@ -15,10 +15,7 @@ set -euo pipefail
 # shellcheck source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 cd "$REPO_ROOT"
-setup_deps
-[[ -x "${RINGLOG_BIN:-target/release/ringlog}" ]] || die "no ringlog binary: cargo build --release -p node --bin ringlog"
-KAFKA_LIBS="$(scripts/kafka/fetch-kafka.sh | tail -n1)"
-export KAFKA_LIBS RINGLOG_KAFKA_LIBS="$KAFKA_LIBS"
+bench_against_kafka_setup
 # Whatever happens to the Python side (even kill -9), no cluster stays behind.
 cleanup() {
   RINGLOG_CLUSTER_DIR="$REPO_ROOT/target/reassign-ringlog" scripts/cluster.sh down >/dev/null 2>&1 || true

@@ -77,8 +77,11 @@ def values(n):
 
 
 class Broker:
-    def __init__(self, name, out_dir):
+    """`settings`: broker properties beyond the defaults, by Kafka's names (both brokers)."""
+
+    def __init__(self, name, out_dir, settings=None):
         self.name = name
+        self.settings = dict(settings or {})
         self.dir = os.path.join(out_dir, f"data-{name}")
         self.proc = None
         self.pid = None
@@ -89,13 +92,16 @@ class Broker:
         if self.name == "ringlog":
             binary = os.environ.get("RINGLOG_BIN", os.path.join(REPO, "target", "release", "ringlog"))
             self.log = open(os.path.join(self.dir, "broker.log"), "wb")
+            sets = [a for k, v in self.settings.items() for a in ("--set", f"{k}={v}")]
             self.proc = subprocess.Popen([binary, "serve", "--data-dir", os.path.join(self.dir, "data"), "--shards", "1",
-                                          "--listen", f"127.0.0.1:{RINGLOG_PORT}"], stdout=self.log, stderr=self.log)
+                                          "--listen", f"127.0.0.1:{RINGLOG_PORT}", *sets],
+                                         stdout=self.log, stderr=self.log)
             self.pid = self.proc.pid
             self.bootstrap = f"127.0.0.1:{RINGLOG_PORT}"
         else:
             env = dict(os.environ, KAFKA_DATA_DIR=self.dir, KAFKA_PORT=str(KAFKA_PORT),
-                       KAFKA_CONTROLLER_PORT=str(KAFKA_PORT + 1))
+                       KAFKA_CONTROLLER_PORT=str(KAFKA_PORT + 1),
+                       KAFKA_EXTRA_PROPS="\n".join(f"{k}={v}" for k, v in self.settings.items()))
             r = subprocess.run([os.path.join(REPO, "scripts", "kafka", "kafka-start.sh")], env=env,
                                capture_output=True, text=True, timeout=180)
             if r.returncode != 0:

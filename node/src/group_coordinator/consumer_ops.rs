@@ -115,6 +115,31 @@ impl Coordinator {
         Ok(answer)
     }
 
+    /// An empty consumer group a classic member joins: its records get tombstones (its offsets
+    /// stay) and it is a classic group from then on.
+    pub(super) async fn drop_empty_consumer_group(
+        &self,
+        host: &dyn Host,
+        p: i32,
+        group: &str,
+        now: i64,
+    ) -> Result<(), ResponseError> {
+        let records = match self
+            .groups
+            .borrow()
+            .get(group)
+            .and_then(|g| g.consumer.as_ref())
+        {
+            Some(c) => c.deletion_records(),
+            None => return Ok(()),
+        };
+        append(host, p, encode(group, &records), now).await?;
+        if let Some(g) = self.groups.borrow_mut().get_mut(group) {
+            g.consumer = None;
+        }
+        Ok(())
+    }
+
     /// A group created by a refused first heartbeat leaves no trace.
     fn forget_if_unused(&self, group: &str) {
         let mut groups = self.groups.borrow_mut();

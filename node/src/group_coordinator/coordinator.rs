@@ -142,6 +142,25 @@ impl Coordinator {
         {
             return JoinResult::error(ResponseError::InvalidSessionTimeout, member_id);
         }
+        // A consumer-protocol group: JoinGroup joins it only once it is empty (it then becomes
+        // a classic group, as Kafka's `maybeDeleteEmptyConsumerGroup`); online migration of a
+        // group with members is not built.
+        let consumer_members = self
+            .groups
+            .borrow()
+            .get(group)
+            .and_then(|g| g.consumer.as_ref().map(|c| c.members.len()));
+        match consumer_members {
+            Some(0) => {
+                if let Err(e) = self.drop_empty_consumer_group(host, p, group, now).await {
+                    return JoinResult::error(e, member_id);
+                }
+            }
+            Some(_) => {
+                return JoinResult::error(ResponseError::InconsistentGroupProtocol, member_id)
+            }
+            None => {}
+        }
         let limits = Self::limits(host);
         let known = !req.member_id.is_empty();
         let reply = self.with_group(group, (!known).then_some(now), |g| {

@@ -180,6 +180,7 @@ pub(super) fn apply_record(
                 Some(v) => Some(super::consumer::ConsumerValue::decode(&key, v)?),
             };
             let record = super::consumer::ConsumerRecord { key, value };
+            let group_id = group.clone();
             let g = groups
                 .entry(group.clone())
                 .or_insert_with(|| Group::new(group, now));
@@ -189,8 +190,12 @@ pub(super) fn apply_record(
                 crate::limits::CONSUMER_LOAD_SESSION_MS,
             );
             if record.key == super::consumer::ConsumerKey::Metadata && record.value.is_none() {
-                // the group was deleted (its offsets have their own tombstones)
+                // the consumer group is gone (deleted, or made classic): what is left is its
+                // offsets, if any (they have their own tombstones)
                 g.consumer = None;
+                if g.never_used() {
+                    groups.remove(&group_id);
+                }
             }
             Ok(false)
         }

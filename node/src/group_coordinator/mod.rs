@@ -1,8 +1,10 @@
-//! The group coordinator (Kafka's classic group protocol) and committed offsets.
+//! The group coordinator (Kafka's classic group protocol, and the consumer protocol of KIP-848
+//! when enabled) and committed offsets.
 //!
 //! Owns: the groups whose `__consumer_offsets` partition this shard leads — the coordinator of
 //! group `g` is the shard leading partition `abs(javaHashCode(g)) % partitions`, as in Kafka —
-//! their membership state machines ([`membership::Group`]) and committed offsets, and the
+//! their membership state machines ([`membership::Group`]; a consumer-protocol group's is
+//! [`consumer::ConsumerGroup`], kept in the same `Group` beside its offsets) and committed offsets, and the
 //! records that persist them in that partition ([`records`]), replayed into memory when the shard
 //! opens it. Must not touch: partitions of other shards, or any group another shard coordinates
 //! (those requests get NOT_COORDINATOR). It uses its shard only through [`Host`], and is told

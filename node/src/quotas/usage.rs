@@ -105,7 +105,9 @@ struct Usage {
     window: Window,
 }
 
-/// The node's usage of every quota that applies to a client, by quota and entity.
+/// The node's usage of every quota that applies to a client, by quota and entity. An entity's
+/// entry stays when its quota is removed (a few dozen bytes per entity ever given a quota; the
+/// entity, if given one again, goes on from its bucket).
 #[derive(Debug, Default)]
 pub struct QuotaUsage {
     usage: Mutex<HashMap<(QuotaKey, String), Usage>>,
@@ -134,12 +136,6 @@ impl QuotaUsage {
             .iter_mut()
             .map(|((k, e), u)| (*k, e.clone(), u.window.rate(now_ms).0))
             .collect()
-    }
-
-    /// Forgets entities no longer in `keep` (their quota was removed).
-    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
-        let mut usage = self.usage.lock().unwrap_or_else(|e| e.into_inner());
-        usage.retain(|(_, e), _| keep(e));
     }
 }
 

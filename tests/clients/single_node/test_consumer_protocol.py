@@ -169,3 +169,38 @@ def test_a_consumer_group_survives_the_brokers_kill9(make_broker, tmp_path):
     finally:
         members.stop_all()
     assert_never_owned_twice(ownership(members.events(), members.killed, time.time()))
+
+
+def test_a_classic_member_is_refused_by_a_consumer_group_with_members_and_takes_over_an_empty_one(
+        make_broker, tmp_path):
+    """Online migration is not built: a classic JoinGroup to a consumer group with members is
+    INCONSISTENT_GROUP_PROTOCOL; once the group is empty, the JoinGroup makes it a classic group
+    (its consumer-protocol records get tombstones), as Kafka does with an empty group."""
+    from support import wire as w
+    b = make_broker(shards=1, settings={**CONSUMER_PROTOCOL, "group.initial.rebalance.delay.ms": "0"}).start()
+    make_topic(b.bootstrap, "proto848", 2)
+    members = Members(b.bootstrap, "g-proto", "proto848", str(tmp_path))
+    members.start("a", seconds=6)
+    wait_for("a consumer-protocol member", lambda: len(describe(b.bootstrap, "g-proto").members) == 1, 30)
+    s = w.connect(b.bootstrap)
+    try:
+        assert w.join_group_v1(s, "g-proto")[0] == 23  # INCONSISTENT_GROUP_PROTOCOL
+        members.procs["a"].wait(30)
+        wait_for("the member gone", lambda: not describe(b.bootstrap, "g-proto").members, 20)
+        err, generation, protocol, _leader, member, _ = w.join_group_v1(s, "g-proto")
+        assert (err, generation, protocol) == (0, 1, "range"), (err, generation, protocol)
+        assert w.sync_group_v1(s, "g-proto", generation, member, [(member, b"")])[0] == 0
+    finally:
+        s.close()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    listed = {g.group_id: str(g.type) for g in admin.list_consumer_groups().result(10).valid}
+    assert listed["g-proto"] == "ConsumerGroupType.CLASSIC", listed
+    # and so it stays after a restart (the tombstones are in __consumer_offsets)
+    b.stop(sig=signal.SIGKILL)
+    b.start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+
+    def listed_type():
+        return {g.group_id: str(g.type) for g in admin.list_consumer_groups().result(10).valid}.get("g-proto")
+    wait_for("the group listed after the restart", listed_type, 20)
+    assert listed_type() == "ConsumerGroupType.CLASSIC"

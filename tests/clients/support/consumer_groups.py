@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from confluent_kafka import ConsumerGroupTopicPartitions, Producer
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 # A broker serving the consumer protocol, with sessions short enough for a killed member's
@@ -160,6 +160,15 @@ class CommittedWatch:
         self.thread.join(30)
 
 
-def describe(bootstrap, group):
+def describe(bootstrap, group, timeout=30):
+    """ConsumerGroupDescribe through the Admin API, asked again while the coordinator is not
+    there yet (no `__consumer_offsets` yet, a coordinator loading or moving)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the answer is in
-    return admin.describe_consumer_groups([group])[group].result(15)
+    deadline = time.time() + timeout
+    while True:
+        try:
+            return admin.describe_consumer_groups([group])[group].result(15)
+        except KafkaException as e:
+            if not e.args[0].retriable() or time.time() > deadline:
+                raise
+            time.sleep(0.3)
