@@ -33,11 +33,16 @@ pub fn topic_index(snapshot: &Snapshot) -> TopicIndex {
     index
 }
 
-pub fn settings(host: &dyn Host) -> ConsumerSettings {
+/// The settings of `group`: the broker's `group.consumer.*`, its own configs over them.
+pub fn settings(host: &dyn Host, snapshot: &Snapshot, group: &str) -> ConsumerSettings {
     let c = &host.settings().consumer;
+    let (session_timeout_ms, heartbeat_interval_ms) = match snapshot.group_configs.get(group) {
+        Some(configs) => super::consumer::group_timeouts(configs, c),
+        None => (c.session_timeout_ms, c.heartbeat_interval_ms),
+    };
     ConsumerSettings {
-        session_timeout_ms: c.session_timeout_ms,
-        heartbeat_interval_ms: c.heartbeat_interval_ms,
+        session_timeout_ms,
+        heartbeat_interval_ms,
         max_size: c.max_size,
         assignors: c.assignors.clone(),
     }
@@ -68,8 +73,9 @@ impl Coordinator {
         now: i64,
     ) -> Result<HeartbeatAnswer, HeartbeatError> {
         let p = self.locate(host, group).map_err(no_message)?;
-        let topics = topic_index(&host.snapshot());
-        let s = settings(host);
+        let snapshot = host.snapshot();
+        let topics = topic_index(&snapshot);
+        let s = settings(host, &snapshot, group);
         let joining = req.member_epoch == 0;
         let out = {
             let mut groups = self.groups.borrow_mut();
@@ -221,7 +227,8 @@ impl Coordinator {
                 message,
             });
         };
-        let assignor = c.assignor(&settings(host)).name();
+        let snapshot = host.snapshot();
+        let assignor = c.assignor(&settings(host, &snapshot, group)).name();
         Ok((c.clone(), host.snapshot(), assignor))
     }
 
@@ -252,8 +259,8 @@ impl Coordinator {
             return;
         }
         let topics = topic_index(&snapshot);
-        let s = settings(host);
         for id in due {
+            let s = settings(host, &snapshot, &id);
             let Ok(p) = self.locate(host, &id) else {
                 continue;
             };

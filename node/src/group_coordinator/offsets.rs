@@ -113,6 +113,33 @@ impl Coordinator {
 
     /// OffsetFetch: the committed offset of each asked partition (`None`: nothing committed),
     /// or of every partition the group committed when `partitions` is `None`.
+    /// OffsetFetch v9's member check (Kafka's `ConsumerGroup.validateOffsetFetch`): a member of
+    /// a consumer-protocol group must be one (UNKNOWN_MEMBER_ID) at its current epoch
+    /// (STALE_MEMBER_EPOCH); a fetch without a member (an admin tool) is not checked, nor a
+    /// classic group's.
+    pub fn check_fetch(
+        &self,
+        group: &str,
+        member_id: Option<&str>,
+        member_epoch: i32,
+    ) -> Result<(), ResponseError> {
+        let Some(member_id) = member_id.filter(|_| member_epoch >= 0) else {
+            return Ok(());
+        };
+        let groups = self.groups.borrow();
+        let Some(c) = groups.get(group).and_then(|g| g.consumer.as_ref()) else {
+            return Ok(());
+        };
+        let m = c
+            .members
+            .get(member_id)
+            .ok_or(ResponseError::UnknownMemberId)?;
+        if m.current.member_epoch != member_epoch {
+            return Err(ResponseError::StaleMemberEpoch);
+        }
+        Ok(())
+    }
+
     pub fn fetch_offsets(
         &self,
         host: &dyn Host,

@@ -7,7 +7,9 @@
 //! Brokers: only the dynamic broker configs (`config::dynamic`: the replication throttle rates,
 //! the cluster default of `unclean.leader.election.enable`) change at run time, per broker id
 //! or for the cluster (the empty name); others are refused with INVALID_REQUEST naming them.
-//! Group configs tune protocols ringlog does not serve: refused with INVALID_REQUEST.
+//! Groups: Kafka's consumer-protocol group configs (`consumer.session.timeout.ms`,
+//! `consumer.heartbeat.interval.ms`) per group, kept in the cluster metadata; share group
+//! configs are refused (not built).
 
 use crate::handlers::authorized::on_config_resource;
 use crate::handlers::groups::Client;
@@ -167,12 +169,7 @@ async fn alter(
     match kind {
         TOPIC => {}
         BROKER => return alter_broker(ctx, name, change, validate_only).await,
-        GROUP => {
-            return Err(invalid_request(
-                "group configs tune KIP-848 consumer groups and share groups, which ringlog \
-                 does not serve",
-            ))
-        }
+        GROUP => return alter_group(ctx, name, change, validate_only).await,
         other => {
             return Err(invalid_request(format!(
                 "resource type {other} cannot be altered (topics 2)"
@@ -247,6 +244,45 @@ async fn alter_broker(
     }
     ctx.control(|reply| Command::AlterBrokerConfigs {
         broker,
+        alter: validated,
+        reply,
+    })
+    .await
+}
+
+/// Alters a group's configs (Kafka's `GroupConfig`): the consumer protocol's session timeout and
+/// heartbeat interval, within the broker's `group.consumer.min/max.*` bounds; share groups'
+/// configs are refused as not built.
+async fn alter_group(
+    ctx: &ShardCtx,
+    group: &str,
+    change: ConfigAlteration,
+    validate_only: bool,
+) -> Result<(), Refused> {
+    if group.is_empty() {
+        return Err(invalid_request("a group config resource needs a group id"));
+    }
+    let bounds = crate::group_coordinator::Host::settings(ctx)
+        .consumer
+        .clone();
+    let validated: ConfigAlteration = Box::new(move |current| {
+        let next = change(current)?;
+        crate::group_coordinator::consumer::validate_group_configs(&next, &bounds)
+            .map_err(invalid_config)?;
+        Ok(next)
+    });
+    if validate_only {
+        let current = ctx
+            .snapshot()
+            .group_configs
+            .get(group)
+            .cloned()
+            .unwrap_or_default();
+        return validated(&current).map(|_| ());
+    }
+    let group = group.to_owned();
+    ctx.control(|reply| Command::AlterGroupConfigs {
+        group,
         alter: validated,
         reply,
     })

@@ -40,6 +40,7 @@ enum Source {
     DynamicDefaultBroker = 3,
     StaticBroker = 4,
     Default = 5,
+    DynamicGroup = 8,
 }
 
 /// One value a config has at one level.
@@ -209,24 +210,54 @@ fn topic_configs(
         .collect()
 }
 
-/// Kafka 4.x's group configs, at Kafka's defaults: they tune KIP-848 consumer groups and
-/// KIP-932 share groups, which ringlog does not serve (its groups are classic ones, tuned by
-/// the members' own session timeouts), so nothing sets them and they change nothing here.
-fn group_configs() -> Vec<Described> {
-    const NOT_SERVED: &str = " ringlog serves classic groups only; this config affects nothing.";
-    [
+/// Kafka 4.x's group configs: the consumer protocol's session timeout and heartbeat interval —
+/// the group's own (DYNAMIC_GROUP_CONFIG) over the broker's `group.consumer.*` (its synonym) —
+/// and share groups' at Kafka's defaults (KIP-932 is not built: they affect nothing).
+fn group_configs(ctx: &ShardCtx, group: &str) -> Vec<Described> {
+    use crate::group_coordinator::consumer::{HEARTBEAT_INTERVAL_CONFIG, SESSION_TIMEOUT_CONFIG};
+    let c = &crate::group_coordinator::Host::settings(ctx).consumer;
+    let snapshot = ctx.snapshot();
+    let own = snapshot.group_configs.get(group);
+    let consumer = [
         (
-            "consumer.session.timeout.ms",
-            "45000",
-            ConfigType::Int,
-            "Session timeout of KIP-848 consumer group members.",
+            SESSION_TIMEOUT_CONFIG,
+            "group.consumer.session.timeout.ms",
+            c.session_timeout_ms,
+            "Session timeout of the group's consumer-protocol members (KIP-848).",
         ),
         (
-            "consumer.heartbeat.interval.ms",
-            "5000",
-            ConfigType::Int,
-            "Heartbeat interval of KIP-848 consumer group members.",
+            HEARTBEAT_INTERVAL_CONFIG,
+            "group.consumer.heartbeat.interval.ms",
+            c.heartbeat_interval_ms,
+            "Heartbeat interval of the group's consumer-protocol members (KIP-848).",
         ),
+    ]
+    .into_iter()
+    .map(|(name, broker_name, broker_value, doc)| {
+        let mut levels = Vec::new();
+        if let Some(v) = own.and_then(|o| o.get(name)) {
+            levels.push(Level {
+                name: name.to_owned(),
+                value: v.clone(),
+                source: Source::DynamicGroup,
+            });
+        }
+        levels.push(Level {
+            name: broker_name.to_owned(),
+            value: broker_value.to_string(),
+            source: Source::Default,
+        });
+        Described {
+            name,
+            levels,
+            kind: ConfigType::Int,
+            doc: doc.to_owned(),
+            read_only: false,
+        }
+    });
+    const NOT_SERVED: &str =
+        " Share groups (KIP-932) are not built in ringlog: this config affects nothing.";
+    let share = [
         (
             "share.session.timeout.ms",
             "45000",
@@ -263,8 +294,8 @@ fn group_configs() -> Vec<Described> {
         kind,
         doc: format!("{doc}{NOT_SERVED}"),
         read_only: true,
-    })
-    .collect()
+    });
+    consumer.chain(share).collect()
 }
 
 /// The configs of one resource, or the error Kafka gives for it.
@@ -300,7 +331,7 @@ fn describe(
                 ),
             )),
         },
-        GROUP => Ok(group_configs()),
+        GROUP => Ok(group_configs(ctx, name)),
         other => Err((
             ResponseError::InvalidRequest,
             format!("resource type {other} is not supported (topics 2, brokers 4, groups 32)"),

@@ -63,7 +63,14 @@ pub fn handle(
                     .into_iter()
                     .map(|(id, _, _)| (BROKER, id.0.to_string())),
             ),
-            GROUP => names.extend(ctx.groups().list().into_iter().map(|g| (GROUP, g.id))),
+            GROUP => {
+                // this broker's groups, and every group with configs of its own (Kafka lists
+                // groups that have dynamic configs whether or not they exist)
+                let mut groups: std::collections::BTreeSet<String> =
+                    ctx.groups().list().into_iter().map(|g| g.id).collect();
+                groups.extend(ctx.snapshot().group_configs.keys().cloned());
+                names.extend(groups.into_iter().map(|g| (GROUP, g)));
+            }
             _ => {} // CLIENT_METRICS: none
         }
     }

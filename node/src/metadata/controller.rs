@@ -103,6 +103,13 @@ pub enum Command {
         alter: ConfigAlteration,
         reply: Reply,
     },
+    /// A group's configs changed (IncrementalAlterConfigs on a GROUP resource): `alter` makes
+    /// the new ones from the current ones, or refuses.
+    AlterGroupConfigs {
+        group: String,
+        alter: ConfigAlteration,
+        reply: Reply,
+    },
     /// ACL bindings added (CreateAcls) and removed (DeleteAcls).
     AlterAcls {
         add: Vec<(Pattern, AclEntry)>,
@@ -719,6 +726,7 @@ impl Controller {
             Op::AlterBrokerConfigs { broker, alter } => {
                 alter_broker_configs(&mut next, broker, alter)
             }
+            Op::AlterGroupConfigs { group, alter } => alter_group_configs(&mut next, group, alter),
             Op::AlterPartition {
                 topic,
                 partition,
@@ -1023,20 +1031,39 @@ fn alter_broker_configs(
     broker: &str,
     alter: &ConfigAlteration,
 ) -> Result<bool, Refused> {
-    let current = snapshot
-        .broker_configs
-        .get(broker)
-        .cloned()
-        .unwrap_or_default();
+    alter_configs_of(
+        &mut snapshot.broker_configs,
+        broker,
+        alter,
+        "dynamic broker configs",
+    )
+}
+
+fn alter_group_configs(
+    snapshot: &mut Snapshot,
+    group: &str,
+    alter: &ConfigAlteration,
+) -> Result<bool, Refused> {
+    alter_configs_of(&mut snapshot.group_configs, group, alter, "group configs")
+}
+
+/// `alter` applied to the configs of `name` in `all` (none left: the entry goes).
+fn alter_configs_of(
+    all: &mut BTreeMap<String, BTreeMap<String, String>>,
+    name: &str,
+    alter: &ConfigAlteration,
+    what: &str,
+) -> Result<bool, Refused> {
+    let current = all.get(name).cloned().unwrap_or_default();
     let configs = alter(&current)?;
     if configs == current {
         return Ok(false);
     }
-    tracing::info!(broker, ?configs, "dynamic broker configs altered");
+    tracing::info!(name, ?configs, "{what} altered");
     if configs.is_empty() {
-        snapshot.broker_configs.remove(broker);
+        all.remove(name);
     } else {
-        snapshot.broker_configs.insert(broker.to_owned(), configs);
+        all.insert(name.to_owned(), configs);
     }
     Ok(true)
 }
@@ -1113,6 +1140,10 @@ enum Op {
     },
     AlterBrokerConfigs {
         broker: String,
+        alter: ConfigAlteration,
+    },
+    AlterGroupConfigs {
+        group: String,
         alter: ConfigAlteration,
     },
     AlterScram {
@@ -1212,6 +1243,11 @@ impl Command {
                 alter,
                 reply,
             } => (Op::AlterBrokerConfigs { broker, alter }, reply),
+            Command::AlterGroupConfigs {
+                group,
+                alter,
+                reply,
+            } => (Op::AlterGroupConfigs { group, alter }, reply),
             Command::AlterScram {
                 user,
                 upsert,

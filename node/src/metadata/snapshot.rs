@@ -342,6 +342,10 @@ pub struct Snapshot {
     /// entity (`quotas/mod.rs`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub client_quotas: crate::quotas::ClientQuotas,
+    /// Per-group configs (IncrementalAlterConfigs on a GROUP resource: Kafka's
+    /// `consumer.session.timeout.ms`, `consumer.heartbeat.interval.ms`), by group id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// A feature's finalized level and the epoch of the change that set it (ApiVersions'

@@ -204,3 +204,32 @@ def test_a_classic_member_is_refused_by_a_consumer_group_with_members_and_takes_
         return {g.group_id: str(g.type) for g in admin.list_consumer_groups().result(10).valid}.get("g-proto")
     wait_for("the group listed after the restart", listed_type, 20)
     assert listed_type() == "ConsumerGroupType.CLASSIC"
+
+
+def test_group_configs_through_kafka_configs(make_broker):
+    """Kafka's per-group configs (`kafka-configs --entity-type groups`): set within the broker's
+    `group.consumer.min/max.*` bounds, shown by DescribeConfigs over the broker's value, kept in the
+    cluster metadata across kill -9, removed; out of bounds, unknown and share-group configs refused."""
+    b = make_broker(settings=CONSUMER_PROTOCOL).start()
+
+    def configs(*args):
+        return kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", b.bootstrap, "--entity-type",
+                          "groups", "--entity-name", "g-configs", *args)
+    r = configs("--alter", "--add-config", "consumer.session.timeout.ms=20000,consumer.heartbeat.interval.ms=2000")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = configs("--describe", "--all")
+    assert "consumer.session.timeout.ms=20000" in r.stdout and "consumer.heartbeat.interval.ms=2000" in r.stdout, r.stdout
+    b.stop(sig=signal.SIGKILL)
+    b.start()
+    r = configs("--describe")
+    assert "consumer.session.timeout.ms=20000" in r.stdout, r.stdout + r.stderr
+    for bad, why in (("consumer.session.timeout.ms=1000", "must be between"),
+                     ("consumer.heartbeat.interval.ms=30000", "must be between"),
+                     ("share.record.lock.duration.ms=10000", "not built"),
+                     ("no.such.config=1", "Unknown group config")):
+        r = configs("--alter", "--add-config", bad)
+        assert r.returncode != 0 and why in r.stdout + r.stderr, (bad, r.stdout + r.stderr)
+    r = configs("--alter", "--delete-config", "consumer.session.timeout.ms,consumer.heartbeat.interval.ms")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = configs("--describe", "--all")
+    assert "consumer.session.timeout.ms=6000" in r.stdout, r.stdout  # the broker's again

@@ -198,6 +198,80 @@ pub struct ConsumerSettings {
     pub assignors: Vec<Assignor>,
 }
 
+/// Kafka's group configs a consumer-protocol group may set (IncrementalAlterConfigs on a GROUP
+/// resource), overriding the broker's `group.consumer.*`.
+pub const SESSION_TIMEOUT_CONFIG: &str = "consumer.session.timeout.ms";
+pub const HEARTBEAT_INTERVAL_CONFIG: &str = "consumer.heartbeat.interval.ms";
+
+/// A group's configs checked as Kafka's `GroupConfig.validate` checks them; the message names
+/// the config at fault.
+pub fn validate_group_configs(
+    configs: &BTreeMap<String, String>,
+    bounds: &crate::config::ConsumerGroupConfig,
+) -> Result<(), String> {
+    let int = |name: &str, v: &str| {
+        v.trim().parse::<i32>().map_err(|_| {
+            format!("Invalid value {v} for configuration {name}: Not a number of type INT")
+        })
+    };
+    let within = |name: &str, v: &str, (lo, hi): (i32, i32), broker: &str| {
+        let v = int(name, v)?;
+        if v < lo || v > hi {
+            return Err(format!(
+                "{name} must be between group.consumer.min.{broker} ({lo}) and \
+                 group.consumer.max.{broker} ({hi})"
+            ));
+        }
+        Ok(())
+    };
+    for (name, v) in configs {
+        match name.as_str() {
+            SESSION_TIMEOUT_CONFIG => within(
+                name,
+                v,
+                (bounds.min_session_timeout_ms, bounds.max_session_timeout_ms),
+                "session.timeout.ms",
+            )?,
+            HEARTBEAT_INTERVAL_CONFIG => within(
+                name,
+                v,
+                (bounds.min_heartbeat_interval_ms, bounds.max_heartbeat_interval_ms),
+                "heartbeat.interval.ms",
+            )?,
+            n if n.starts_with("share.") || n.starts_with("streams.") => {
+                return Err(format!(
+                    "{n}: share groups (KIP-932) and streams groups (KIP-1071) are not built in ringlog"
+                ))
+            }
+            other => return Err(format!("Unknown group config name: {other}")),
+        }
+    }
+    let (session, interval) = group_timeouts(configs, bounds);
+    if interval >= session {
+        return Err(format!(
+            "{HEARTBEAT_INTERVAL_CONFIG} ({interval}) must be less than {SESSION_TIMEOUT_CONFIG} ({session})"
+        ));
+    }
+    Ok(())
+}
+
+/// `(session timeout, heartbeat interval)` of a group: its own configs, else the broker's.
+pub fn group_timeouts(
+    configs: &BTreeMap<String, String>,
+    defaults: &crate::config::ConsumerGroupConfig,
+) -> (i32, i32) {
+    let get = |name: &str, default: i32| {
+        configs
+            .get(name)
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(default)
+    };
+    (
+        get(SESSION_TIMEOUT_CONFIG, defaults.session_timeout_ms),
+        get(HEARTBEAT_INTERVAL_CONFIG, defaults.heartbeat_interval_ms),
+    )
+}
+
 /// Kafka's consumer group states, as ListGroups / ConsumerGroupDescribe show them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConsumerGroupState {

@@ -167,7 +167,11 @@ pub fn offset_fetch(
                 .topics
                 .map(|ts| asked_partitions(ts.into_iter().map(|t| (t.name, t.partition_indexes))));
             let mut rg = OffsetFetchResponseGroup::default();
-            match committed_partitions(&g.group_id.0, asked) {
+            // v9: a consumer-protocol member says who it is (KIP-848)
+            let member =
+                ctx.groups()
+                    .check_fetch(&g.group_id.0, g.member_id.as_deref(), g.member_epoch);
+            match member.and_then(|()| committed_partitions(&g.group_id.0, asked)) {
                 Err(e) => rg.error_code = e.code(),
                 Ok(topics) => {
                     rg.topics = topics

@@ -92,6 +92,16 @@ impl Keys {
         key.strip_prefix(&self.root)?.strip_prefix("client-quotas/")
     }
 
+    /// A group's configs (IncrementalAlterConfigs on a GROUP resource).
+    pub fn group_configs(&self, group: &str) -> String {
+        format!("{}group-configs/{group}", self.root)
+    }
+
+    /// Parses a group configs key back into the group id.
+    pub fn group_configs_of<'a>(&self, key: &'a str) -> Option<&'a str> {
+        key.strip_prefix(&self.root)?.strip_prefix("group-configs/")
+    }
+
     /// A finalized feature's level (UpdateFeatures).
     pub fn feature(&self, name: &str) -> String {
         format!("{}features/{name}", self.root)

@@ -59,6 +59,7 @@ pub struct EtcdStore {
     features: BTreeMap<String, (FinalizedFeature, i64)>,
     /// Client quotas by entity as last read, with the key's mod revision.
     client_quotas: BTreeMap<String, (crate::quotas::EntityQuotas, i64)>,
+    group_configs: BTreeMap<String, (BTreeMap<String, String>, i64)>,
     nodes: BTreeMap<NodeId, NodeInfo>,
     /// Every registration as last read: node → (broker epoch, the key's mod revision).
     registrations: BTreeMap<NodeId, (i64, i64)>,
@@ -117,6 +118,7 @@ impl EtcdStore {
             acls: BTreeMap::new(),
             features: BTreeMap::new(),
             client_quotas: BTreeMap::new(),
+            group_configs: BTreeMap::new(),
             nodes: BTreeMap::new(),
             registrations: BTreeMap::new(),
             candidates: BTreeMap::new(),
@@ -163,6 +165,8 @@ impl EtcdStore {
             return put_doc(&mut self.features, name, e, "a feature level");
         } else if let Some(entity) = keys.client_quotas_of(&e.key) {
             return put_doc(&mut self.client_quotas, entity, e, "client quotas");
+        } else if let Some(group) = keys.group_configs_of(&e.key) {
+            return put_doc(&mut self.group_configs, group, e, "group configs");
         } else if keys.is_controller_candidacy(&e.key) {
             let node = String::from_utf8_lossy(&e.value).parse::<NodeId>();
             if let Ok(node) = node {
@@ -217,6 +221,9 @@ impl EtcdStore {
         if let Some(entity) = keys.client_quotas_of(key) {
             return self.client_quotas.remove(entity).is_some();
         }
+        if let Some(group) = keys.group_configs_of(key) {
+            return self.group_configs.remove(group).is_some();
+        }
         if let Some(node) = keys.broker_of(key) {
             self.registrations.remove(&node);
             self.liveness.deregistered(node);
@@ -247,6 +254,7 @@ impl EtcdStore {
             acls: as_read(&self.acls),
             features: as_read(&self.features),
             client_quotas: as_read(&self.client_quotas),
+            group_configs: as_read(&self.group_configs),
         }
     }
 
@@ -380,6 +388,7 @@ impl EtcdStore {
         self.acls.clear();
         self.features.clear();
         self.client_quotas.clear();
+        self.group_configs.clear();
         self.nodes.clear();
         self.registrations.clear();
         self.liveness = Liveness::default();
@@ -532,6 +541,9 @@ impl MetadataStore for EtcdStore {
         txn.diff(&self.client_quotas, &snapshot.client_quotas, |e| {
             keys.client_quotas(e)
         });
+        txn.diff(&self.group_configs, &snapshot.group_configs, |g| {
+            keys.group_configs(g)
+        });
         if txn.ops.is_empty() {
             return Ok(Saved::Yes);
         }
@@ -565,6 +577,7 @@ impl MetadataStore for EtcdStore {
         saved(&mut self.acls, &snapshot.acls, revision);
         saved(&mut self.features, &snapshot.features, revision);
         saved(&mut self.client_quotas, &snapshot.client_quotas, revision);
+        saved(&mut self.group_configs, &snapshot.group_configs, revision);
         Ok(Saved::Yes)
     }
 
