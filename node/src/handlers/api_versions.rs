@@ -57,9 +57,10 @@ pub fn handle(
     r
 }
 
-/// The v0 answer to an ApiVersions request of a version we do not know.
-pub fn unsupported(correlation_id: i32) -> Outgoing {
-    let mut r = handle(TxnVersion::V0, CONFIGURED_FEATURES_EPOCH, false);
+/// The v0 answer to an ApiVersions request of a version we do not know: the versions it lists
+/// are those the client then uses (KIP-511), so they are the node's real ones.
+pub fn unsupported(correlation_id: i32, consumer_protocol: bool) -> Outgoing {
+    let mut r = handle(TxnVersion::V0, CONFIGURED_FEATURES_EPOCH, consumer_protocol);
     r.error_code = ResponseError::UnsupportedVersion.code();
     let mut buf = BytesMut::new();
     let mut h = ResponseHeader::default();

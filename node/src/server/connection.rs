@@ -221,7 +221,8 @@ async fn serve_requests<S: AsyncRead + AsyncWrite + Unpin>(
         let request = match decode_request(frame)? {
             Decoded::ApiVersionsUnsupported { correlation_id } => {
                 pipeline.wait_below(1).await;
-                let out = handlers::api_versions::unsupported(correlation_id);
+                let consumer = crate::group_coordinator::Host::settings(&**ctx).consumer_protocol;
+                let out = handlers::api_versions::unsupported(correlation_id, consumer);
                 let timing = Timing {
                     api_key: ApiKey::ApiVersions as i16,
                     read_at,

@@ -72,6 +72,11 @@ func (s *groupState) problem(format string, args ...any) {
 func groupKey(i int) string   { return fmt.Sprintf("key-%d", i) }
 func groupValue(i int) string { return fmt.Sprintf("value-%d", i) }
 
+// nextGen: the members use the consumer protocol (KIP-848, kgo.ServerSideBalancer): the broker
+// assigns, each member has its own epoch (no shared generation), and the group is described with
+// ConsumerGroupDescribe (kadm DescribeConsumerGroups) instead of DescribeGroups.
+var nextGen bool
+
 func groups(ctx context.Context, bootstrap, topic string) string {
 	logger := kgo.BasicLogger(os.Stderr, kgo.LogLevelWarn, func() string { return time.Now().Format("15:04:05.000 ") })
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.WithLogger(logger))
@@ -159,6 +164,33 @@ func groups(ctx context.Context, bootstrap, topic string) string {
 		}
 	}
 	s.mu.Unlock()
+	if nextGen {
+		describeConsumerGroup(ctx, adm, group, ids, owned, topic)
+	} else {
+		describeClassicGroup(ctx, adm, group, ids, owned, topic)
+	}
+
+	// 4. final commits, then close every member (LeaveGroup)
+	for m, cl := range s.clients {
+		cctx, ccancel := context.WithTimeout(ctx, 15*time.Second)
+		err := cl.CommitUncommittedOffsets(cctx)
+		ccancel()
+		must(err, fmt.Sprintf("member %d CommitUncommittedOffsets", m))
+	}
+	stuck := closeAll()
+	check(len(stuck) == 0, "members %v did not close within 25 s", stuck)
+	s.mu.Lock()
+	problems := append([]string(nil), s.problems...)
+	s.mu.Unlock()
+	check(len(problems) == 0, "problems seen by the members:\n  %s", strings.Join(problems, "\n  "))
+	for m, err := range s.closeErr {
+		must(err, fmt.Sprintf("member %d", m))
+	}
+	return groupEnd(ctx, adm, s, group, topic, owned)
+}
+
+// describeClassicGroup: DescribeGroups while every member is in the group.
+func describeClassicGroup(ctx context.Context, adm *kadm.Client, group string, ids []string, owned []map[int32]bool, topic string) {
 	d := describeGroup(ctx, adm, group)
 	check(d.State == "Stable", "DescribeGroups %s while consuming: state %q, expected Stable: %+v", group, d.State, d)
 	check(d.ProtocolType == "consumer", "DescribeGroups: protocol type %q", d.ProtocolType)
@@ -183,24 +215,42 @@ func groups(ctx context.Context, bootstrap, topic string) string {
 		check(sortedParts(parts) == sortedSet(owned[m]), "DescribeGroups: member %d assigned %s, the client owns %s",
 			m, sortedParts(parts), sortedSet(owned[m]))
 	}
+}
 
-	// 4. final commits, then close every member (LeaveGroup)
-	for m, cl := range s.clients {
-		cctx, ccancel := context.WithTimeout(ctx, 15*time.Second)
-		err := cl.CommitUncommittedOffsets(cctx)
-		ccancel()
-		must(err, fmt.Sprintf("member %d CommitUncommittedOffsets", m))
+// describeConsumerGroup: ConsumerGroupDescribe while every member is in the group: Stable, the
+// uniform assignor, each member at the group's assignment epoch with what its client owns.
+func describeConsumerGroup(ctx context.Context, adm *kadm.Client, group string, ids []string, owned []map[int32]bool, topic string) {
+	ds, err := adm.DescribeConsumerGroups(ctx, group)
+	must(err, "DescribeConsumerGroups")
+	d, ok := ds[group]
+	check(ok && d.Err == nil, "DescribeConsumerGroups %s: %+v", group, ds)
+	check(d.State == "Stable", "DescribeConsumerGroups %s while consuming: state %q, expected Stable: %+v", group, d.State, d)
+	check(d.AssignorName == "uniform", "DescribeConsumerGroups: assignor %q, expected uniform", d.AssignorName)
+	check(len(d.Members) == groupMembers, "DescribeConsumerGroups: %d members, expected %d: %+v", len(d.Members), groupMembers, d.Members)
+	byID := map[string]kadm.ConsumerGroupMember{}
+	for _, dm := range d.Members {
+		byID[dm.MemberID] = dm
 	}
-	stuck := closeAll()
-	check(len(stuck) == 0, "members %v did not close within 25 s", stuck)
-	s.mu.Lock()
-	problems := append([]string(nil), s.problems...)
-	s.mu.Unlock()
-	check(len(problems) == 0, "problems seen by the members:\n  %s", strings.Join(problems, "\n  "))
-	for m, err := range s.closeErr {
-		must(err, fmt.Sprintf("member %d", m))
+	for m := 0; m < groupMembers; m++ {
+		dm, ok := byID[ids[m]]
+		check(ok, "DescribeConsumerGroups: no member %q (member %d): %+v", ids[m], m, d.Members)
+		check(dm.ClientID == fmt.Sprintf("%s-%d", group, m), "DescribeConsumerGroups: member %d client id %q", m, dm.ClientID)
+		check(dm.MemberEpoch == d.AssignmentEpoch, "DescribeConsumerGroups: member %d at epoch %d, the assignment's is %d", m, dm.MemberEpoch, d.AssignmentEpoch)
+		var parts []int32
+		for t, ps := range dm.Assignment {
+			check(t == topic, "DescribeConsumerGroups: member %d assigned topic %q", m, t)
+			for p := range ps {
+				parts = append(parts, p)
+			}
+		}
+		check(sortedParts(parts) == sortedSet(owned[m]), "DescribeConsumerGroups: member %d assigned %s, the client owns %s",
+			m, sortedParts(parts), sortedSet(owned[m]))
 	}
+}
 
+// groupEnd: ownership at the end, every record exactly once, the committed offsets, and the
+// group's listing and deletion once every member left.
+func groupEnd(ctx context.Context, adm *kadm.Client, s *groupState, group, topic string, owned []map[int32]bool) string {
 	// 5. ownership at the end, and every record exactly once by its owner
 	all := map[int32]bool{}
 	for m := range owned {
@@ -233,9 +283,17 @@ func groups(ctx context.Context, bootstrap, topic string) string {
 	check(n == groupPartitions, "FetchOffsets %s: %d partitions: %+v", group, n, offs)
 	check(sum == groupRecords, "committed offsets sum to %d, expected %d", sum, groupRecords)
 
-	d = describeGroup(ctx, adm, group)
-	check(d.State == "Empty" && len(d.Members) == 0, "DescribeGroups %s after close: state %q, %d members, expected Empty: %+v",
-		group, d.State, len(d.Members), d)
+	if nextGen {
+		ds, err := adm.DescribeConsumerGroups(ctx, group)
+		must(err, "DescribeConsumerGroups after close")
+		d := ds[group]
+		check(d.Err == nil && d.State == "Empty" && len(d.Members) == 0,
+			"DescribeConsumerGroups %s after close: state %q, %d members, expected Empty: %+v", group, d.State, len(d.Members), d)
+	} else {
+		d := describeGroup(ctx, adm, group)
+		check(d.State == "Empty" && len(d.Members) == 0, "DescribeGroups %s after close: state %q, %d members, expected Empty: %+v",
+			group, d.State, len(d.Members), d)
+	}
 	listed, err := adm.ListGroups(ctx)
 	must(err, "ListGroups")
 	lg, ok := listed[group]
@@ -284,15 +342,15 @@ func groupProduce(ctx context.Context, bootstrap, topic string, logger kgo.Logge
 
 func groupMember(bootstrap, group, topic string, m int, s *groupState, logger kgo.Logger) *kgo.Client {
 	name := fmt.Sprintf("%s-%d", group, m)
-	cl, err := kgo.NewClient(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(bootstrap),
 		kgo.ClientID(name),
 		kgo.WithLogger(logger),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(200*time.Millisecond),
-		kgo.SessionTimeout(30*time.Second),
+		kgo.FetchMaxWait(200 * time.Millisecond),
+		kgo.SessionTimeout(30 * time.Second),
 		kgo.HeartbeatInterval(time.Second),
 		// polls and rebalance callbacks exclude each other: a revoke sees every polled record processed
 		kgo.BlockRebalanceOnPoll(),
@@ -329,7 +387,11 @@ func groupMember(bootstrap, group, topic string, m int, s *groupState, logger kg
 				s.problem("member %d lost partitions %v (a fatal group error, see the client log)", m, ps)
 			}
 		}),
-	)
+	}
+	if nextGen {
+		opts = append(opts, kgo.ServerSideBalancer())
+	}
+	cl, err := kgo.NewClient(opts...)
 	must(err, "group consumer "+name)
 	return cl
 }
@@ -420,6 +482,9 @@ func (s *groupState) settledLocked() bool {
 	n := 0
 	for m, cl := range s.clients {
 		_, gen := cl.GroupMetadata()
+		if nextGen {
+			gen = 1 // member epochs differ by member; ConsumerGroupDescribe checks them at the end
+		}
 		if gen < 0 || (gen0 != -2 && gen != gen0) || len(s.owned[m]) == 0 {
 			return false
 		}

@@ -109,12 +109,13 @@ func main() {
 		txnCheck(args[1:])
 		return
 	}
-	groupMode := len(args) > 0 && args[0] == "groups"
+	groupMode := len(args) > 0 && (args[0] == "groups" || args[0] == "groups848")
 	if groupMode {
+		nextGen = args[0] == "groups848"
 		args = args[1:]
 	}
 	if len(args) < 1 {
-		fmt.Fprintln(os.Stderr, "usage: clientcheck [groups] BOOTSTRAP [TOPIC]")
+		fmt.Fprintln(os.Stderr, "usage: clientcheck [groups|groups848] BOOTSTRAP [TOPIC]")
 		os.Exit(2)
 	}
 	bootstrap := args[0]

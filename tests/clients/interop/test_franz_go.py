@@ -39,6 +39,22 @@ def test_consumer_group_share_commit(make_broker, client_check):
     assert broker.stop() == 0, broker.read_log()
 
 
+def test_consumer_group_with_the_consumer_protocol(make_broker, client_check):
+    """The same check with KIP-848 (kgo.ServerSideBalancer, which franz-go uses only when the
+    broker advertises ConsumerGroupHeartbeat v1): the broker assigns, the members reconcile one
+    heartbeat at a time, kadm's DescribeConsumerGroups (ConsumerGroupDescribe) shows each member
+    at the assignment epoch with the partitions its client owns."""
+    from support.consumer_groups import CONSUMER_PROTOCOL
+    broker = make_broker(settings=CONSUMER_PROTOCOL).start()
+    out = run_client_program(client_check + ["groups848", broker.bootstrap, "franz-groups848"], broker, 80,
+                             "clientcheck groups848")
+    assert out.startswith("OK: 600 records consumed exactly once by 3 group members"), out
+    assert broker.stop() == 0, broker.read_log()
+    with open(broker.log_path, errors="replace") as f:
+        joins = f.read().count("joined the consumer group")
+    assert joins >= 3, f"{joins} consumer-protocol joins in the broker's log: franz-go used the classic protocol"
+
+
 def test_sasl_ssl_scram_and_mutual_tls_produce_consume_and_refusal(client_check, tmp_path):
     """franz-go over TLS with SCRAM-SHA-512 (kgo's DialTLSConfig + sasl/scram) and over mutual
     TLS: 100 records written and read back each way; a wrong password is refused
