@@ -233,3 +233,63 @@ def test_group_configs_through_kafka_configs(make_broker):
     assert r.returncode == 0, r.stdout + r.stderr
     r = configs("--describe", "--all")
     assert "consumer.session.timeout.ms=6000" in r.stdout, r.stdout  # the broker's again
+
+
+def test_a_regex_subscription_is_resolved_on_the_broker_as_topics_come(make_broker, tmp_path):
+    """SubscribedTopicRegex (librdkafka subscribes `^re848-.*`): the coordinator resolves it over
+    the topic names; a matching topic created later moves the group epoch and reaches the member."""
+    b = make_broker(shards=1, settings=CONSUMER_PROTOCOL).start()
+    make_topic(b.bootstrap, "re848-a", 2)
+    make_topic(b.bootstrap, "other848", 1)
+    members = Members(b.bootstrap, "g-regex", "^re848-.*", str(tmp_path))
+    members.start("r")
+    p = Producer({"bootstrap.servers": b.bootstrap})
+
+    def topics_read():
+        return {e["topic"] for e in members.events().get("r", []) if e["ev"] == "record"}
+    try:
+        wait_for("the member assigned re848-a", lambda: describe(b.bootstrap, "g-regex").members
+                 and describe(b.bootstrap, "g-regex").members[0].assignment.topic_partitions, 30)
+        for t in ("re848-a", "other848"):
+            p.produce(t, b"x")
+        p.flush(10)
+        wait_for("a record of re848-a", lambda: "re848-a" in topics_read(), 30)
+        make_topic(b.bootstrap, "re848-b", 2)
+        wait_for("re848-b assigned", lambda: {tp.topic for tp in describe(b.bootstrap, "g-regex").members[0]
+                                             .assignment.topic_partitions} == {"re848-a", "re848-b"}, 30)
+        p.produce("re848-b", b"y")
+        p.flush(10)
+        wait_for("a record of re848-b", lambda: "re848-b" in topics_read(), 30)
+    finally:
+        members.stop_all()
+    assert "other848" not in topics_read()
+
+
+def test_a_static_member_comes_back_to_its_partitions(make_broker, tmp_path):
+    """group.instance.id with the consumer protocol: a static member that closes leaves with
+    epoch -2 and keeps its partitions for its session; a new process with the same instance id
+    takes them over (a new member id), the other member's partitions untouched."""
+    b = make_broker(shards=1, settings=CONSUMER_PROTOCOL).start()
+    make_topic(b.bootstrap, "static848", 4)
+    members = Members(b.bootstrap, "g-static", "static848", str(tmp_path))
+    try:
+        members.start("s1", seconds=12, instance_id="inst-1")
+        members.start("s2", instance_id="inst-2")
+
+        def by_instance():
+            d = describe(b.bootstrap, "g-static")
+            return {m.group_instance_id: (m.member_id, sorted(tp.partition for tp in m.assignment.topic_partitions))
+                    for m in d.members}
+        wait_for("two static members with two partitions each",
+                 lambda: sorted(len(v[1]) for v in by_instance().values()) == [2, 2], 30)
+        before = by_instance()
+        members.procs["s1"].wait(30)  # closes: a static leave
+        during = by_instance()
+        assert during["inst-1"][1] == before["inst-1"][1], (before, during)  # kept for its session
+        members.start("s1-again", instance_id="inst-1")
+        wait_for("inst-1 back", lambda: by_instance()["inst-1"][0] != before["inst-1"][0]
+                 and by_instance()["inst-1"][1] == before["inst-1"][1], 30)
+        after = by_instance()
+        assert after["inst-2"] == before["inst-2"], (before, after)
+    finally:
+        members.stop_all()

@@ -36,12 +36,13 @@ class Members:
         self.procs = {}
         self.killed = {}  # name -> time of kill -9
 
-    def start(self, name, seconds=None):
+    def start(self, name, seconds=None, instance_id=None):
         out = os.path.join(self.tmp, f"{name}.log")
         args = [sys.executable, MEMBER, self.bootstrap, self.group, self.topic, "consumer", out]
         if seconds is not None:
             args.append(str(seconds))
-        self.procs[name] = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env = dict(os.environ, GROUP_INSTANCE_ID=instance_id or "")
+        self.procs[name] = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
 
     def kill9(self, name):
         self.procs[name].send_signal(signal.SIGKILL)

@@ -4,13 +4,15 @@ synchronously after every record and when partitions are revoked, and writes one
 event to OUT, flushed at once:
 
     {"t": <unix time>, "ev": "assign" | "revoke" | "lost", "partitions": [...]}
-    {"t": ..., "ev": "record", "partition": p, "offset": o}
+    {"t": ..., "ev": "record", "topic": t, "partition": p, "offset": o}
     {"t": ..., "ev": "error", "error": "..."}
 
 Usage: python3 group_member.py BOOTSTRAP GROUP TOPIC PROTOCOL OUT [SECONDS]
-Runs SECONDS (default: until killed), then closes (leaving the group).
+Runs SECONDS (default: until killed), then closes (leaving the group). TOPIC starting with `^` is
+a regex subscription; GROUP_INSTANCE_ID in the environment makes the member static.
 """
 import json
+import os
 import sys
 import time
 
@@ -28,6 +30,8 @@ def main():
     conf = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
             "auto.offset.reset": "earliest", "enable.auto.commit": False,
             "error_cb": lambda e: ev("error", error=str(e))}
+    if os.environ.get("GROUP_INSTANCE_ID"):
+        conf["group.instance.id"] = os.environ["GROUP_INSTANCE_ID"]
     if protocol == "classic":
         conf.update({"session.timeout.ms": 6000, "partition.assignment.strategy": "cooperative-sticky"})
     c = Consumer(conf)
@@ -55,7 +59,7 @@ def main():
             if m.error().code() != KafkaError._PARTITION_EOF:
                 ev("error", error=str(m.error()))
             continue
-        ev("record", partition=m.partition(), offset=m.offset())
+        ev("record", topic=m.topic(), partition=m.partition(), offset=m.offset())
         try:
             c.commit(message=m, asynchronous=False)
         except Exception as e:  # noqa: BLE001 - a fenced commit: the record comes again
