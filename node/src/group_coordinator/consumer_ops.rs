@@ -102,7 +102,9 @@ impl Coordinator {
                 g.consumer = Some(ConsumerGroup::default());
             }
             let c = g.consumer.as_mut().expect("set");
-            c.heartbeat(req, &topics, &s, now)
+            let out = c.heartbeat(req, &topics, &s, now);
+            g.note_consumer_emptiness(now);
+            out
         };
         let (answer, records) = match out {
             Ok(x) => x,
@@ -266,7 +268,10 @@ impl Coordinator {
             };
             let records = {
                 let mut groups = self.groups.borrow_mut();
-                let Some(c) = groups.get_mut(&id).and_then(|g| g.consumer.as_mut()) else {
+                let Some(g) = groups.get_mut(&id) else {
+                    continue;
+                };
+                let Some(c) = g.consumer.as_mut() else {
                     continue;
                 };
                 let before: Vec<String> = c.members.keys().cloned().collect();
@@ -275,6 +280,7 @@ impl Coordinator {
                     tracing::info!(group = %id, member = %m, "member fenced: session or rebalance timeout");
                 }
                 records.extend(c.refresh(&topics, &s, now));
+                g.note_consumer_emptiness(now);
                 records
             };
             if let Err(e) = self.write_consumer(host, p, &id, &records, now).await {

@@ -339,17 +339,7 @@ impl Coordinator {
             if !g.is_empty() {
                 return Err(ResponseError::NonEmptyGroup);
             }
-            let mut keys = tombstones(group, g.offsets.keys().cloned(), g.consumer.is_none());
-            if let Some(c) = &g.consumer {
-                keys.extend(c.deletion_records().iter().map(|r| {
-                    let key = RecordKey::Consumer {
-                        group: group.to_owned(),
-                        key: r.key.clone(),
-                    };
-                    (key.encode(), None)
-                }));
-            }
-            keys
+            group_tombstones(g)
         };
         append(host, p, keys, now).await?;
         if let Some(mut g) = self.groups.borrow_mut().remove(group) {
@@ -382,6 +372,22 @@ impl Coordinator {
             self.expire_offsets(host, now).await;
         }
     }
+}
+
+/// Every record of an empty group gone: its offsets and its metadata (a classic group's record, or
+/// a consumer group's metadata and target assignment epoch — its members' records went with them).
+pub(super) fn group_tombstones(g: &Group) -> KeyValues {
+    let mut keys = tombstones(&g.id, g.offsets.keys().cloned(), g.consumer.is_none());
+    if let Some(c) = &g.consumer {
+        keys.extend(c.deletion_records().iter().map(|r| {
+            let key = RecordKey::Consumer {
+                group: g.id.clone(),
+                key: r.key.clone(),
+            };
+            (key.encode(), None)
+        }));
+    }
+    keys
 }
 
 /// The answer to a JoinGroup/SyncGroup, waiting for the rebalance step when it is not ready;

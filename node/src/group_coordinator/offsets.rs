@@ -176,12 +176,7 @@ impl Coordinator {
             .borrow()
             .values()
             .filter(|g| g.is_empty() && now - g.state_since_ms >= retention)
-            .map(|g| {
-                (
-                    g.id.clone(),
-                    tombstones(&g.id, g.offsets.keys().cloned(), true),
-                )
-            })
+            .map(|g| (g.id.clone(), super::coordinator::group_tombstones(g)))
             .collect();
         for (id, keys) in expired {
             let Ok(p) = self.locate(host, &id) else {
@@ -219,14 +214,22 @@ impl Coordinator {
                 .get(group)
                 .filter(|g| g.state != super::membership::GroupState::Dead)
                 .ok_or(ResponseError::GroupIdNotFound)?;
-            let consumer = g.protocol_type.as_deref() == Some("consumer");
+            let consumer = g.protocol_type.as_deref() == Some("consumer") || g.consumer.is_some();
             if !g.is_empty() && !consumer {
                 return Err(ResponseError::NonEmptyGroup);
             }
-            let subscribed = if g.is_empty() {
-                Default::default()
-            } else {
-                g.subscribed_topics()
+            let subscribed = match (&g.consumer, g.is_empty()) {
+                (_, true) => Default::default(),
+                // a consumer-protocol group: its members' topics, by name and by regex
+                (Some(c), false) => {
+                    let index = super::consumer_ops::topic_index(&host.snapshot());
+                    c.members
+                        .values()
+                        .flat_map(|m| m.subscribed_topics(&index))
+                        .filter_map(|id| index.by_id.get(&id).map(|t| t.0.clone()))
+                        .collect()
+                }
+                (None, false) => g.subscribed_topics(),
             };
             let mut gone = Vec::new();
             let results = partitions

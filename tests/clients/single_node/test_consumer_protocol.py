@@ -260,6 +260,10 @@ def test_a_regex_subscription_is_resolved_on_the_broker_as_topics_come(make_brok
         p.produce("re848-b", b"y")
         p.flush(10)
         wait_for("a record of re848-b", lambda: "re848-b" in topics_read(), 30)
+        # the group's offsets of a topic its member subscribes to (here by regex) stay
+        r = kafka_tool("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", "--bootstrap-server",
+                       b.bootstrap, "--delete-offsets", "--group", "g-regex", "--topic", "re848-b")
+        assert "subscribed" in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
     finally:
         members.stop_all()
     assert "other848" not in topics_read()

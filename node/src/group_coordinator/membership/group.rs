@@ -34,6 +34,9 @@ pub struct Group {
     /// Set when the group is a consumer-protocol (KIP-848) group: the classic fields above
     /// stay empty, `offsets` is shared.
     pub consumer: Option<crate::group_coordinator::consumer::ConsumerGroup>,
+    /// Whether the consumer group had no member when last looked at (its classic `state`
+    /// stays Empty: `state_since_ms` is when it last became empty or not).
+    consumer_empty: bool,
 }
 
 impl Group {
@@ -55,6 +58,7 @@ impl Group {
             offsets: BTreeMap::new(),
             dirty: false,
             consumer: None,
+            consumer_empty: true,
         }
     }
 
@@ -168,6 +172,19 @@ impl Group {
             }
         }
         topics
+    }
+
+    /// A consumer-protocol group that has just become empty (or stopped being so) starts its
+    /// offsets retention clock then, as a classic group does on entering Empty.
+    pub fn note_consumer_emptiness(&mut self, now_ms: i64) {
+        let Some(c) = &self.consumer else {
+            return;
+        };
+        let empty = c.members.is_empty();
+        if empty != self.consumer_empty {
+            self.consumer_empty = empty;
+            self.state_since_ms = now_ms;
+        }
     }
 
     /// Created by a request that was then refused: no member, no generation, no offsets, and
