@@ -904,14 +904,14 @@ def test_a_consumer_protocol_group_moves_with_its_coordinator(cluster, tmp_path)
     create(c, topic, partitions=partitions)
     producing = Producing(c.bootstrap(), topic, partitions, rate=100)
     members = Members(c.bootstrap(), group, topic, str(tmp_path))
-    watch = CommittedWatch(c.bootstrap(), group)
+    watch = CommittedWatch(c.bootstrap(), group, topic, partitions)
     try:
         for name in ("a", "b", "c"):
             members.start(name)
         wait_for("three members, stable", lambda: len(describe(c.bootstrap(), group).members) == 3
                  and str(describe(c.bootstrap(), group).state) == "ConsumerGroupState.STABLE", timeout=40)
         admin = AdminClient({"bootstrap.servers": c.bootstrap()})
-        coordinator = admin.describe_consumer_groups([group])[group].result(timeout=15).coordinator.id // 1000
+        coordinator = admin.describe_consumer_groups([group], request_timeout=10)[group].result(timeout=30).coordinator.id // 1000
         c.nodes[coordinator].kill9()
         time.sleep(4)
         members.kill9("b")

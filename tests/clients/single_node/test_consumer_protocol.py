@@ -49,7 +49,7 @@ def test_librdkafka_members_under_churn_never_own_a_partition_twice_nor_skip_a_r
     make_topic(b.bootstrap, topic, partitions)
     producing = Producing(b.bootstrap, topic, partitions)
     members = Members(b.bootstrap, group, topic, str(tmp_path))
-    watch = CommittedWatch(b.bootstrap, group)
+    watch = CommittedWatch(b.bootstrap, group, topic, partitions)
     try:
         members.start("a")
         members.start("b", seconds=14)  # leaves cleanly at ~14 s
@@ -193,7 +193,7 @@ def test_a_classic_member_is_refused_by_a_consumer_group_with_members_and_takes_
     finally:
         s.close()
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
-    listed = {g.group_id: str(g.type) for g in admin.list_consumer_groups().result(10).valid}
+    listed = {g.group_id: str(g.type) for g in admin.list_consumer_groups(request_timeout=5).result(30).valid}
     assert listed["g-proto"] == "ConsumerGroupType.CLASSIC", listed
     # and so it stays after a restart (the tombstones are in __consumer_offsets)
     b.stop(sig=signal.SIGKILL)
@@ -201,7 +201,7 @@ def test_a_classic_member_is_refused_by_a_consumer_group_with_members_and_takes_
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
 
     def listed_type():
-        return {g.group_id: str(g.type) for g in admin.list_consumer_groups().result(10).valid}.get("g-proto")
+        return {g.group_id: str(g.type) for g in admin.list_consumer_groups(request_timeout=5).result(30).valid}.get("g-proto")
     wait_for("the group listed after the restart", listed_type, 20)
     assert listed_type() == "ConsumerGroupType.CLASSIC"
 

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 # A broker serving the consumer protocol, with sessions short enough for a killed member's
@@ -128,26 +128,31 @@ class Producing:
 
 
 class CommittedWatch:
-    """Samples the group's committed offsets; any partition's going back is recorded."""
+    """Samples the group's committed offsets of `topic`; any partition's going back is recorded.
 
-    def __init__(self, bootstrap, group):
+    It asks through a consumer of the group that never joins it (Consumer.committed): librdkafka's
+    admin client (list_consumer_group_offsets) crashes the process when an OffsetFetch answer
+    asks it to look the coordinator up again (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE: it has
+    no group handle to do it with), which a coordinator moving gives."""
+
+    def __init__(self, bootstrap, group, topic, partitions):
         self.regressions = []
         self.last = {}
         self.stop = threading.Event()
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
-        self.group = group
+        self.args = (bootstrap, group, [TopicPartition(topic, p) for p in range(partitions)])
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
     def run(self):
+        bootstrap, group, tps = self.args
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
         while not self.stop.is_set():
             try:
-                r = self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(self.group)])
-                tps = r[self.group].result(10).topic_partitions
-            except Exception:  # noqa: BLE001 - the coordinator restarting
+                got = c.committed(tps, timeout=10)
+            except Exception:  # noqa: BLE001 - the coordinator restarting or moving
                 time.sleep(0.5)
                 continue
-            for tp in tps:
+            for tp in got:
                 if tp.offset < 0:
                     continue
                 before = self.last.get(tp.partition, -1)
@@ -155,6 +160,7 @@ class CommittedWatch:
                     self.regressions.append((tp.partition, before, tp.offset))
                 self.last[tp.partition] = max(before, tp.offset)
             time.sleep(0.5)
+        c.close()
 
     def finish(self):
         self.stop.set()
@@ -168,7 +174,8 @@ def describe(bootstrap, group, timeout=30):
     deadline = time.time() + timeout
     while True:
         try:
-            return admin.describe_consumer_groups([group])[group].result(15)
+            # (the request times out inside librdkafka first: see CommittedWatch)
+            return admin.describe_consumer_groups([group], request_timeout=10)[group].result(30)
         except KafkaException as e:
             if not e.args[0].retriable() or time.time() > deadline:
                 raise
