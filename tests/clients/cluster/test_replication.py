@@ -908,8 +908,12 @@ def test_a_consumer_protocol_group_moves_with_its_coordinator(cluster, tmp_path)
     try:
         for name in ("a", "b", "c"):
             members.start(name)
-        wait_for("three members, stable", lambda: len(describe(c.bootstrap(), group).members) == 3
-                 and str(describe(c.bootstrap(), group).state) == "ConsumerGroupState.STABLE", timeout=40)
+        # the first group creates `__consumer_offsets` (50 partitions, 3 replicas each): its
+        # coordinator may take a while to be there on a busy machine
+        started = time.time()
+        wait_for("three members, stable", lambda: len(describe(c.bootstrap(), group, timeout=90).members) == 3
+                 and str(describe(c.bootstrap(), group).state) == "ConsumerGroupState.STABLE", timeout=120)
+        print(f"group stable {time.time() - started:.1f} s after the members started")
         admin = AdminClient({"bootstrap.servers": c.bootstrap()})
         coordinator = admin.describe_consumer_groups([group], request_timeout=10)[group].result(timeout=30).coordinator.id // 1000
         c.nodes[coordinator].kill9()
