@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 # A broker serving the consumer protocol, with sessions short enough for a killed member's
@@ -177,6 +177,10 @@ def describe(bootstrap, group, timeout=30):
             # (the request times out inside librdkafka first: see CommittedWatch)
             return admin.describe_consumer_groups([group], request_timeout=10)[group].result(30)
         except KafkaException as e:
-            if not e.args[0].retriable() or time.time() > deadline:
+            # librdkafka does not flag these as retriable in an admin result
+            again = e.args[0].retriable() or e.args[0].code() in (
+                KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR,
+                KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
+            if not again or time.time() > deadline:
                 raise
             time.sleep(0.3)
