@@ -48,7 +48,8 @@ pub fn settings(host: &dyn Host, snapshot: &Snapshot, group: &str) -> ConsumerSe
     }
 }
 
-fn encode(group: &str, records: &[ConsumerRecord]) -> KeyValues {
+/// A consumer group's records as `__consumer_offsets` keys and values.
+pub(super) fn encode(group: &str, records: &[ConsumerRecord]) -> KeyValues {
     records
         .iter()
         .map(|r| {
@@ -231,7 +232,7 @@ impl Coordinator {
         };
         let snapshot = host.snapshot();
         let assignor = c.assignor(&settings(host, &snapshot, group)).name();
-        Ok((c.clone(), host.snapshot(), assignor))
+        Ok((c.clone(), snapshot, assignor))
     }
 
     /// Session and rebalance timeouts; topics created, deleted or grown (when the cluster
@@ -249,10 +250,7 @@ impl Coordinator {
             .filter(|g| {
                 g.consumer.as_ref().is_some_and(|c| {
                     changed_metadata && !c.members.is_empty()
-                        || c.members.values().any(|m| {
-                            now >= m.session_deadline_ms
-                                || m.rebalance_deadline_ms.is_some_and(|d| now >= d)
-                        })
+                        || c.members.values().any(|m| m.expired(now))
                 })
             })
             .map(|g| g.id.clone())

@@ -379,13 +379,7 @@ impl Coordinator {
 pub(super) fn group_tombstones(g: &Group) -> KeyValues {
     let mut keys = tombstones(&g.id, g.offsets.keys().cloned(), g.consumer.is_none());
     if let Some(c) = &g.consumer {
-        keys.extend(c.deletion_records().iter().map(|r| {
-            let key = RecordKey::Consumer {
-                group: g.id.clone(),
-                key: r.key.clone(),
-            };
-            (key.encode(), None)
-        }));
+        keys.extend(super::consumer_ops::encode(&g.id, &c.deletion_records()));
     }
     keys
 }

@@ -512,9 +512,7 @@ impl ConsumerGroup {
         let gone: Vec<String> = self
             .members
             .values()
-            .filter(|m| {
-                now >= m.session_deadline_ms || m.rebalance_deadline_ms.is_some_and(|d| now >= d)
-            })
+            .filter(|m| m.expired(now))
             .map(|m| m.id.clone())
             .collect();
         let mut records = Vec::new();

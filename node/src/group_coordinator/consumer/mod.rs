@@ -138,6 +138,13 @@ impl Member {
         }
     }
 
+    /// Its session ended, or it kept partitions to revoke past its rebalance timeout: the
+    /// coordinator fences it.
+    pub fn expired(&self, now_ms: i64) -> bool {
+        now_ms >= self.session_deadline_ms
+            || self.rebalance_deadline_ms.is_some_and(|d| now_ms >= d)
+    }
+
     /// The member's topics: its names that exist plus every topic its regex matches.
     pub fn subscribed_topics(&self, topics: &TopicIndex) -> BTreeSet<Uuid> {
         let mut out: BTreeSet<Uuid> = self

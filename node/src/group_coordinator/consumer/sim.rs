@@ -288,10 +288,7 @@ fn run(seed: u64, steps: usize) {
         // a live client heartbeats before its session ends: one out of step is fenced then
         // and gives up its partitions before the coordinator gives them to others
         for c in clients.iter_mut() {
-            let due = w.group.members.get(&c.id).is_some_and(|m| {
-                w.now >= m.session_deadline_ms
-                    || m.rebalance_deadline_ms.is_some_and(|d| w.now >= d)
-            });
+            let due = w.group.members.get(&c.id).is_some_and(|m| m.expired(w.now));
             if due {
                 w.beat(c, &mut rng, &s);
             }
