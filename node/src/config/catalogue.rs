@@ -566,6 +566,12 @@ pub const PROPERTIES: &[Property] = &[
         "Server-side assignors (uniform, range); the first is the default.",
     ),
     prop(
+        "group.consumer.migration.policy",
+        "bidirectional",
+        ConfigType::String,
+        "Online migration of groups with members between the classic and consumer protocols: bidirectional, upgrade, downgrade or disabled.",
+    ),
+    prop(
         "transaction.state.log.num.partitions",
         "50",
         ConfigType::Int,

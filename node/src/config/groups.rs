@@ -2,7 +2,7 @@
 
 use super::{ConfigError, Properties};
 use super::{ConsumerGroupConfig, GroupConfig};
-use crate::group_coordinator::consumer::Assignor;
+use crate::group_coordinator::consumer::{Assignor, MigrationPolicy};
 
 impl Properties {
     pub(super) fn group(&self) -> Result<GroupConfig, ConfigError> {
@@ -133,6 +133,16 @@ impl Properties {
         if max_size < 1 {
             return Err(self.invalid("group.consumer.max.size", "must be at least 1"));
         }
+        let key = "group.consumer.migration.policy";
+        let migration = MigrationPolicy::parse(self.get(key)).ok_or_else(|| {
+            self.invalid(
+                key,
+                format!(
+                    "unknown policy {} (bidirectional, upgrade, downgrade, disabled)",
+                    self.get(key)
+                ),
+            )
+        })?;
         Ok(ConsumerGroupConfig {
             session_timeout_ms: session,
             min_session_timeout_ms: min_session,
@@ -142,6 +152,7 @@ impl Properties {
             max_heartbeat_interval_ms: max_interval,
             max_size: max_size as usize,
             assignors,
+            migration,
         })
     }
 }

@@ -111,6 +111,8 @@ pub struct ConsumerGroupConfig {
     pub max_heartbeat_interval_ms: i32,
     pub max_size: usize,
     pub assignors: Vec<crate::group_coordinator::consumer::Assignor>,
+    /// `group.consumer.migration.policy`.
+    pub migration: crate::group_coordinator::consumer::MigrationPolicy,
 }
 
 /// The transaction coordinator's settings (Kafka's names and defaults).

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::consumer::{
     ConsumerGroup, ConsumerRecord, ConsumerSettings, Heartbeat, HeartbeatAnswer, HeartbeatError,
-    TopicIndex,
+    TopicIndex, LEAVE_GROUP_MEMBER_EPOCH,
 };
 use super::coordinator::Coordinator;
 use super::host::Host;
@@ -45,7 +45,51 @@ pub fn settings(host: &dyn Host, snapshot: &Snapshot, group: &str) -> ConsumerSe
         heartbeat_interval_ms,
         max_size: c.max_size,
         assignors: c.assignors.clone(),
+        migration: c.migration,
+        classic_max_size: host.settings().max_size,
     }
+}
+
+/// A classic group with members a consumer-protocol member joins becomes a consumer group
+/// (Kafka's online upgrade, `group.consumer.migration.policy`): the classic group's tombstone,
+/// and the records of the consumer group its members form.
+fn upgrade(
+    g: &mut Group,
+    topics: &TopicIndex,
+    s: &ConsumerSettings,
+    joining: bool,
+    now: i64,
+) -> Result<(KeyValues, Vec<ConsumerRecord>), HeartbeatError> {
+    let id = g.id.clone();
+    let refuse = |why: &str| HeartbeatError {
+        error: ResponseError::GroupIdNotFound,
+        message: format!("Group {id} is not a consumer group{why}."),
+    };
+    if !joining || !g.upgradable() {
+        return Err(refuse(""));
+    }
+    if !s.migration.upgrade {
+        return Err(refuse(
+            " and group.consumer.migration.policy does not allow upgrading it",
+        ));
+    }
+    if g.members.len() > s.max_size {
+        return Err(refuse(
+            " and has more members than group.consumer.max.size allows",
+        ));
+    }
+    let (generation, members) = g.upgrade_members();
+    let Some((c, records)) = ConsumerGroup::from_classic(generation, members, topics, s, now)
+    else {
+        return Err(refuse(
+            " and cannot become one: a member's embedded consumer protocol is malformed",
+        ));
+    };
+    g.clear_classic(ResponseError::RebalanceInProgress);
+    g.consumer = Some(c);
+    tracing::info!(group = %id, generation, "classic group upgraded to a consumer group");
+    let tombstone = (RecordKey::Group(id.clone()).encode(), None);
+    Ok((vec![tombstone], records))
 }
 
 /// A consumer group's records as `__consumer_offsets` keys and values.
@@ -78,6 +122,10 @@ impl Coordinator {
         let topics = topic_index(&snapshot);
         let s = settings(host, &snapshot, group);
         let joining = req.member_epoch == 0;
+        let leaving = (req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH).then(|| req.member_id.clone());
+        // records written before the heartbeat's own: a classic group's tombstone and its
+        // members as the consumer group they became (online upgrade)
+        let mut converted: Option<(KeyValues, Vec<ConsumerRecord>)> = None;
         let out = {
             let mut groups = self.groups.borrow_mut();
             if !groups.contains_key(group) {
@@ -91,30 +139,55 @@ impl Coordinator {
             }
             let g = groups.get_mut(group).expect("present");
             if g.consumer.is_none() {
-                // An empty classic group (offsets only) becomes a consumer group on a join,
-                // keeping its offsets; one with members is not a consumer group (Kafka's
-                // online migration from classic is not built).
-                if !joining || !g.is_empty() {
-                    return Err(HeartbeatError {
-                        error: ResponseError::GroupIdNotFound,
-                        message: format!("Group {group} is not a consumer group."),
-                    });
+                if joining && g.is_empty() {
+                    // an empty classic group (offsets only) becomes a consumer group, keeping
+                    // its offsets
+                    g.consumer = Some(ConsumerGroup::default());
+                } else {
+                    converted = Some(upgrade(g, &topics, &s, joining, now)?);
                 }
-                g.consumer = Some(ConsumerGroup::default());
             }
             let c = g.consumer.as_mut().expect("set");
-            let out = c.heartbeat(req, &topics, &s, now);
-            g.note_consumer_emptiness(now);
-            out
+            if let Some(id) = leaving.as_ref().filter(|id| c.downgrades_without(id, &s)) {
+                // its last consumer-protocol member leaves: the group turns classic
+                Err(id.clone())
+            } else {
+                let out = c.heartbeat(req, &topics, &s, now);
+                g.note_consumer_emptiness(now);
+                Ok(out)
+            }
         };
-        let (answer, records) = match out {
+        let out = match out {
+            Ok(out) => out,
+            Err(leaving) => {
+                self.downgrade(host, p, group, &leaving, &topics, now)
+                    .await
+                    .map_err(no_message)?;
+                return Ok(HeartbeatAnswer {
+                    member_id: leaving,
+                    member_epoch: LEAVE_GROUP_MEMBER_EPOCH,
+                    heartbeat_interval_ms: 0,
+                    assignment: None,
+                });
+            }
+        };
+        let (prefix, mut records) = converted.unwrap_or_default();
+        let (answer, more) = match out {
             Ok(x) => x,
             Err(e) => {
-                self.forget_if_unused(group);
+                if prefix.is_empty() {
+                    self.forget_if_unused(group);
+                } else {
+                    // the conversion stands even though this heartbeat was refused
+                    self.write_consumer_after(host, p, group, prefix, &records, now)
+                        .await
+                        .map_err(no_message)?;
+                }
                 return Err(e);
             }
         };
-        self.write_consumer(host, p, group, &records, now)
+        records.extend(more);
+        self.write_consumer_after(host, p, group, prefix, &records, now)
             .await
             .map_err(no_message)?;
         if joining || answer.member_epoch < 0 {
@@ -172,10 +245,27 @@ impl Coordinator {
         records: &[ConsumerRecord],
         now: i64,
     ) -> Result<(), ResponseError> {
-        if records.is_empty() {
+        self.write_consumer_after(host, p, group, KeyValues::new(), records, now)
+            .await
+    }
+
+    /// [`Coordinator::write_consumer`] after other records of the group (`first`), in one
+    /// append.
+    async fn write_consumer_after(
+        &self,
+        host: &dyn Host,
+        p: i32,
+        group: &str,
+        first: KeyValues,
+        records: &[ConsumerRecord],
+        now: i64,
+    ) -> Result<(), ResponseError> {
+        if records.is_empty() && first.is_empty() {
             return Ok(());
         }
-        let written = append(host, p, encode(group, records), now).await;
+        let mut keys = first;
+        keys.extend(encode(group, records));
+        let written = append(host, p, keys, now).await;
         if let Err(e) = written {
             tracing::warn!(
                 group,
@@ -188,26 +278,19 @@ impl Coordinator {
         Ok(())
     }
 
-    /// Replays one group's records from its partition (after a failed write).
-    async fn reload_group(&self, host: &dyn Host, p: i32, group: &str, now: i64) {
+    /// Replays one group's records from its partition (after a failed write): memory holds
+    /// only what a failover would read.
+    pub(super) async fn reload_group(&self, host: &dyn Host, p: i32, group: &str, now: i64) {
         let Some(part) = host.offsets_partition(p) else {
             return;
         };
         let fresh = super::load::read_group(&part, group, now).await;
         let mut groups = self.groups.borrow_mut();
-        match fresh {
-            Some(g) => {
-                if let Some(old) = groups.get_mut(group) {
-                    old.consumer = g.consumer;
-                } else {
-                    groups.insert(group.to_owned(), g);
-                }
-            }
-            None => {
-                if let Some(old) = groups.get_mut(group) {
-                    old.consumer = None;
-                }
-            }
+        if let Some(mut old) = groups.remove(group) {
+            old.clear_classic(ResponseError::NotCoordinator);
+        }
+        if let Some(g) = fresh {
+            groups.insert(group.to_owned(), g);
         }
     }
 
@@ -264,7 +347,7 @@ impl Coordinator {
             let Ok(p) = self.locate(host, &id) else {
                 continue;
             };
-            let records = {
+            let (records, downgrade) = {
                 let mut groups = self.groups.borrow_mut();
                 let Some(g) = groups.get_mut(&id) else {
                     continue;
@@ -273,16 +356,25 @@ impl Coordinator {
                     continue;
                 };
                 let before: Vec<String> = c.members.keys().cloned().collect();
-                let mut records = c.expire(&topics, &s, now);
+                let (mut records, downgrade) = c.expire(&topics, &s, now);
                 for m in before.iter().filter(|m| !c.members.contains_key(*m)) {
                     tracing::info!(group = %id, member = %m, "member fenced: session or rebalance timeout");
                 }
-                records.extend(c.refresh(&topics, &s, now));
+                if downgrade.is_none() {
+                    records.extend(c.refresh(&topics, &s, now));
+                }
                 g.note_consumer_emptiness(now);
-                records
+                (records, downgrade)
             };
             if let Err(e) = self.write_consumer(host, p, &id, &records, now).await {
                 tracing::warn!(group = %id, code = e.code(), "consumer group timeouts not written");
+                continue;
+            }
+            if let Some(m) = downgrade {
+                tracing::info!(group = %id, member = %m, "member fenced: session or rebalance timeout");
+                if let Err(e) = self.downgrade(host, p, &id, &m, &topics, now).await {
+                    tracing::warn!(group = %id, code = e.code(), "consumer group not turned classic");
+                }
             }
         }
     }

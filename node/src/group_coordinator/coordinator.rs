@@ -142,9 +142,9 @@ impl Coordinator {
         {
             return JoinResult::error(ResponseError::InvalidSessionTimeout, member_id);
         }
-        // A consumer-protocol group: JoinGroup joins it only once it is empty (it then becomes
-        // a classic group, as Kafka's `maybeDeleteEmptyConsumerGroup`); online migration of a
-        // group with members is not built.
+        // A consumer-protocol group: a classic member joins it as one more member (online
+        // migration); an empty one becomes a classic group (Kafka's
+        // `maybeDeleteEmptyConsumerGroup`).
         let consumer_members = self
             .groups
             .borrow()
@@ -156,9 +156,7 @@ impl Coordinator {
                     return JoinResult::error(e, member_id);
                 }
             }
-            Some(_) => {
-                return JoinResult::error(ResponseError::InconsistentGroupProtocol, member_id)
-            }
+            Some(_) => return self.classic_join_consumer(host, p, group, req, now).await,
             None => {}
         }
         let limits = Self::limits(host);
@@ -199,6 +197,9 @@ impl Coordinator {
         now: i64,
     ) -> SyncResult {
         let p = self.locate(host, group)?;
+        if self.consumer_with_members(group) {
+            return self.classic_sync_consumer(host, group, who, protocol, now);
+        }
         let reply = self
             .with_group(group, None, |g| {
                 g.sync(who, protocol.0, protocol.1, assignments, now)
@@ -217,6 +218,9 @@ impl Coordinator {
         now: i64,
     ) -> Result<(), ResponseError> {
         self.locate(host, group)?;
+        if self.consumer_with_members(group) {
+            return self.classic_heartbeat_consumer(group, who, now);
+        }
         self.with_group(group, None, |g| g.heartbeat(who, now))
             .unwrap_or(Err(ResponseError::UnknownMemberId))
     }
@@ -230,6 +234,11 @@ impl Coordinator {
         now: i64,
     ) -> Result<Vec<Result<(), ResponseError>>, ResponseError> {
         let p = self.locate(host, group)?;
+        if self.consumer_with_members(group) {
+            return self
+                .classic_leave_consumer(host, p, group, members, now)
+                .await;
+        }
         let limits = Self::limits(host);
         let results = self
             .with_group(group, None, |g| g.leave(members, limits, now))

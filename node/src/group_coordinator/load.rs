@@ -203,7 +203,14 @@ pub(super) fn apply_record(
         RecordKey::Group(group) => {
             match value {
                 None => {
-                    groups.remove(&group);
+                    // the classic group is gone (deleted, or made a consumer group): what is
+                    // left is its offsets and its consumer group, if any
+                    if let Some(g) = groups.get_mut(&group) {
+                        g.clear_classic(kafka_protocol::ResponseError::NotCoordinator);
+                        if g.never_used() {
+                            groups.remove(&group);
+                        }
+                    }
                 }
                 Some(v) => {
                     let v = records::GroupValue::decode(v)?;

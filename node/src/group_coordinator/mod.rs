@@ -20,6 +20,7 @@ mod coordinator;
 pub mod host;
 mod load;
 pub mod membership;
+mod migration;
 mod offsets;
 mod persist;
 pub mod records;

@@ -285,7 +285,7 @@ impl ConsumerGroup {
         }
     }
 
-    fn push(
+    pub(super) fn push(
         &mut self,
         records: &mut Vec<ConsumerRecord>,
         r: ConsumerRecord,
@@ -298,14 +298,14 @@ impl ConsumerGroup {
     }
 
     /// Every topic any member subscribes to.
-    fn subscribed(&self, topics: &TopicIndex) -> BTreeMap<String, BTreeSet<Uuid>> {
+    pub(super) fn subscribed(&self, topics: &TopicIndex) -> BTreeMap<String, BTreeSet<Uuid>> {
         self.members
             .iter()
             .map(|(id, m)| (id.clone(), m.subscribed_topics(topics)))
             .collect()
     }
 
-    fn maybe_bump_epoch(
+    pub(super) fn maybe_bump_epoch(
         &mut self,
         force: bool,
         topics: &TopicIndex,
@@ -345,7 +345,7 @@ impl ConsumerGroup {
             .unwrap_or(Assignor::Uniform)
     }
 
-    fn assign(
+    pub(super) fn assign(
         &mut self,
         topics: &TopicIndex,
         records: &mut Vec<ConsumerRecord>,
@@ -400,39 +400,12 @@ impl ConsumerGroup {
                 ),
             );
         }
-        let target = self.target.get(old_id).cloned();
-        self.removal_records(old_id, records, s, now);
-        self.push(
-            records,
-            ConsumerRecord::new(
-                ConsumerKey::Member(new_id.to_owned()),
-                ConsumerValue::Member(old.meta),
-            ),
-            s,
-            now,
-        );
-        if let Some(t) = target {
-            let r = ConsumerRecord::new(
-                ConsumerKey::TargetMember(new_id.to_owned()),
-                ConsumerValue::TargetMember(t),
-            );
-            self.push(records, r, s, now);
-        }
-        let current = CurrentAssignment {
-            member_epoch: 0,
-            previous_member_epoch: 0,
-            ..old.current
-        };
-        let r = ConsumerRecord::new(
-            ConsumerKey::Current(new_id.to_owned()),
-            ConsumerValue::Current(current),
-        );
-        self.push(records, r, s, now);
+        self.take_over_static(old_id, new_id, records, s, now);
         Ok(())
     }
 
     /// Kafka's order for a member going: current assignment, target, metadata.
-    fn removal_records(
+    pub(super) fn removal_records(
         &mut self,
         id: &str,
         records: &mut Vec<ConsumerRecord>,
@@ -501,14 +474,16 @@ impl ConsumerGroup {
         Ok((answer, self.fence(&id, topics, s, now)))
     }
 
-    /// Members whose session expired, or who kept partitions to revoke past their rebalance
-    /// timeout, are fenced.
+    /// Members whose session expired, who kept partitions to revoke past their rebalance
+    /// timeout, or (classic members) did not rejoin or sync in time, are fenced — until fencing
+    /// one would leave classic members only: that member is returned, for the coordinator to
+    /// turn the group classic without it.
     pub fn expire(
         &mut self,
         topics: &TopicIndex,
         s: &ConsumerSettings,
         now: i64,
-    ) -> Vec<ConsumerRecord> {
+    ) -> (Vec<ConsumerRecord>, Option<String>) {
         let gone: Vec<String> = self
             .members
             .values()
@@ -517,9 +492,12 @@ impl ConsumerGroup {
             .collect();
         let mut records = Vec::new();
         for id in gone {
+            if self.downgrades_without(&id, s) {
+                return (records, Some(id));
+            }
             records.extend(self.fence(&id, topics, s, now));
         }
-        records
+        (records, None)
     }
 
     /// A topic created, deleted or grown: the group epoch moves and the target follows.
@@ -562,5 +540,7 @@ fn updated_meta(old: &MemberMetadata, req: &Heartbeat) -> MemberMetadata {
     }
     m.client_id = req.client_id.clone();
     m.client_host = req.client_host.clone();
+    // a member heartbeating with the consumer protocol no longer speaks the classic one
+    m.classic = None;
     m
 }

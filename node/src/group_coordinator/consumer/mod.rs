@@ -13,6 +13,7 @@
 //! [`TopicIndex`] built from the cluster metadata).
 
 pub mod assignor;
+pub mod classic;
 mod heartbeat;
 mod reconcile;
 pub mod records;
@@ -90,6 +91,17 @@ pub struct MemberMetadata {
     pub subscribed_topic_regex: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub server_assignor: Option<String>,
+    /// Set when the member speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside
+    /// this consumer group — a group migrating between the protocols.
+    pub classic: Option<ClassicMemberMetadata>,
+}
+
+/// A classic-protocol member's session timeout and the protocols it joined with (record type
+/// 5's tagged `ClassicMemberMetadata`), in its order of preference.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClassicMemberMetadata {
+    pub session_timeout_ms: i32,
+    pub protocols: Vec<(String, bytes::Bytes)>,
 }
 
 /// A member's epochs and partitions (record type 8).
@@ -125,6 +137,10 @@ pub struct Member {
     pub session_deadline_ms: i64,
     /// Set while the member must revoke partitions: past it, the member is fenced.
     pub rebalance_deadline_ms: Option<i64>,
+    /// A classic member told to rejoin must JoinGroup by then (its rebalance timeout).
+    pub join_deadline_ms: Option<i64>,
+    /// A classic member that joined must SyncGroup by then (its rebalance timeout).
+    pub sync_deadline_ms: Option<i64>,
 }
 
 impl Member {
@@ -135,14 +151,23 @@ impl Member {
             current: CurrentAssignment::default(),
             session_deadline_ms: 0,
             rebalance_deadline_ms: None,
+            join_deadline_ms: None,
+            sync_deadline_ms: None,
         }
     }
 
-    /// Its session ended, or it kept partitions to revoke past its rebalance timeout: the
-    /// coordinator fences it.
+    /// Its session ended, it kept partitions to revoke past its rebalance timeout, or (a
+    /// classic member) it did not rejoin or sync in time: the coordinator fences it.
     pub fn expired(&self, now_ms: i64) -> bool {
         now_ms >= self.session_deadline_ms
-            || self.rebalance_deadline_ms.is_some_and(|d| now_ms >= d)
+            || [
+                self.rebalance_deadline_ms,
+                self.join_deadline_ms,
+                self.sync_deadline_ms,
+            ]
+            .iter()
+            .flatten()
+            .any(|d| now_ms >= *d)
     }
 
     /// The member's topics: its names that exist plus every topic its regex matches.
@@ -203,6 +228,48 @@ pub struct ConsumerSettings {
     pub max_size: usize,
     /// `group.consumer.assignors`: the first is the default.
     pub assignors: Vec<Assignor>,
+    /// `group.consumer.migration.policy`.
+    pub migration: MigrationPolicy,
+    /// `group.max.size`: the most members a group turned classic may have.
+    pub classic_max_size: usize,
+}
+
+/// Kafka's `group.consumer.migration.policy`: which way a group with members may move between
+/// the classic and the consumer protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MigrationPolicy {
+    /// A consumer-protocol member joining a classic group converts it.
+    pub upgrade: bool,
+    /// A consumer group left with classic members only converts back.
+    pub downgrade: bool,
+}
+
+impl MigrationPolicy {
+    pub const BIDIRECTIONAL: MigrationPolicy = MigrationPolicy {
+        upgrade: true,
+        downgrade: true,
+    };
+
+    /// Kafka's values: `bidirectional`, `upgrade`, `downgrade`, `disabled` (any case).
+    pub fn parse(v: &str) -> Option<MigrationPolicy> {
+        let (upgrade, downgrade) = match v.trim().to_ascii_lowercase().as_str() {
+            "bidirectional" => (true, true),
+            "upgrade" => (true, false),
+            "downgrade" => (false, true),
+            "disabled" => (false, false),
+            _ => return None,
+        };
+        Some(MigrationPolicy { upgrade, downgrade })
+    }
+
+    pub fn name(self) -> &'static str {
+        match (self.upgrade, self.downgrade) {
+            (true, true) => "bidirectional",
+            (true, false) => "upgrade",
+            (false, true) => "downgrade",
+            (false, false) => "disabled",
+        }
+    }
 }
 
 /// Kafka's group configs a consumer-protocol group may set (IncrementalAlterConfigs on a GROUP
@@ -349,9 +416,14 @@ impl ConsumerGroup {
             }
             (ConsumerKey::Metadata, None) => *self = ConsumerGroup::default(),
             (ConsumerKey::Member(id), Some(ConsumerValue::Member(meta))) => {
+                // a classic member's session is its own (from its JoinGroup)
+                let session = meta
+                    .classic
+                    .as_ref()
+                    .map_or(session_timeout_ms, |c| c.session_timeout_ms);
                 let m = self.members.entry(id.clone()).or_insert_with(|| {
                     let mut m = Member::new(id.clone());
-                    m.session_deadline_ms = now_ms + i64::from(session_timeout_ms);
+                    m.session_deadline_ms = now_ms + i64::from(session);
                     m
                 });
                 if let Some(old) = &m.meta.instance_id {
@@ -399,6 +471,8 @@ impl ConsumerGroup {
                     let asked_before = m.current.state == MemberState::UnrevokedPartitions
                         && m.current.member_epoch == c.member_epoch;
                     m.rebalance_deadline_ms = match c.state {
+                        // a classic member has its join and sync timeouts instead
+                        _ if m.meta.classic.is_some() => None,
                         MemberState::UnrevokedPartitions if asked_before => m.rebalance_deadline_ms,
                         MemberState::UnrevokedPartitions => {
                             Some(now_ms + i64::from(m.meta.rebalance_timeout_ms.max(0)))

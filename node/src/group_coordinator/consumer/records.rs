@@ -10,13 +10,12 @@
 //! | 7 | group, member | ConsumerGroupTargetAssignmentMember: partitions |
 //! | 8 | group, member | ConsumerGroupCurrentMemberAssignment |
 //!
-//! Type 4 (partition metadata, tombstones only since Kafka 4.1) and the classic member
-//! metadata tag of type 5 are read and passed over.
+//! Type 4 (partition metadata, tombstones only since Kafka 4.1) is read and passed over.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use uuid::Uuid;
 
-use super::{Assignment, CurrentAssignment, MemberMetadata, MemberState};
+use super::{Assignment, ClassicMemberMetadata, CurrentAssignment, MemberMetadata, MemberState};
 use crate::group_coordinator::records::RecordError;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,6 +232,25 @@ fn get_assignment(buf: &mut Bytes, what: &str) -> Result<Assignment, RecordError
     Ok(out)
 }
 
+/// The tagged ClassicMemberMetadata of a member record.
+fn get_classic(mut buf: Bytes) -> Result<ClassicMemberMetadata, RecordError> {
+    let b = &mut buf;
+    let session_timeout_ms = get_i32(b, "classic session timeout")?;
+    let n = get_compact_len(b, "classic protocols")?.unwrap_or(0);
+    let mut protocols = Vec::with_capacity(n);
+    for _ in 0..n {
+        let name = get_compact_str(b, "classic protocol name")?.unwrap_or_default();
+        let len = get_compact_len(b, "classic protocol metadata")?.unwrap_or(0);
+        protocols.push((name, b.split_to(len)));
+        get_tags(b)?;
+    }
+    get_tags(b)?;
+    Ok(ClassicMemberMetadata {
+        session_timeout_ms,
+        protocols,
+    })
+}
+
 impl ConsumerValue {
     pub fn encode(&self) -> Bytes {
         let mut out = BytesMut::new();
@@ -261,7 +279,26 @@ impl ConsumerValue {
                 put_compact_str(&mut out, m.subscribed_topic_regex.as_deref());
                 out.put_i32(m.rebalance_timeout_ms);
                 put_compact_str(&mut out, m.server_assignor.as_deref());
-                put_uvarint(&mut out, 0);
+                match &m.classic {
+                    None => put_uvarint(&mut out, 0),
+                    Some(c) => {
+                        // tag 0: ClassicMemberMetadata (a flexible struct)
+                        let mut tag = BytesMut::new();
+                        tag.put_i32(c.session_timeout_ms);
+                        put_uvarint(&mut tag, c.protocols.len() as u64 + 1);
+                        for (name, meta) in &c.protocols {
+                            put_compact_str(&mut tag, Some(name));
+                            put_uvarint(&mut tag, meta.len() as u64 + 1);
+                            tag.put_slice(meta);
+                            put_uvarint(&mut tag, 0);
+                        }
+                        put_uvarint(&mut tag, 0);
+                        put_uvarint(&mut out, 1);
+                        put_uvarint(&mut out, 0);
+                        put_uvarint(&mut out, tag.len() as u64);
+                        out.put_slice(&tag);
+                    }
+                }
             }
             ConsumerValue::TargetMetadata { epoch } => {
                 out.put_i32(*epoch);
@@ -319,7 +356,12 @@ impl ConsumerValue {
                 let subscribed_topic_regex = get_compact_str(b, "regex")?;
                 let rebalance_timeout_ms = get_i32(b, "rebalance timeout")?;
                 let server_assignor = get_compact_str(b, "assignor")?;
-                get_tags(b)?;
+                let mut classic = None;
+                for (tag, v) in get_tags(b)? {
+                    if tag == 0 {
+                        classic = Some(get_classic(v)?);
+                    }
+                }
                 ConsumerValue::Member(MemberMetadata {
                     instance_id,
                     rack_id,
@@ -329,6 +371,7 @@ impl ConsumerValue {
                     subscribed_topic_regex,
                     rebalance_timeout_ms,
                     server_assignor,
+                    classic,
                 })
             }
             ConsumerKey::TargetMetadata => {
@@ -404,6 +447,23 @@ mod tests {
                 subscribed_topic_regex: Some("x.*".into()),
                 rebalance_timeout_ms: 300_000,
                 server_assignor: Some("range".into()),
+                classic: None,
+            }),
+        );
+        round_trip(
+            ConsumerKey::Member("c".into()),
+            ConsumerValue::Member(MemberMetadata {
+                client_id: "c".into(),
+                subscribed_topic_names: vec!["a".into()],
+                rebalance_timeout_ms: 45_000,
+                classic: Some(ClassicMemberMetadata {
+                    session_timeout_ms: 10_000,
+                    protocols: vec![
+                        ("range".into(), Bytes::from_static(&[0, 3, 1, 2])),
+                        ("cooperative-sticky".into(), Bytes::new()),
+                    ],
+                }),
+                ..Default::default()
             }),
         );
         round_trip(

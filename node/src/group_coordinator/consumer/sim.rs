@@ -1,6 +1,11 @@
 //! A seeded simulation of a consumer group: members that join, heartbeat, reconcile as Kafka's
 //! consumer does (revoke first, then take what is new), lose answers, leave, leave for a while
 //! as static members and come back, get killed (their session expires), while topics grow.
+//! Some members speak the classic protocol (a group migrating): JoinGroup reporting what they
+//! own (cooperative) or after giving up everything (eager), SyncGroup, Heartbeat until told to
+//! rejoin, LeaveGroup (a third of the seeds have none, a third some, a third mostly these). The
+//! way back to a classic group is the coordinator's (`membership::convert`): here the group
+//! stays a consumer group.
 //! After every step:
 //! - no partition is owned by two live members at once (what the clients think they own);
 //! - the group in memory equals a fresh group replaying every record written so far, each
@@ -22,8 +27,28 @@ use uuid::Uuid;
 
 use super::*;
 
+/// How a classic-protocol client rebalances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Classic {
+    /// Gives up every partition before it rejoins (Kafka's `range`).
+    Eager,
+    /// Keeps what it owns, reports it in JoinGroup, revokes what SyncGroup no longer gives
+    /// and then rejoins (`cooperative-sticky`).
+    Cooperative,
+}
+
+/// Where a classic client is in its rebalance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Join,
+    Sync,
+    Beat,
+}
+
 struct Client {
     id: String,
+    /// `Some` for a classic-protocol client, with its phase.
+    classic: Option<(Classic, Phase)>,
     instance: Option<String>,
     epoch: i32,
     owned: Assignment,
@@ -38,6 +63,12 @@ fn settings() -> ConsumerSettings {
         heartbeat_interval_ms: 5_000,
         max_size: 1_000,
         assignors: vec![Assignor::Uniform, Assignor::Range],
+        // turning classic is the coordinator's, outside this state machine
+        migration: MigrationPolicy {
+            upgrade: true,
+            downgrade: false,
+        },
+        classic_max_size: 1_000,
     }
 }
 
@@ -59,8 +90,50 @@ fn persisted(g: &ConsumerGroup) -> ConsumerGroup {
     for m in g.members.values_mut() {
         m.session_deadline_ms = 0;
         m.rebalance_deadline_ms = None;
+        m.join_deadline_ms = None;
+        m.sync_deadline_ms = None;
     }
     g
+}
+
+fn classic_protocols(
+    kind: Classic,
+    topics: &[String],
+    owned: &[(String, Vec<i32>)],
+) -> Vec<(String, bytes::Bytes)> {
+    use kafka_protocol::messages::consumer_protocol_subscription::TopicPartition;
+    use kafka_protocol::messages::{ConsumerProtocolSubscription, TopicName};
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+    let sub = ConsumerProtocolSubscription::default()
+        .with_topics(
+            topics
+                .iter()
+                .map(|t| StrBytes::from_string(t.clone()))
+                .collect(),
+        )
+        .with_owned_partitions(
+            owned
+                .iter()
+                .map(|(t, ps)| {
+                    TopicPartition::default()
+                        .with_topic(TopicName(StrBytes::from_string(t.clone())))
+                        .with_partitions(ps.clone())
+                })
+                .collect(),
+        );
+    let mut out = bytes::BytesMut::new();
+    bytes::BufMut::put_i16(&mut out, 1);
+    sub.encode(&mut out, 1).unwrap();
+    // as Kafka's consumers: both assignors, the member's own first
+    let meta = out.freeze();
+    let mut names = ["range", "cooperative-sticky"];
+    if kind == Classic::Cooperative {
+        names.reverse();
+    }
+    names
+        .iter()
+        .map(|n| (n.to_string(), meta.clone()))
+        .collect()
 }
 
 fn owned_by_two(clients: &[Client]) -> Option<(Uuid, i32)> {
@@ -91,6 +164,9 @@ struct World {
 
 impl World {
     fn beat(&mut self, c: &mut Client, rng: &mut StdRng, s: &ConsumerSettings) {
+        if c.classic.is_some() {
+            return self.beat_classic(c, rng, s);
+        }
         let req = Heartbeat {
             member_id: c.id.clone(),
             member_epoch: c.epoch,
@@ -136,7 +212,123 @@ impl World {
         }
     }
 
+    /// One request of a classic client: JoinGroup, SyncGroup or Heartbeat as its phase says.
+    fn beat_classic(&mut self, c: &mut Client, rng: &mut StdRng, s: &ConsumerSettings) {
+        let (kind, phase) = c.classic.expect("classic");
+        let lost = rng.gen_bool(self.loss);
+        let reset = |c: &mut Client, e: ResponseError| {
+            assert!(
+                matches!(
+                    e,
+                    ResponseError::UnknownMemberId
+                        | ResponseError::IllegalGeneration
+                        | ResponseError::FencedInstanceId
+                ),
+                "unexpected classic refusal {e:?}"
+            );
+            // onPartitionsLost, then a fresh join
+            c.owned.clear();
+            c.epoch = 0;
+            if e == ResponseError::UnknownMemberId {
+                c.id.clear();
+            }
+            c.classic = Some((kind, Phase::Join));
+        };
+        match phase {
+            Phase::Join => {
+                if kind == Classic::Eager {
+                    c.owned.clear(); // revoked before rejoining
+                }
+                let named: Vec<(String, Vec<i32>)> = c
+                    .owned
+                    .iter()
+                    .map(|(t, ps)| (self.topics.by_id[t].0.clone(), ps.iter().copied().collect()))
+                    .collect();
+                let req = classic::ClassicJoin {
+                    member_id: c.id.clone(),
+                    instance_id: c.instance.clone(),
+                    client_id: "sim".into(),
+                    client_host: "/127.0.0.1".into(),
+                    session_timeout_ms: 45_000,
+                    rebalance_timeout_ms: 300_000,
+                    protocol_type: classic::PROTOCOL_TYPE.into(),
+                    protocols: classic_protocols(kind, &c.topics, &named),
+                    require_known_member_id: true,
+                };
+                match self.group.classic_join(req, &self.topics, s, self.now) {
+                    Ok(classic::ClassicJoined::MemberIdRequired(id)) => c.id = id,
+                    Ok(classic::ClassicJoined::Joined {
+                        member_id,
+                        generation,
+                        records,
+                        ..
+                    }) => {
+                        self.log.extend(records);
+                        if !lost {
+                            c.id = member_id;
+                            c.epoch = generation;
+                            c.classic = Some((kind, Phase::Sync));
+                        }
+                    }
+                    Err(e) => reset(c, e),
+                }
+            }
+            Phase::Sync => {
+                let out = self.group.classic_sync(
+                    &c.id,
+                    c.instance.as_deref(),
+                    c.epoch,
+                    Some(classic::PROTOCOL_TYPE),
+                    None,
+                    &self.topics,
+                    self.now,
+                );
+                match out {
+                    Ok(bytes) => {
+                        if lost {
+                            return; // asks again
+                        }
+                        let given = classic::decode_assignment(&bytes, &self.topics);
+                        // cooperative: revoke what is not given, take what is; rejoin if it
+                        // revoked anything. Eager owned nothing: takes what is given.
+                        let revoked = c.owned.iter().any(|(t, ps)| {
+                            ps.iter()
+                                .any(|p| !given.get(t).is_some_and(|g| g.contains(p)))
+                        });
+                        c.owned = given;
+                        c.classic = Some((kind, if revoked { Phase::Join } else { Phase::Beat }));
+                    }
+                    Err(ResponseError::RebalanceInProgress) => {
+                        c.classic = Some((kind, Phase::Join))
+                    }
+                    Err(e) => reset(c, e),
+                }
+            }
+            Phase::Beat => {
+                match self
+                    .group
+                    .classic_heartbeat(&c.id, c.instance.as_deref(), c.epoch, self.now)
+                {
+                    Ok(()) => {}
+                    Err(ResponseError::RebalanceInProgress) => {
+                        c.classic = Some((kind, Phase::Join))
+                    }
+                    Err(e) => reset(c, e),
+                }
+            }
+        }
+    }
+
     fn leave(&mut self, c: &Client, epoch: i32, s: &ConsumerSettings) {
+        if c.classic.is_some() {
+            if c.id.is_empty() {
+                return;
+            }
+            let who = [(c.id.clone(), c.instance.clone())];
+            let (_, records) = self.group.classic_leave(&who, &self.topics, s, self.now);
+            self.log.extend(records);
+            return;
+        }
         let req = Heartbeat {
             member_id: c.id.clone(),
             member_epoch: epoch,
@@ -194,7 +386,13 @@ fn keep_alive(w: &mut World, clients: &[Client]) {
         if let Some(m) = w.group.members.get_mut(&c.id) {
             if c.epoch == m.current.member_epoch || c.epoch == m.current.previous_member_epoch {
                 m.session_deadline_ms = m.session_deadline_ms.max(w.now + 1);
-                m.rebalance_deadline_ms = m.rebalance_deadline_ms.map(|d| d.max(w.now + 1));
+                for d in [
+                    &mut m.rebalance_deadline_ms,
+                    &mut m.join_deadline_ms,
+                    &mut m.sync_deadline_ms,
+                ] {
+                    *d = d.map(|d| d.max(w.now + 1));
+                }
             }
         }
     }
@@ -222,10 +420,24 @@ fn run(seed: u64, steps: usize) {
     let mut clients: Vec<Client> = Vec::new();
     // static members that left for a while: (instance id, member id)
     let mut away: Vec<String> = Vec::new();
-    let new_client = |w: &mut World, instance: Option<String>| {
+    let classic_share = [0.0, 0.3, 0.7][rng.gen_range(0..3)];
+    let new_client = |w: &mut World, instance: Option<String>, rng: &mut StdRng| {
         w.next_id += 1;
+        let classic = rng.gen_bool(classic_share).then(|| {
+            let kind = if rng.gen_bool(0.5) {
+                Classic::Eager
+            } else {
+                Classic::Cooperative
+            };
+            (kind, Phase::Join)
+        });
         Client {
-            id: format!("m{}", w.next_id),
+            id: if classic.is_some() {
+                String::new()
+            } else {
+                format!("m{}", w.next_id)
+            },
+            classic,
             instance,
             epoch: 0,
             owned: Assignment::new(),
@@ -247,7 +459,7 @@ fn run(seed: u64, steps: usize) {
                 if let Some(i) = &instance {
                     away.retain(|x| x != i);
                 }
-                let mut c = new_client(&mut w, instance);
+                let mut c = new_client(&mut w, instance, &mut rng);
                 w.beat(&mut c, &mut rng, &s);
                 clients.push(c);
             }
@@ -293,7 +505,7 @@ fn run(seed: u64, steps: usize) {
                 w.beat(c, &mut rng, &s);
             }
         }
-        let expired = w.group.expire(&w.topics, &s, w.now);
+        let (expired, _) = w.group.expire(&w.topics, &s, w.now);
         w.log.extend(expired);
         if let Some(tp) = owned_by_two(&clients) {
             panic!(
@@ -320,7 +532,7 @@ fn run(seed: u64, steps: usize) {
     }
     w.now += 100_000; // the away and the killed expire
     keep_alive(&mut w, &clients);
-    let expired = w.group.expire(&w.topics, &s, w.now);
+    let (expired, _) = w.group.expire(&w.topics, &s, w.now);
     w.log.extend(expired);
     for _ in 0..40 {
         w.now += 1_000;

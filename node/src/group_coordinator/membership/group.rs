@@ -342,7 +342,12 @@ impl Group {
                 .get(member_id)
                 .ok_or(ResponseError::UnknownMemberId)?;
             if generation != m.current.member_epoch {
-                return Err(ResponseError::StaleMemberEpoch);
+                // a classic member's generation is its member epoch
+                return Err(if m.meta.classic.is_some() {
+                    ResponseError::IllegalGeneration
+                } else {
+                    ResponseError::StaleMemberEpoch
+                });
             }
             return Ok(());
         }

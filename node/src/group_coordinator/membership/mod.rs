@@ -4,6 +4,7 @@
 //! (`take_dirty`) for the coordinator to persist. Waiting JoinGroup/SyncGroup requests are
 //! oneshot senders held by their member and answered when the rebalance step completes.
 
+mod convert;
 mod group;
 mod member;
 mod rebalance;

@@ -206,7 +206,8 @@ pub fn describe(
                                 &topics,
                             );
                             if version >= 1 {
-                                d.member_type = 1; // consumer protocol
+                                // 0: a classic member (a group migrating), 1: consumer protocol
+                                d.member_type = if m.meta.classic.is_some() { 0 } else { 1 };
                             }
                             d
                         })

@@ -11,6 +11,7 @@ use kafka_protocol::messages::leave_group_response::{LeaveGroupResponse, MemberR
 use kafka_protocol::messages::sync_group_request::SyncGroupRequest;
 use kafka_protocol::messages::sync_group_response::SyncGroupResponse;
 
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use crate::group_coordinator::membership::{Caller, JoinRequest, JoinResult};
@@ -113,9 +114,14 @@ pub async fn sync(
         Ok(assignment) => {
             resp.assignment = assignment;
             if version >= 5 {
+                // a consumer group (a classic member of a migrating group) has no protocol of
+                // its own: the member's is echoed, as Kafka does
                 let (protocol_type, protocol) = ctx.groups().protocol(&req.group_id.0);
-                resp.protocol_type = Some(s(protocol_type.unwrap_or_default()));
-                resp.protocol_name = Some(s(protocol.unwrap_or_default()));
+                let or_asked = |v: Option<String>, asked: Option<StrBytes>| {
+                    v.map(s).or(asked).unwrap_or_default()
+                };
+                resp.protocol_type = Some(or_asked(protocol_type, req.protocol_type));
+                resp.protocol_name = Some(or_asked(protocol, req.protocol_name));
             }
         }
         Err(e) => resp.error_code = e.code(),
