@@ -16,6 +16,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -171,39 +173,125 @@ def test_a_consumer_group_survives_the_brokers_kill9(make_broker, tmp_path):
     assert_never_owned_twice(ownership(members.events(), members.killed, time.time()))
 
 
-def test_a_classic_member_is_refused_by_a_consumer_group_with_members_and_takes_over_an_empty_one(
-        make_broker, tmp_path):
-    """Online migration is not built: a classic JoinGroup to a consumer group with members is
-    INCONSISTENT_GROUP_PROTOCOL; once the group is empty, the JoinGroup makes it a classic group
-    (its consumer-protocol records get tombstones), as Kafka does with an empty group."""
+def test_classic_requests_to_a_consumer_group_and_its_way_back_to_classic(make_broker, tmp_path):
+    """Online migration at the wire: a classic JoinGroup to a consumer group with members makes
+    the classic member one more member of it (never its leader: the coordinator assigns), with
+    SyncGroup and Heartbeat answered by the consumer group; when the consumer-protocol member
+    leaves, the group turns classic (tombstones for its consumer records, a classic group
+    record) and the classic member, told to rejoin, leads the classic group. An empty consumer
+    group a classic member joins becomes a classic group too; both survive kill -9."""
     from support import wire as w
     b = make_broker(shards=1, settings={**CONSUMER_PROTOCOL, "group.initial.rebalance.delay.ms": "0"}).start()
     make_topic(b.bootstrap, "proto848", 2)
     members = Members(b.bootstrap, "g-proto", "proto848", str(tmp_path))
-    members.start("a", seconds=6)
+    members.start("a", seconds=8)
     wait_for("a consumer-protocol member", lambda: len(describe(b.bootstrap, "g-proto").members) == 1, 30)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+
+    def listed(group):
+        return {g.group_id: str(g.type) for g in admin.list_consumer_groups(request_timeout=5).result(30).valid}.get(group)
+    # ConsumerProtocolSubscription v0: no topics, null user data
+    sub = (("range", b"\x00\x00" + b"\x00\x00\x00\x00" + b"\xff\xff\xff\xff"),)
     s = w.connect(b.bootstrap)
     try:
-        assert w.join_group_v1(s, "g-proto")[0] == 23  # INCONSISTENT_GROUP_PROTOCOL
+        err, generation, protocol, leader, member, joined = w.join_group_v1(s, "g-proto", protocols=sub)
+        assert (err, protocol, leader, joined) == (0, "range", "", []), (err, protocol, leader, joined)
+        assert generation > 0 and member
+        err, assignment = w.sync_group_v1(s, "g-proto", generation, member)
+        # subscribed to no topic: an assignment (ConsumerProtocolAssignment v0) of nothing
+        assert (err, assignment[:6]) == (0, b"\x00\x00\x00\x00\x00\x00"), (err, assignment)
+        assert w.heartbeat_v1(s, "g-proto", generation, member) == 0
+        assert w.heartbeat_v1(s, "g-proto", generation + 1, member) == 22  # ILLEGAL_GENERATION
+        assert listed("g-proto") == "ConsumerGroupType.CONSUMER"
+        d = describe(b.bootstrap, "g-proto")
+        assert sorted(m.member_id for m in d.members if m.member_id == member) == [member], d.members
+        # the consumer-protocol member leaves: the group turns classic and asks for a rejoin
         members.procs["a"].wait(30)
-        wait_for("the member gone", lambda: not describe(b.bootstrap, "g-proto").members, 20)
-        err, generation, protocol, _leader, member, _ = w.join_group_v1(s, "g-proto")
-        assert (err, generation, protocol) == (0, 1, "range"), (err, generation, protocol)
-        assert w.sync_group_v1(s, "g-proto", generation, member, [(member, b"")])[0] == 0
+        wait_for("the group turned classic", lambda: listed("g-proto") == "ConsumerGroupType.CLASSIC", 20)
+        assert w.heartbeat_v1(s, "g-proto", generation, member) == 27  # REBALANCE_IN_PROGRESS
+        err, generation2, protocol, leader, member2, joined = w.join_group_v1(s, "g-proto", member_id=member, protocols=sub)
+        assert (err, protocol, leader, member2) == (0, "range", member, member), (err, protocol, leader, member2)
+        assert generation2 == generation + 1 and [m for m, _ in joined] == [member]
+        assert w.sync_group_v1(s, "g-proto", generation2, member, [(member, b"")])[0] == 0
+        assert w.heartbeat_v1(s, "g-proto", generation2, member) == 0
     finally:
         s.close()
-    admin = AdminClient({"bootstrap.servers": b.bootstrap})
-    listed = {g.group_id: str(g.type) for g in admin.list_consumer_groups(request_timeout=5).result(30).valid}
-    assert listed["g-proto"] == "ConsumerGroupType.CLASSIC", listed
-    # and so it stays after a restart (the tombstones are in __consumer_offsets)
+    # an empty consumer group a classic member joins becomes a classic group
+    members2 = Members(b.bootstrap, "g-proto2", "proto848", str(tmp_path / "2"))
+    os.makedirs(tmp_path / "2")
+    members2.start("x", seconds=5)
+    wait_for("a consumer group", lambda: listed("g-proto2") == "ConsumerGroupType.CONSUMER", 30)
+    members2.procs["x"].wait(30)
+    wait_for("it is empty", lambda: not describe(b.bootstrap, "g-proto2").members, 20)
+    s = w.connect(b.bootstrap)
+    try:
+        err, generation, protocol, _leader, member, _ = w.join_group_v1(s, "g-proto2")
+        assert (err, generation, protocol) == (0, 1, "range"), (err, generation, protocol)
+        assert w.sync_group_v1(s, "g-proto2", generation, member, [(member, b"")])[0] == 0
+    finally:
+        s.close()
+    assert listed("g-proto2") == "ConsumerGroupType.CLASSIC"
+    # and so they stay after a restart (the records are in __consumer_offsets)
     b.stop(sig=signal.SIGKILL)
     b.start()
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    wait_for("the groups listed after the restart", lambda: listed("g-proto") and listed("g-proto2"), 20)
+    assert (listed("g-proto"), listed("g-proto2")) == ("ConsumerGroupType.CLASSIC",) * 2
 
-    def listed_type():
-        return {g.group_id: str(g.type) for g in admin.list_consumer_groups(request_timeout=5).result(30).valid}.get("g-proto")
-    wait_for("the group listed after the restart", listed_type, 20)
-    assert listed_type() == "ConsumerGroupType.CLASSIC"
+
+@pytest.mark.parametrize("assignor", ["cooperative-sticky", "range"])
+def test_a_group_migrates_online_from_classic_to_consumer_and_back(make_broker, tmp_path, assignor):
+    """Kafka's online migration with real members (librdkafka), rolling both ways while records
+    flow: two classic members (cooperative or eager), a consumer-protocol member joins (the group
+    becomes a consumer group: the classic members keep their partitions until the assignor moves
+    them), a classic member leaves, a second consumer-protocol member joins, a classic member
+    joins, the consumer-protocol members leave (the group is classic again). No partition owned by
+    two members at once, no record skipped, committed offsets never going back."""
+    b = make_broker(shards=2, settings={**CONSUMER_PROTOCOL, "group.initial.rebalance.delay.ms": "0"}).start()
+    topic, group, partitions = "migrate848", "g-migrate", 8
+    make_topic(b.bootstrap, topic, partitions)
+    producing = Producing(b.bootstrap, topic, partitions)
+    members = Members(b.bootstrap, group, topic, str(tmp_path))
+    watch = CommittedWatch(b.bootstrap, group, topic, partitions)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+
+    def kind():
+        return {g.group_id: str(g.type) for g in admin.list_consumer_groups(request_timeout=5).result(30).valid}.get(group)
+    classic = {"protocol": "classic", "classic_assignor": assignor}
+    try:
+        members.start("c1", seconds=16, **classic)
+        members.start("c2", **classic)
+        wait_for("a classic group", lambda: kind() == "ConsumerGroupType.CLASSIC", 30)
+        time.sleep(2)
+        members.start("n1", seconds=24)
+        wait_for("the group upgraded", lambda: kind() == "ConsumerGroupType.CONSUMER", 30)
+        time.sleep(4)
+        members.start("n2", seconds=22)
+        time.sleep(6)
+        members.start("c3", **classic)
+        # c1 leaves at ~16 s, n2 and n1 at ~26-28 s: then only classic members are left
+        wait_for("the group downgraded", lambda: kind() == "ConsumerGroupType.CLASSIC", 40)
+        time.sleep(6)
+        producing.finish()
+        wait_for(lambda: f"{len(producing.acked - members.consumed())} records not consumed",
+                 lambda: producing.acked <= members.consumed(), 60)
+        d = describe(b.bootstrap, group)
+        owned = sorted(tp.partition for m in d.members for tp in m.assignment.topic_partitions)
+        assert owned == list(range(partitions)) and len(d.members) == 2, d.members
+    finally:
+        watch.finish()
+        members.stop_all()
+    events = members.events()
+    spans = ownership(events, members.killed, time.time())
+    owners = {m for ss in spans.values() for _, _, m in ss}
+    assert owners == {"c1", "c2", "n1", "n2", "c3"}, owners
+    for name in ("c1", "n1", "n2"):
+        assert any(e["ev"] == "closed" for e in events[name]), f"{name} did not leave cleanly"
+    assert_never_owned_twice(spans)
+    assert not watch.regressions, f"committed offsets went back: {watch.regressions}"
+    log = b.read_log()
+    assert "classic group upgraded to a consumer group" in log
+    assert "consumer group turned classic" in log
 
 
 def test_group_configs_through_kafka_configs(make_broker):

@@ -36,12 +36,12 @@ class Members:
         self.procs = {}
         self.killed = {}  # name -> time of kill -9
 
-    def start(self, name, seconds=None, instance_id=None):
+    def start(self, name, seconds=None, instance_id=None, protocol="consumer", classic_assignor=None):
         out = os.path.join(self.tmp, f"{name}.log")
-        args = [sys.executable, MEMBER, self.bootstrap, self.group, self.topic, "consumer", out]
+        args = [sys.executable, MEMBER, self.bootstrap, self.group, self.topic, protocol, out]
         if seconds is not None:
             args.append(str(seconds))
-        env = dict(os.environ, GROUP_INSTANCE_ID=instance_id or "")
+        env = dict(os.environ, GROUP_INSTANCE_ID=instance_id or "", CLASSIC_ASSIGNOR=classic_assignor or "")
         self.procs[name] = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
 
     def kill9(self, name):

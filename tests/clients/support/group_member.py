@@ -9,7 +9,8 @@ event to OUT, flushed at once:
 
 Usage: python3 group_member.py BOOTSTRAP GROUP TOPIC PROTOCOL OUT [SECONDS]
 Runs SECONDS (default: until killed), then closes (leaving the group). TOPIC starting with `^` is
-a regex subscription; GROUP_INSTANCE_ID in the environment makes the member static.
+a regex subscription; GROUP_INSTANCE_ID in the environment makes the member static; a classic
+member uses CLASSIC_ASSIGNOR (default cooperative-sticky; `range` is eager).
 """
 import json
 import os
@@ -33,7 +34,8 @@ def main():
     if os.environ.get("GROUP_INSTANCE_ID"):
         conf["group.instance.id"] = os.environ["GROUP_INSTANCE_ID"]
     if protocol == "classic":
-        conf.update({"session.timeout.ms": 6000, "partition.assignment.strategy": "cooperative-sticky"})
+        conf.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
+                     "partition.assignment.strategy": os.environ.get("CLASSIC_ASSIGNOR") or "cooperative-sticky"})
     c = Consumer(conf)
 
     def on_assign(consumer, parts):

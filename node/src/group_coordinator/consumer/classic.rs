@@ -836,3 +836,19 @@ mod tests {
         assert!(tombstones.iter().all(|r| r.value.is_none()));
     }
 }
+
+#[cfg(test)]
+mod decode_tests {
+    #[test]
+    fn a_subscription_decodes_or_is_refused() {
+        // v0: no topics, null user data
+        let b = bytes::Bytes::from_static(&[0, 0, 0, 0, 0, 0, 255, 255, 255, 255]);
+        assert!(super::decode_subscription(&b).unwrap().topics.is_empty());
+        for cut in 0..b.len() {
+            assert!(
+                super::decode_subscription(&b.slice(..cut)).is_none(),
+                "{cut}"
+            );
+        }
+    }
+}
