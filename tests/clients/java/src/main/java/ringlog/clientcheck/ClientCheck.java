@@ -46,7 +46,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *
  * Usage: ClientCheck BOOTSTRAP [TOPIC]. Exit 0 when everything matched, 1 on a mismatch, 2 on
  * an exception. ClientCheck groups BOOTSTRAP [TOPIC] runs the consumer-group checks instead
- * (GroupCheck).
+ * (GroupCheck); ClientCheck migrate BOOTSTRAP [TOPIC] a group's online migration between the
+ * classic and consumer protocols (MigrationCheck).
  */
 public final class ClientCheck {
     static final String[] CODECS = {"none", "gzip", "snappy", "lz4", "zstd"};
@@ -123,6 +124,10 @@ public final class ClientCheck {
     public static void main(String[] args) throws Exception {
         if (args.length > 0 && args[0].equals("groups")) {
             GroupCheck.main(Arrays.copyOfRange(args, 1, args.length));
+            return;
+        }
+        if (args.length > 0 && args[0].equals("migrate")) {
+            MigrationCheck.main(Arrays.copyOfRange(args, 1, args.length));
             return;
         }
         if (args.length > 0 && args[0].equals("streams-wordcount")) {
