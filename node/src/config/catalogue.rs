@@ -513,7 +513,7 @@ pub const PROPERTIES: &[Property] = &[
     ),
     prop(
         "group.coordinator.rebalance.protocols",
-        "classic",
+        "classic,consumer",
         ConfigType::List,
         "Group protocols served: classic, and consumer (KIP-848; ConsumerGroupHeartbeat is advertised only with it).",
     ),

@@ -1,7 +1,8 @@
 //! ApiVersions: the versions in [`super::SUPPORTED`], nothing more; and Kafka's features
 //! (KIP-584) the node serves: `transaction.version` 0–2, finalized at the level UpdateFeatures
 //! set for the cluster, else the node's `transaction.version` (clients take level 2 for
-//! KIP-890 part 2's transactions).
+//! KIP-890 part 2's transactions); `group.version` 0–1 (KIP-1022), finalized at 1 when the
+//! consumer group protocol (KIP-848) is served, as Kafka 4 finalizes it, else not at all.
 
 use bytes::BytesMut;
 use kafka_protocol::messages::api_versions_response::{
@@ -15,6 +16,10 @@ use transactions::TxnVersion;
 
 use crate::metadata::snapshot::{CONFIGURED_FEATURES_EPOCH, TRANSACTION_VERSION_FEATURE};
 use crate::server::response::Outgoing;
+
+/// Kafka's feature of the consumer group protocol: level 1 serves KIP-848. Set here by
+/// `group.coordinator.rebalance.protocols`; UpdateFeatures does not change it.
+pub const GROUP_VERSION_FEATURE: &str = "group.version";
 
 /// `finalized_epoch`: the epoch of the last UpdateFeatures (clients keep the features of the
 /// highest epoch they saw).
@@ -31,11 +36,27 @@ pub fn handle(
         .with_min_version(0)
         .with_max_version(TxnVersion::V2.level())];
     r.finalized_features_epoch = finalized_epoch;
+    r.supported_features.push(
+        SupportedFeatureKey::default()
+            .with_name(StrBytes::from_static_str(GROUP_VERSION_FEATURE))
+            .with_min_version(0)
+            .with_max_version(1),
+    );
     if txn_version.level() > 0 {
-        r.finalized_features = vec![FinalizedFeatureKey::default()
-            .with_name(name())
-            .with_min_version_level(txn_version.level())
-            .with_max_version_level(txn_version.level())];
+        r.finalized_features.push(
+            FinalizedFeatureKey::default()
+                .with_name(name())
+                .with_min_version_level(txn_version.level())
+                .with_max_version_level(txn_version.level()),
+        );
+    }
+    if consumer_protocol {
+        r.finalized_features.push(
+            FinalizedFeatureKey::default()
+                .with_name(StrBytes::from_static_str(GROUP_VERSION_FEATURE))
+                .with_min_version_level(1)
+                .with_max_version_level(1),
+        );
     }
     r.api_keys = super::SUPPORTED
         .iter()

@@ -142,6 +142,13 @@ fn apply(
     let invalid = |m: String| Refused::new(ResponseError::InvalidUpdateVersion, m);
     let mut next = current.clone();
     for u in updates {
+        if u.feature == super::api_versions::GROUP_VERSION_FEATURE {
+            return Err(invalid(format!(
+                "{} is set by the broker config group.coordinator.rebalance.protocols in ringlog \
+                 (level 1 with consumer listed), not by UpdateFeatures",
+                u.feature
+            )));
+        }
         if u.feature != TRANSACTION_VERSION_FEATURE {
             return Err(invalid(format!(
                 "feature '{}' is not supported by ringlog (its features: {TRANSACTION_VERSION_FEATURE})",

@@ -8,8 +8,9 @@ at once (a member owns a partition from its assign callback to its revoke callba
 death), every produced record consumed (none skipped), and the committed offsets, sampled while
 it runs, never going back.
 
-The broker serves the protocol only with `group.coordinator.rebalance.protocols=classic,consumer`;
-sessions are 6 s and heartbeats 1 s here so a killed member's partitions move within the test.
+The broker serves the protocol by default (`group.coordinator.rebalance.protocols=classic,consumer`,
+as Kafka 4); sessions are 6 s and heartbeats 1 s here so a killed member's partitions move within
+the test.
 """
 import os
 import signal
@@ -35,14 +36,24 @@ def make_topic(bootstrap, topic, partitions):
 
 
 def test_the_protocol_is_advertised_only_when_enabled(make_broker):
+    """Served by default, as in Kafka 4; `group.coordinator.rebalance.protocols=classic` turns it
+    off (not advertised, and a consumer-protocol client is told so)."""
     from support import wire as w
-    b = make_broker().start()
+    b = make_broker(settings={"group.coordinator.rebalance.protocols": "classic"}).start()
     keys = w.api_versions(b.bootstrap)
     assert 68 not in keys and 69 not in keys, "ConsumerGroupHeartbeat advertised while not enabled"
     b.stop()
-    b2 = make_broker(settings=CONSUMER_PROTOCOL).start()
+    b2 = make_broker().start()
     keys = w.api_versions(b2.bootstrap)
     assert keys.get(68) == (0, 1) and keys.get(69) == (0, 1), keys
+    # Kafka's group.version feature (KIP-1022) at level 1, as `kafka-features describe` shows it
+    out = kafka_tool("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", b2.bootstrap, "describe")
+    line = next(l for l in out.stdout.splitlines() if "group.version" in l)
+    assert "SupportedMaxVersion: 1" in line and "FinalizedVersionLevel: 1" in line, out.stdout
+    # set by the broker config, not by UpdateFeatures: refused with the reason
+    out = kafka_tool("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", b2.bootstrap, "downgrade",
+                     "--feature", "group.version=0")
+    assert out.returncode != 0 and "group.coordinator.rebalance.protocols" in out.stdout + out.stderr, out
 
 
 def test_librdkafka_members_under_churn_never_own_a_partition_twice_nor_skip_a_record(make_broker, tmp_path):
