@@ -17,10 +17,16 @@ alternation):
 - STEADY s later a member is killed -9. `recover`: from the kill until every partition it owned
   is read again by another member; `pause` as above over [kill - 1 s, kill + recover + 5 s].
 
+Protocol `upgrade` measures online migration (KIP-848, `group.consumer.migration.policy`
+bidirectional, both brokers' default): the MEMBERS start classic, the member that joins uses the
+consumer protocol (its join converts the group; the classic members rejoin it, eagerly giving
+up their partitions, and the coordinator's assignor places everyone), and the killed member is a
+classic member of the consumer group.
+
     scripts/bench/group-bench.sh [OUT_DIR]      (default target/group-bench)
 
 Env: MEMBERS (20), PARTITIONS (40), RATE (2000), SESSION_MS (6000), STEADY (10), ROUNDS (2),
-TARGETS ("ringlog kafka"), PROTOCOLS ("classic consumer"). Writes OUT_DIR/groups.json and
+TARGETS ("ringlog kafka"), PROTOCOLS ("classic consumer upgrade"). Writes OUT_DIR/groups.json and
 OUT_DIR/groups.md.
 """
 import json
@@ -54,7 +60,7 @@ SESSION_MS = env_int("SESSION_MS", 6000)
 STEADY = env_int("STEADY", 10)
 ROUNDS = env_int("ROUNDS", 2)
 TARGETS = os.environ.get("TARGETS", "ringlog kafka").split()
-PROTOCOLS = os.environ.get("PROTOCOLS", "classic consumer").split()
+PROTOCOLS = os.environ.get("PROTOCOLS", "classic consumer upgrade").split()
 
 SETTINGS = {
     "group.initial.rebalance.delay.ms": 0,
@@ -63,7 +69,6 @@ SETTINGS = {
     "group.consumer.min.heartbeat.interval.ms": 500,
     "group.consumer.heartbeat.interval.ms": 1000,
 }
-RINGLOG_ONLY = {"group.coordinator.rebalance.protocols": "classic,consumer"}
 
 
 def produce(bootstrap, topic, stop):
@@ -84,15 +89,16 @@ def produce(bootstrap, topic, stop):
 
 
 class Group:
-    def __init__(self, bootstrap, group, topic, protocol, out_dir):
-        self.args = [bootstrap, group, topic, protocol, str(SESSION_MS)]
+    def __init__(self, bootstrap, group, topic, out_dir):
+        self.args = [bootstrap, group, topic]
         self.dir = out_dir
         self.procs = {}
 
-    def start(self, name):
+    def start(self, name, protocol):
         out = os.path.join(self.dir, f"{name}.log")
         self.procs[name] = subprocess.Popen([sys.executable, os.path.join(HERE, "group_bench_member.py"),
-                                             *self.args, out], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                             *self.args, protocol, str(SESSION_MS), out],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def events(self, name):
         path = os.path.join(self.dir, f"{name}.log")
@@ -150,27 +156,29 @@ def pauses(reads, start, end):
 
 
 def run(target, protocol, out_dir):
-    settings = dict(SETTINGS, **(RINGLOG_ONLY if target == "ringlog" else {}))
+    settings = dict(SETTINGS)
     broker = Broker(target, out_dir, settings).start()
     work = os.path.join(out_dir, f"members-{target}-{protocol}")
     os.makedirs(work, exist_ok=True)
     for f in os.listdir(work):
         os.remove(os.path.join(work, f))
     stop = threading.Event()
-    group = Group(broker.bootstrap, "bench-group", "bench-groups", protocol, work)
+    group = Group(broker.bootstrap, "bench-group", "bench-groups", work)
+    # `upgrade`: classic members, then a consumer-protocol member joins
+    first, joining = ("classic", "consumer") if protocol == "upgrade" else (protocol, protocol)
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic("bench-groups", PARTITIONS, 1)])["bench-groups"].result(60)
         producer = threading.Thread(target=produce, args=(broker.bootstrap, "bench-groups", stop), daemon=True)
         producer.start()
         for i in range(MEMBERS):
-            group.start(f"m{i}")
+            group.start(f"m{i}", first)
             time.sleep(0.1)
         wait("every partition read", lambda: len(group.reads()) == PARTITIONS
              and all(group.owned(f"m{i}") for i in range(MEMBERS)), 120)
         time.sleep(STEADY)
         # a member joins
-        group.start("new")
+        group.start("new", joining)
         wait("the new member's first record", lambda: any(e["ev"] == "got" for e in group.events("new")), 120)
         evs = group.events("new")
         subscribed = next(e["t"] for e in evs if e["ev"] == "subscribed")

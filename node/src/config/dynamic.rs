@@ -1,4 +1,4 @@
-//! Dynamic broker configs: the few broker configs that change at run time, Kafka's way —
+//! Dynamic broker configs: the broker configs that change at run time, Kafka's way —
 //! IncrementalAlterConfigs / AlterConfigs on a broker (its id) or on the cluster default (the
 //! empty name), kept in the cluster metadata and applied by every shard with the next snapshot.
 //! A broker's own value wins over the cluster default, which wins over the built-in default.
@@ -19,6 +19,9 @@ pub struct DynamicDef {
 pub const LEADER_THROTTLED_RATE: &str = "leader.replication.throttled.rate";
 pub const FOLLOWER_THROTTLED_RATE: &str = "follower.replication.throttled.rate";
 pub const UNCLEAN_LEADER_ELECTION: &str = "unclean.leader.election.enable";
+pub const LOG_CLEANUP_POLICY: &str = "log.cleanup.policy";
+pub const BACKGROUND_THREADS: &str = "background.threads";
+pub const KERBEROS_MIN_RELOGIN: &str = "sasl.kerberos.min.time.before.relogin";
 
 /// Kafka's "unlimited" rate (`Long.MAX_VALUE`).
 const UNLIMITED: &str = "9223372036854775807";
@@ -41,6 +44,24 @@ pub const DYNAMIC_BROKER_CONFIGS: &[DynamicDef] = &[
         kind: ConfigType::Boolean,
         default: "false",
         doc: "The cluster default of the topic config: whether a replica outside the ISR may become leader when no in-sync one is left (the controller reads the cluster-wide value).",
+    },
+    DynamicDef {
+        name: LOG_CLEANUP_POLICY,
+        kind: ConfigType::List,
+        default: "delete",
+        doc: "The cleanup.policy of topics that set none (delete and/or compact): a change applies to their partitions with the next cluster metadata.",
+    },
+    DynamicDef {
+        name: BACKGROUND_THREADS,
+        kind: ConfigType::Int,
+        default: "10",
+        doc: "Kafka's background thread pool size. Accepted (1 or more) and shown, for Kafka's tools and runbooks; ringlog has no such pool (one thread per core does the background work), so it changes nothing.",
+    },
+    DynamicDef {
+        name: KERBEROS_MIN_RELOGIN,
+        kind: ConfigType::Long,
+        default: "60000",
+        doc: "Kafka's Kerberos (GSSAPI) relogin interval. Accepted (0 or more) and shown, for Kafka's tools and runbooks; ringlog serves no GSSAPI listener, so it changes nothing.",
     },
 ];
 
@@ -86,6 +107,26 @@ pub fn validate(configs: &BTreeMap<String, String>) -> Result<(), DynamicConfigE
             }
             UNCLEAN_LEADER_ELECTION if value == "true" || value == "false" => {}
             UNCLEAN_LEADER_ELECTION => return Err(invalid("true or false")),
+            LOG_CLEANUP_POLICY => {
+                iouring_log::Compaction::parse_policy(value)
+                    .ok_or_else(|| invalid("a list of delete and/or compact"))?;
+            }
+            BACKGROUND_THREADS => {
+                value
+                    .trim()
+                    .parse::<i32>()
+                    .ok()
+                    .filter(|v| *v >= 1)
+                    .ok_or_else(|| invalid("a number of threads, 1 or more"))?;
+            }
+            KERBEROS_MIN_RELOGIN => {
+                value
+                    .trim()
+                    .parse::<i64>()
+                    .ok()
+                    .filter(|v| *v >= 0)
+                    .ok_or_else(|| invalid("a number of milliseconds, 0 or more"))?;
+            }
             "replica.alter.log.dirs.io.max.bytes.per.second" => {
                 return Err(DynamicConfigError::NoLogDirMoves(key.clone()))
             }
@@ -130,6 +171,17 @@ mod tests {
             )])),
             Err(DynamicConfigError::NoLogDirMoves(_))
         ));
+        assert!(validate(&map(&[(LOG_CLEANUP_POLICY, "delete,compact")])).is_ok());
+        assert!(matches!(
+            validate(&map(&[(LOG_CLEANUP_POLICY, "delete,shred")])),
+            Err(DynamicConfigError::Invalid { .. })
+        ));
+        assert!(validate(&map(&[
+            (BACKGROUND_THREADS, "9"),
+            (KERBEROS_MIN_RELOGIN, "58000")
+        ]))
+        .is_ok());
+        assert!(validate(&map(&[(BACKGROUND_THREADS, "0")])).is_err());
         assert_eq!(rate(Some("9223372036854775807")), None);
         assert_eq!(rate(Some("5")), Some(5));
         assert_eq!(rate(None), None);

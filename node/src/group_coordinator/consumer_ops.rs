@@ -3,6 +3,8 @@
 //! `__consumer_offsets` before the answer, session and rebalance timeouts and topic changes on
 //! the tick.
 
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use super::consumer::{
@@ -31,6 +33,26 @@ pub fn topic_index(snapshot: &Snapshot) -> TopicIndex {
         index.insert(name, t.id, t.partitions.len() as i32);
     }
     index
+}
+
+/// The [`TopicIndex`] of the cluster metadata a coordinator last looked at, built once per
+/// metadata change rather than once per heartbeat (O(topics) each).
+#[derive(Default)]
+pub(super) struct TopicIndexCache(RefCell<Option<(Arc<Snapshot>, Rc<TopicIndex>)>>);
+
+impl TopicIndexCache {
+    pub(super) fn of(&self, snapshot: &Arc<Snapshot>) -> Rc<TopicIndex> {
+        let mut cached = self.0.borrow_mut();
+        if let Some((s, index)) = cached.as_ref() {
+            // the snapshot is held, so its address cannot be reused by a newer one
+            if Arc::ptr_eq(s, snapshot) {
+                return index.clone();
+            }
+        }
+        let index = Rc::new(topic_index(snapshot));
+        *cached = Some((snapshot.clone(), index.clone()));
+        index
+    }
 }
 
 /// The settings of `group`: the broker's `group.consumer.*`, its own configs over them.
@@ -119,7 +141,7 @@ impl Coordinator {
     ) -> Result<HeartbeatAnswer, HeartbeatError> {
         let p = self.locate(host, group).map_err(no_message)?;
         let snapshot = host.snapshot();
-        let topics = topic_index(&snapshot);
+        let topics = self.topic_index.of(&snapshot);
         let s = settings(host, &snapshot, group);
         let joining = req.member_epoch == 0;
         let leaving = (req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH).then(|| req.member_id.clone());
@@ -341,7 +363,7 @@ impl Coordinator {
         if due.is_empty() {
             return;
         }
-        let topics = topic_index(&snapshot);
+        let topics = self.topic_index.of(&snapshot);
         for id in due {
             let s = settings(host, &snapshot, &id);
             let Ok(p) = self.locate(host, &id) else {

@@ -63,6 +63,8 @@ pub struct Coordinator {
     /// The cluster metadata the consumer groups last looked at (its address): a new one may
     /// have created, deleted or grown a subscribed topic.
     pub(super) last_snapshot: Cell<usize>,
+    /// The topics consumer groups subscribe to, per cluster metadata.
+    pub(super) topic_index: super::consumer_ops::TopicIndexCache,
 }
 
 impl Coordinator {
@@ -339,6 +341,18 @@ impl Coordinator {
         now: i64,
     ) -> Result<(), ResponseError> {
         let p = self.locate(host, group)?;
+        // members whose session ended by now are gone, whether or not the tick (every
+        // GROUP_TICK_INTERVAL) has seen it yet: a static member's session ends without a leave,
+        // and a delete one session after it stopped must find the group empty, as in Kafka
+        let limits = Self::limits(host);
+        if self
+            .with_group(group, None, |g| g.consumer.is_none() && g.expire(limits, now))
+            .unwrap_or(false)
+        {
+            if let Err(e) = self.persist_group(host, p, group, now).await {
+                tracing::warn!(group, code = e.code(), "writing group metadata failed");
+            }
+        }
         let keys = {
             let groups = self.groups.borrow();
             let g = groups.get(group).ok_or(ResponseError::GroupIdNotFound)?;

@@ -8,7 +8,7 @@ use kafka_protocol::ResponseError;
 
 use super::consumer::classic::{ClassicJoin, ClassicJoined, PROTOCOL_TYPE};
 use super::consumer::TopicIndex;
-use super::consumer_ops::{encode, settings, topic_index};
+use super::consumer_ops::{encode, settings};
 use super::coordinator::Coordinator;
 use super::host::Host;
 use super::membership::{Caller, JoinRequest, JoinResult};
@@ -36,7 +36,7 @@ impl Coordinator {
         now: i64,
     ) -> JoinResult {
         let snapshot = host.snapshot();
-        let topics = topic_index(&snapshot);
+        let topics = self.topic_index.of(&snapshot);
         let s = settings(host, &snapshot, group);
         let member_id = req.member_id.clone();
         let join = ClassicJoin {
@@ -99,7 +99,7 @@ impl Coordinator {
         protocol: (Option<&str>, Option<&str>),
         now: i64,
     ) -> Result<bytes::Bytes, ResponseError> {
-        let topics = topic_index(&host.snapshot());
+        let topics = self.topic_index.of(&host.snapshot());
         let mut groups = self.groups.borrow_mut();
         let c = groups
             .get_mut(group)
@@ -141,7 +141,7 @@ impl Coordinator {
         now: i64,
     ) -> Result<Vec<Result<(), ResponseError>>, ResponseError> {
         let snapshot = host.snapshot();
-        let topics = topic_index(&snapshot);
+        let topics = self.topic_index.of(&snapshot);
         let s = settings(host, &snapshot, group);
         let (results, records) = {
             let mut groups = self.groups.borrow_mut();

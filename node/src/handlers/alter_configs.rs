@@ -29,6 +29,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use crate::config::dynamic::DynamicConfigError;
+use crate::config::dynamic::DYNAMIC_BROKER_CONFIGS;
 use crate::error::Refused;
 use crate::handlers::describe_configs::{BROKER, GROUP, TOPIC};
 use crate::metadata::controller::{Command, ConfigAlteration};
@@ -305,18 +306,24 @@ fn apply_changes(
                 next.remove(k);
             }
             Change::Append(k, v) | Change::Subtract(k, v) => {
-                let is_list = TOPIC_CONFIG_DEFS
+                // a topic's list configs, or a dynamic broker config's (`log.cleanup.policy`);
+                // the base is the value set, else the built-in default, as in Kafka
+                let list = |kind| kind == crate::config::ConfigType::List;
+                let default = TOPIC_CONFIG_DEFS
                     .iter()
-                    .any(|d| d.name == k && d.kind == crate::config::ConfigType::List);
-                if !is_list {
+                    .find(|d| d.name == k && list(d.kind))
+                    .map(|d| d.fixed_default)
+                    .or_else(|| {
+                        DYNAMIC_BROKER_CONFIGS
+                            .iter()
+                            .find(|d| d.name == k && list(d.kind))
+                            .map(|d| d.default)
+                    });
+                let Some(default) = default else {
                     return Err(invalid_config(format!(
                         "'{k}' is not a list config: APPEND and SUBTRACT apply to lists only"
                     )));
-                }
-                let default = TOPIC_CONFIG_DEFS
-                    .iter()
-                    .find(|d| d.name == k)
-                    .map_or("", |d| d.fixed_default);
+                };
                 let base = next.get(k).map_or(default, String::as_str);
                 let mut items: Vec<String> = base
                     .split(',')

@@ -134,7 +134,12 @@ fn broker_configs(props: &Properties) -> Vec<Described> {
 /// The dynamic broker configs of broker `broker` (`None`: the cluster defaults): every one
 /// with its levels — the broker's own value, the cluster default, the built-in default — or,
 /// `set_only`, only those set (Kafka describes the default resource that way).
-fn dynamic_configs(snapshot: &Snapshot, broker: Option<i32>, set_only: bool) -> Vec<Described> {
+fn dynamic_configs(
+    props: &Properties,
+    snapshot: &Snapshot,
+    broker: Option<i32>,
+    set_only: bool,
+) -> Vec<Described> {
     let own = broker.and_then(|b| snapshot.broker_configs.get(&b.to_string()));
     let cluster = snapshot.broker_configs.get(DEFAULT_BROKER);
     DYNAMIC_BROKER_CONFIGS
@@ -155,11 +160,16 @@ fn dynamic_configs(snapshot: &Snapshot, broker: Option<i32>, set_only: bool) -> 
             if set_only && levels.is_empty() {
                 return None;
             }
-            levels.push(Level {
-                name: d.name.to_owned(),
-                value: d.default.to_owned(),
-                source: Source::Default,
-            });
+            // a dynamic config that is also a static one (`log.cleanup.policy`): the config
+            // file's value under the dynamic ones
+            match crate::config::property(d.name) {
+                Some(p) => levels.extend(broker_levels(props, p.name, p.default)),
+                None => levels.push(Level {
+                    name: d.name.to_owned(),
+                    value: d.default.to_owned(),
+                    source: Source::Default,
+                }),
+            }
             Some(Described {
                 name: d.name,
                 levels,
@@ -171,9 +181,12 @@ fn dynamic_configs(snapshot: &Snapshot, broker: Option<i32>, set_only: bool) -> 
         .collect()
 }
 
+/// A topic's configs: its own, then the broker's — dynamic (`broker`'s own, the cluster's),
+/// static, built-in.
 fn topic_configs(
     props: &Properties,
     overrides: &std::collections::BTreeMap<String, String>,
+    dynamic: Option<(&Snapshot, i32)>,
 ) -> Vec<Described> {
     TOPIC_CONFIG_DEFS
         .iter()
@@ -185,6 +198,25 @@ fn topic_configs(
                     value: v.clone(),
                     source: Source::DynamicTopic,
                 });
+            }
+            if let Some((snapshot, broker)) = dynamic {
+                let is_dynamic = DYNAMIC_BROKER_CONFIGS.iter().any(|d| d.name == def.broker);
+                for (key, source) in [
+                    (broker.to_string(), Source::DynamicBroker),
+                    (DEFAULT_BROKER.to_owned(), Source::DynamicDefaultBroker),
+                ] {
+                    let set = snapshot
+                        .broker_configs
+                        .get(&key)
+                        .and_then(|c| c.get(def.broker));
+                    if let Some(v) = set.filter(|_| is_dynamic) {
+                        levels.push(Level {
+                            name: def.broker.to_owned(),
+                            value: v.clone(),
+                            source,
+                        });
+                    }
+                }
             }
             match crate::config::property(def.broker) {
                 Some(p) => levels.extend(broker_levels(props, p.name, p.default)),
@@ -307,7 +339,11 @@ fn describe(
     let props = &ctx.config().properties;
     match res.resource_type {
         TOPIC => match ctx.snapshot().topics.get(name) {
-            Some(t) => Ok(topic_configs(props, &t.configs)),
+            Some(t) => Ok(topic_configs(
+                props,
+                &t.configs,
+                Some((&ctx.snapshot(), ctx.broker_id().0)),
+            )),
             None => Err((
                 ResponseError::UnknownTopicOrPartition,
                 format!("topic '{name}' does not exist"),
@@ -315,11 +351,15 @@ fn describe(
         },
         // Kafka: the empty name asks for the cluster-wide dynamic defaults (none here, no
         // broker config is dynamic), a broker id for that broker's configs.
-        BROKER if name.is_empty() => Ok(dynamic_configs(&ctx.snapshot(), None, true)),
+        BROKER if name.is_empty() => Ok(dynamic_configs(props, &ctx.snapshot(), None, true)),
         BROKER => match name.parse::<i32>() {
             Ok(id) if ctx.config().shard_of_broker(BrokerId(id)).is_some() => {
-                let mut all = dynamic_configs(&ctx.snapshot(), Some(id), false);
-                all.extend(broker_configs(props));
+                let mut all = dynamic_configs(props, &ctx.snapshot(), Some(id), false);
+                all.extend(
+                    broker_configs(props)
+                        .into_iter()
+                        .filter(|c| DYNAMIC_BROKER_CONFIGS.iter().all(|d| d.name != c.name)),
+                );
                 Ok(all)
             }
             _ => Err((
@@ -428,7 +468,7 @@ mod tests {
         let mut p = Properties::default();
         p.set("log.retention.ms", "1000").unwrap();
         let overrides = [("segment.bytes".to_owned(), "1048576".to_owned())].into();
-        let configs: Vec<_> = topic_configs(&p, &overrides)
+        let configs: Vec<_> = topic_configs(&p, &overrides, None)
             .into_iter()
             .map(|c| {
                 c.into_result(Detail {

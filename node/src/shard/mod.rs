@@ -500,8 +500,20 @@ impl ShardCtx {
 
     /// The broker defaults a topic's overrides apply to.
     pub fn topic_defaults(&self) -> TopicDefaults {
+        let snapshot = self.snapshot().clone();
+        self.topic_defaults_in(&snapshot)
+    }
+
+    /// The broker defaults in `snapshot`: the config file's, with the dynamic broker configs
+    /// that are topic defaults (`log.cleanup.policy`) over them.
+    pub fn topic_defaults_in(&self, snapshot: &Snapshot) -> TopicDefaults {
+        let mut log = self.config.log;
+        if let Some((delete, compact)) = self.dynamic_cleanup_policy(snapshot) {
+            log.compaction.delete = delete;
+            log.compaction.compact = compact;
+        }
         TopicDefaults {
-            log: self.config.log,
+            log,
             max_message_bytes: self.config.message_max_bytes,
             min_insync_replicas: self.config.min_insync_replicas,
             timestamps: self.config.timestamps,
@@ -509,9 +521,30 @@ impl ShardCtx {
         }
     }
 
+    /// This shard's broker's dynamic `log.cleanup.policy` (its own, else the cluster's), as
+    /// (delete, compact).
+    pub(crate) fn dynamic_cleanup_policy(&self, snapshot: &Snapshot) -> Option<(bool, bool)> {
+        snapshot
+            .broker_config(
+                self.broker_id().0,
+                crate::config::dynamic::LOG_CLEANUP_POLICY,
+            )
+            .and_then(iouring_log::Compaction::parse_policy)
+    }
+
     /// A topic's effective configs: broker defaults overridden by the topic's own.
     pub fn topic_config(&self, topic: &TopicMeta) -> Result<TopicConfig, TopicConfigError> {
-        TopicOverrides::parse(&topic.configs)?.resolve(&self.topic_defaults())
+        let snapshot = self.snapshot().clone();
+        self.topic_config_in(topic, &snapshot)
+    }
+
+    /// [`ShardCtx::topic_config`] with the broker defaults of `snapshot`.
+    pub fn topic_config_in(
+        &self,
+        topic: &TopicMeta,
+        snapshot: &Snapshot,
+    ) -> Result<TopicConfig, TopicConfigError> {
+        TopicOverrides::parse(&topic.configs)?.resolve(&self.topic_defaults_in(snapshot))
     }
 
     /// Sends a command to the control plane and waits for its answer.

@@ -42,7 +42,10 @@ impl ShardCtx {
             .filter(|(t, p)| self.replica(&t.name, *p).is_none())
             .collect();
         let results: Vec<_> = stream::iter(to_open)
-            .map(|(topic, p)| async move { (topic, p, self.open_partition(topic, p).await) })
+            .map(|(topic, p)| {
+                let snapshot = &snapshot;
+                async move { (topic, p, self.open_partition(topic, p, snapshot).await) }
+            })
             .buffer_unordered(LOG_OPEN_CLOSE_CONCURRENCY)
             .collect()
             .await;
@@ -178,15 +181,19 @@ impl ShardCtx {
     /// retention settings and the partition's batch size and `min.insync.replicas` limits.
     fn apply_altered_configs(&self, snapshot: &Snapshot) {
         let old = self.snapshot.borrow().clone();
+        // a dynamic broker default changed: every topic may follow it
+        let defaults_changed =
+            self.dynamic_cleanup_policy(&old) != self.dynamic_cleanup_policy(snapshot);
         for topic in snapshot.topics.values() {
-            if old
-                .topics
-                .get(&topic.name)
-                .is_none_or(|o| o.configs == topic.configs)
+            if !defaults_changed
+                && old
+                    .topics
+                    .get(&topic.name)
+                    .is_none_or(|o| o.configs == topic.configs)
             {
                 continue;
             }
-            let config = match self.topic_config(topic) {
+            let config = match self.topic_config_in(topic, snapshot) {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::error!(shard = self.shard, topic = %topic.name, error = %e, "altered topic config invalid; partitions keep their settings");
@@ -252,9 +259,14 @@ impl ShardCtx {
     /// Opens the log of `topic`-`p` and restores its idempotent producer state and high
     /// watermark checkpoint: a partition with no role yet (`apply_roles` gives it one). `None`
     /// (logged) when any of it fails: the partition stays offline.
-    async fn open_partition(&self, topic: &TopicMeta, p: i32) -> Option<Rc<Partition>> {
+    async fn open_partition(
+        &self,
+        topic: &TopicMeta,
+        p: i32,
+        snapshot: &Snapshot,
+    ) -> Option<Rc<Partition>> {
         let dir = self.config.log_dir.join(dir_name(&topic.name, p));
-        let config = match self.topic_config(topic) {
+        let config = match self.topic_config_in(topic, snapshot) {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(shard = self.shard, topic = %topic.name, error = %e, "invalid topic config; the partition stays offline");
@@ -356,7 +368,7 @@ impl ShardCtx {
         if let Err(e) = failed.log.retire_failed().await {
             tracing::warn!(error = %e, "retiring a failed log");
         }
-        let Some(part) = self.open_partition(topic, failed.index).await else {
+        let Some(part) = self.open_partition(topic, failed.index, &snapshot).await else {
             return;
         };
         self.partitions.borrow_mut().insert(key.clone(), part);

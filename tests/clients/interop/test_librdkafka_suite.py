@@ -6,7 +6,17 @@ authorizer with allow.everyone.if.no.acl.found=true).
 
 0011_produce_batch: batches per partition, per-message partitions, and KIP-467 — a batch of 100
 records to a compacted topic, 10 without a key: exactly those 10 fail INVALID_RECORD, the other
-90 _INVALID_DIFFERENT_RECORD."""
+90 _INVALID_DIFFERENT_RECORD.
+
+0081_admin: the Admin API as librdkafka tests it — CreateTopics / DeleteTopics /
+CreatePartitions, ACLs, AlterConfigs and IncrementalAlterConfigs on topics, brokers (dynamic
+broker configs, APPEND/SUBTRACT on `log.cleanup.policy`) and groups (KIP-848's group configs),
+DescribeConfigs, DeleteRecords, ListConsumerGroups, DescribeConsumerGroups (static members, a
+delete one session after they stopped), DescribeTopics / DescribeCluster with authorized
+operations, DeleteGroups, DeleteConsumerGroupOffsets, ListOffsets, Alter/ListConsumerGroupOffsets,
+SCRAM credentials. Its single node has one shard: the test spreads a topic's replicas over the
+brokers it sees, and the shards of one node (each a broker) never hold two replicas of one
+partition."""
 import os
 import subprocess
 
@@ -20,7 +30,9 @@ from support.waiting import wait_for
 # What the runner assumes of the broker (its tests gate features on it): the Kafka ringlog
 # answers as.
 KAFKA_VERSION = "4.1.1"
-TESTS = ["0011"]
+TESTS = ["0011", "0081"]
+# shards of the single node per test (see 0081_admin above)
+SHARDS = {"0011": 2, "0081": 1}
 TRIVUP = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
           "allow.everyone.if.no.acl.found": "true", "group.initial.rebalance.delay.ms": 0}
 
@@ -48,7 +60,7 @@ def run_suite(tests_dir, bootstrap, tmp_path, tests):
 
 @pytest.mark.parametrize("test", TESTS)
 def test_librdkafka_suite_against_one_node(tests_dir, tmp_path, test):
-    b = Broker(shards=2, settings=TRIVUP).start()
+    b = Broker(shards=SHARDS[test], settings=TRIVUP).start()
     try:
         run_suite(tests_dir, b.bootstrap, tmp_path, [test])
     finally:

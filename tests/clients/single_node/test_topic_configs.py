@@ -10,7 +10,7 @@ import re
 import time
 
 from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic
 
 from support.batches import codecs_used
 from support.kafka import kafka_tool
@@ -198,3 +198,53 @@ def test_kafka_4_topic_configs_are_honoured_or_refused_naming_what_is_not_built(
         raise AssertionError("a topic with remote.storage.enable=true was created")
     except Exception as e:  # KafkaException carrying INVALID_CONFIG
         assert "KIP-405" in str(e), e
+
+
+def test_the_dynamic_default_cleanup_policy_reaches_topics_without_their_own(broker):
+    """`log.cleanup.policy` as a dynamic broker config (`kafka-configs --entity-type brokers
+    --entity-default`): a topic that sets no cleanup.policy follows it at once — compacted, it
+    refuses an unkeyed record (INVALID_RECORD) — and DescribeConfigs says where its value comes
+    from; a topic with its own keeps it; APPEND/SUBTRACT work on it as on a topic's list; deleting
+    it brings back the config file's `delete`. `background.threads` and
+    `sasl.kerberos.min.time.before.relogin` are accepted and shown (they change nothing in
+    ringlog); a bad value is refused naming it."""
+    from support.waiting import wait_for
+    create(broker.bootstrap, "dyn-follows", {})
+    create(broker.bootstrap, "dyn-own", {"cleanup.policy": "delete"})
+
+    def unkeyed(topic):
+        return deliveries(broker.bootstrap, topic, [(None, b"v", int(time.time() * 1000))])[0]
+
+    def configs(*args):
+        r = kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", broker.bootstrap, *args)
+        return r.returncode, r.stdout + r.stderr
+    assert unkeyed("dyn-follows") == "ok"
+    code, out = configs("--entity-type", "brokers", "--entity-default", "--alter", "--add-config",
+                        "log.cleanup.policy=compact,background.threads=9,sasl.kerberos.min.time.before.relogin=58000")
+    assert code == 0, out
+    wait_for("the topic compacted", lambda: unkeyed("dyn-follows") == KafkaError.INVALID_RECORD, 20)
+    assert unkeyed("dyn-own") == "ok"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    res = ConfigResource(ConfigResource.Type.TOPIC, "dyn-follows")
+    entry = admin.describe_configs([res])[res].result(30)["cleanup.policy"]
+    assert (entry.value, entry.source) == ("compact", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value), entry
+    code, out = configs("--entity-type", "brokers", "--entity-default", "--describe")
+    assert code == 0 and "background.threads=9" in out and "log.cleanup.policy=compact" in out, out
+    # incremental APPEND on a broker's own list, as librdkafka's 0081_admin does: on the
+    # built-in default (`delete`) when the broker has no value of its own, as in Kafka
+    broker_id = str(min(admin.list_topics(timeout=10).brokers))
+    res = ConfigResource(ConfigResource.Type.BROKER, broker_id, incremental_configs=[
+        ConfigEntry("log.cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND)])
+    list(admin.incremental_alter_configs([res]).values())[0].result(30)
+    code, out = configs("--entity-type", "brokers", "--entity-name", broker_id, "--describe")
+    assert "log.cleanup.policy=delete,compact" in out, out
+    code, out = configs("--entity-type", "brokers", "--entity-name", broker_id, "--alter", "--delete-config",
+                        "log.cleanup.policy")
+    assert code == 0, out
+    code, out = configs("--entity-type", "brokers", "--entity-default", "--alter", "--add-config",
+                        "background.threads=0")
+    assert code != 0 and "background.threads" in out, out
+    code, out = configs("--entity-type", "brokers", "--entity-default", "--alter", "--delete-config",
+                        "log.cleanup.policy,background.threads,sasl.kerberos.min.time.before.relogin")
+    assert code == 0, out
+    wait_for("the config file's policy back", lambda: unkeyed("dyn-follows") == "ok", 20)

@@ -407,7 +407,7 @@ def test_java_transactions_at_the_finalized_transaction_version(make_broker, txn
         txn_version = "1"
         lower = feature_tool("upgrade", "--feature", "transaction.version=1")
         assert lower.returncode != 0 and "cannot lower" in lower.stdout + lower.stderr, lower.stdout + lower.stderr
-        unknown = feature_tool("upgrade", "--feature", "group.version=1")
+        unknown = feature_tool("upgrade", "--feature", "share.version=1")
         assert unknown.returncode != 0 and "not supported by ringlog" in unknown.stdout + unknown.stderr, \
             unknown.stdout + unknown.stderr
         down = feature_tool("downgrade", "--feature", "transaction.version=1")
