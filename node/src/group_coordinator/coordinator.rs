@@ -346,7 +346,9 @@ impl Coordinator {
         // and a delete one session after it stopped must find the group empty, as in Kafka
         let limits = Self::limits(host);
         if self
-            .with_group(group, None, |g| g.consumer.is_none() && g.expire(limits, now))
+            .with_group(group, None, |g| {
+                g.consumer.is_none() && g.expire(limits, now)
+            })
             .unwrap_or(false)
         {
             if let Err(e) = self.persist_group(host, p, group, now).await {
