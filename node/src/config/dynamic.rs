@@ -98,11 +98,7 @@ pub fn validate(configs: &BTreeMap<String, String>) -> Result<(), DynamicConfigE
         };
         match key.as_str() {
             LEADER_THROTTLED_RATE | FOLLOWER_THROTTLED_RATE => {
-                value
-                    .trim()
-                    .parse::<u64>()
-                    .ok()
-                    .filter(|v| *v <= i64::MAX as u64)
+                whole_in(value, 0, i64::MAX)
                     .ok_or_else(|| invalid("a number of bytes per second, 0 or more"))?;
             }
             UNCLEAN_LEADER_ELECTION if value == "true" || value == "false" => {}
@@ -112,19 +108,11 @@ pub fn validate(configs: &BTreeMap<String, String>) -> Result<(), DynamicConfigE
                     .ok_or_else(|| invalid("a list of delete and/or compact"))?;
             }
             BACKGROUND_THREADS => {
-                value
-                    .trim()
-                    .parse::<i32>()
-                    .ok()
-                    .filter(|v| *v >= 1)
+                whole_in(value, 1, i64::from(i32::MAX))
                     .ok_or_else(|| invalid("a number of threads, 1 or more"))?;
             }
             KERBEROS_MIN_RELOGIN => {
-                value
-                    .trim()
-                    .parse::<i64>()
-                    .ok()
-                    .filter(|v| *v >= 0)
+                whole_in(value, 0, i64::MAX)
                     .ok_or_else(|| invalid("a number of milliseconds, 0 or more"))?;
             }
             "replica.alter.log.dirs.io.max.bytes.per.second" => {
@@ -134,6 +122,15 @@ pub fn validate(configs: &BTreeMap<String, String>) -> Result<(), DynamicConfigE
         }
     }
     Ok(())
+}
+
+/// `value` as a whole number in `min..=max`.
+fn whole_in(value: &str, min: i64, max: i64) -> Option<i64> {
+    value
+        .trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|v| (min..=max).contains(v))
 }
 
 /// A rate config's value in bytes per second; `None`: unlimited (unset, or Kafka's

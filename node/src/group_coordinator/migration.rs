@@ -6,7 +6,7 @@
 
 use kafka_protocol::ResponseError;
 
-use super::consumer::classic::{ClassicJoin, ClassicJoined, PROTOCOL_TYPE};
+use super::consumer::classic::{ClassicJoined, PROTOCOL_TYPE};
 use super::consumer::TopicIndex;
 use super::consumer_ops::{encode, settings};
 use super::coordinator::Coordinator;
@@ -39,17 +39,6 @@ impl Coordinator {
         let topics = self.topic_index.of(&snapshot);
         let s = settings(host, &snapshot, group);
         let member_id = req.member_id.clone();
-        let join = ClassicJoin {
-            member_id: req.member_id,
-            instance_id: req.instance_id,
-            client_id: req.client_id,
-            client_host: req.client_host,
-            session_timeout_ms: req.session_timeout_ms,
-            rebalance_timeout_ms: req.rebalance_timeout_ms,
-            protocol_type: req.protocol_type,
-            protocols: req.protocols,
-            require_known_member_id: req.require_known_member_id,
-        };
         let out = {
             let mut groups = self.groups.borrow_mut();
             let Some(g) = groups.get_mut(group) else {
@@ -58,7 +47,7 @@ impl Coordinator {
             let Some(c) = g.consumer.as_mut() else {
                 return JoinResult::error(ResponseError::UnknownMemberId, member_id);
             };
-            let out = c.classic_join(join, &topics, &s, now);
+            let out = c.classic_join(req, &topics, &s, now);
             g.note_consumer_emptiness(now);
             out
         };

@@ -18,6 +18,7 @@ pub mod consumer;
 mod consumer_ops;
 mod coordinator;
 pub mod host;
+pub mod join;
 mod load;
 pub mod membership;
 mod migration;

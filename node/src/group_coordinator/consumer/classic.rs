@@ -26,6 +26,7 @@ use super::{
     Assignment, ClassicMemberMetadata, ConsumerGroup, ConsumerKey, ConsumerRecord,
     ConsumerSettings, ConsumerValue, CurrentAssignment, MemberMetadata, MemberState, TopicIndex,
 };
+use crate::group_coordinator::join::JoinRequest;
 
 /// The protocol type of Kafka's consumers (the only one a consumer group takes).
 pub const PROTOCOL_TYPE: &str = "consumer";
@@ -137,22 +138,6 @@ fn by_id(named: &[(String, Vec<i32>)], topics: &TopicIndex) -> Assignment {
     out
 }
 
-/// A JoinGroup of a classic member to a consumer group.
-#[derive(Debug, Clone)]
-pub struct ClassicJoin {
-    /// Empty for a new member.
-    pub member_id: String,
-    pub instance_id: Option<String>,
-    pub client_id: String,
-    pub client_host: String,
-    pub session_timeout_ms: i32,
-    pub rebalance_timeout_ms: i32,
-    pub protocol_type: String,
-    pub protocols: Vec<(String, Bytes)>,
-    /// JoinGroup v4+: a new dynamic member first gets its id with MEMBER_ID_REQUIRED.
-    pub require_known_member_id: bool,
-}
-
 /// What a classic JoinGroup to a consumer group leads to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClassicJoined {
@@ -254,7 +239,7 @@ impl ConsumerGroup {
     /// JoinGroup of a classic member (Kafka's `classicGroupJoinToConsumerGroup`).
     pub fn classic_join(
         &mut self,
-        req: ClassicJoin,
+        req: JoinRequest,
         topics: &TopicIndex,
         s: &ConsumerSettings,
         now: i64,
@@ -764,7 +749,7 @@ mod tests {
             Err(ResponseError::UnknownMemberId)
         );
         // a rejoins owning nothing (eager): at epoch 8 with what it keeps of its target
-        let join = ClassicJoin {
+        let join = JoinRequest {
             member_id: "a".into(),
             instance_id: None,
             client_id: "c".into(),
@@ -799,7 +784,7 @@ mod tests {
             Err(ResponseError::InconsistentGroupProtocol)
         );
         // a protocol the classic members do not share is refused
-        let odd = ClassicJoin {
+        let odd = JoinRequest {
             member_id: String::new(),
             protocols: vec![("roundrobin".into(), subscription(&["t"]))],
             ..join

@@ -244,7 +244,7 @@ impl World {
                     .iter()
                     .map(|(t, ps)| (self.topics.by_id[t].0.clone(), ps.iter().copied().collect()))
                     .collect();
-                let req = classic::ClassicJoin {
+                let req = crate::group_coordinator::join::JoinRequest {
                     member_id: c.id.clone(),
                     instance_id: c.instance.clone(),
                     client_id: "sim".into(),

@@ -15,6 +15,7 @@ use bytes::Bytes;
 use futures_channel::oneshot;
 use kafka_protocol::ResponseError;
 
+pub use super::join::JoinRequest;
 pub use group::Group;
 pub use member::Member;
 
@@ -45,20 +46,6 @@ impl GroupState {
 pub struct JoinLimits {
     pub initial_rebalance_delay_ms: i64,
     pub max_size: usize,
-}
-
-#[derive(Debug, Clone)]
-pub struct JoinRequest {
-    pub member_id: String,
-    pub instance_id: Option<String>,
-    pub client_id: String,
-    pub client_host: String,
-    pub session_timeout_ms: i32,
-    pub rebalance_timeout_ms: i32,
-    pub protocol_type: String,
-    pub protocols: Vec<(String, Bytes)>,
-    /// JoinGroup v4+: a new dynamic member first gets its id with MEMBER_ID_REQUIRED.
-    pub require_known_member_id: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
