@@ -7,7 +7,8 @@
 #   scripts/bench/group-bench.sh [OUT_DIR=target/group-bench]
 #
 # Env: MEMBERS (20), PARTITIONS (40), RATE (2000), SESSION_MS (6000), STEADY (10 s), ROUNDS (2),
-# TARGETS ("ringlog kafka"), PROTOCOLS ("classic consumer"). Benchmarks the ringlog binary as built.
+# TARGETS ("ringlog kafka"), PROTOCOLS ("classic consumer upgrade"; upgrade: classic members, a
+# consumer-protocol member joins — online migration). Benchmarks the ringlog binary as built.
 set -euo pipefail
 # shellcheck source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
