@@ -8,8 +8,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::consumer::{
-    ConsumerGroup, ConsumerRecord, ConsumerSettings, Heartbeat, HeartbeatAnswer, HeartbeatError,
-    TopicIndex, LEAVE_GROUP_MEMBER_EPOCH,
+    validate_heartbeat, ConsumerGroup, ConsumerRecord, ConsumerSettings, Heartbeat,
+    HeartbeatAnswer, HeartbeatError, TopicIndex, LEAVE_GROUP_MEMBER_EPOCH,
 };
 use super::coordinator::Coordinator;
 use super::host::Host;
@@ -95,10 +95,16 @@ fn upgrade(
             " and group.consumer.migration.policy does not allow upgrading it",
         ));
     }
-    if g.members.len() > s.max_size {
-        return Err(refuse(
-            " and has more members than group.consumer.max.size allows",
-        ));
+    if g.members.len() >= s.max_size {
+        // the joining member would not fit: the group stays classic (Kafka converts, then
+        // refuses the member and drops the conversion)
+        return Err(HeartbeatError {
+            error: ResponseError::GroupMaxSizeReached,
+            message: format!(
+                "The consumer group has reached its maximum capacity of {} members.",
+                s.max_size
+            ),
+        });
     }
     let (generation, members) = g.upgrade_members();
     let Some((c, records)) = ConsumerGroup::from_classic(generation, members, topics, s, now)
@@ -143,6 +149,8 @@ impl Coordinator {
         let snapshot = host.snapshot();
         let topics = self.topic_index.of(&snapshot);
         let s = settings(host, &snapshot, group);
+        // an invalid heartbeat changes nothing, not even a classic group it would upgrade
+        validate_heartbeat(&req, &s)?;
         let joining = req.member_epoch == 0;
         let leaving = (req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH).then(|| req.member_id.clone());
         // records written before the heartbeat's own: a classic group's tombstone and its

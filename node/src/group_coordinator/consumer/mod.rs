@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use uuid::Uuid;
 
 pub use assignor::Assignor;
-pub use heartbeat::{Heartbeat, HeartbeatAnswer, HeartbeatError};
+pub use heartbeat::{validate as validate_heartbeat, Heartbeat, HeartbeatAnswer, HeartbeatError};
 pub use records::{ConsumerKey, ConsumerRecord, ConsumerValue};
 
 /// Partitions by topic id.
