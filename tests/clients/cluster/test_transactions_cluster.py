@@ -265,6 +265,9 @@ def test_transactions_survive_kill_9_and_pauses_of_coordinators_and_leaders(faul
         at = {}
         got = read_committed(c, offsets=at)
     finally:
+        # the coordinators' EndTxn refusals (with the transaction's state), for a failure's message
+        refusals = [line for n in c.nodes.values() if os.path.exists(n.log_path)
+                    for line in open(n.log_path, errors="replace") if "EndTxn refused" in line]
         c.stop()
         if net:
             net.remove()
@@ -274,7 +277,7 @@ def test_transactions_survive_kill_9_and_pauses_of_coordinators_and_leaders(faul
         done, wr = check_history(writers, got, at)
     except AssertionError as e:
         raise AssertionError(f"{e}\nwriters' errors: {errors[:30]}") from e
-    assert not [e for e in errors if "INVALID_TXN_STATE" in e], errors[:20]
+    assert not [e for e in errors if "INVALID_TXN_STATE" in e], (errors[:20], refusals[-10:])
     print(f"{done} transactions committed ({sum(len(w.committed) for w in writers)} acknowledged, "
           f"{sum(len(w.aborted) for w in writers)} aborted, {sum(len(w.unknown) for w in writers)} "
           f"unknown); {wr} records read by them before they began; errors: {errors[:10]}")
