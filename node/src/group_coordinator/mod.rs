@@ -1,5 +1,5 @@
-//! The group coordinator (Kafka's classic group protocol, and the consumer protocol of KIP-848
-//! when enabled) and committed offsets.
+//! The group coordinator (Kafka's classic group protocol and the consumer protocol of KIP-848,
+//! with online migration of groups between them) and committed offsets.
 //!
 //! Owns: the groups whose `__consumer_offsets` partition this shard leads — the coordinator of
 //! group `g` is the shard leading partition `abs(javaHashCode(g)) % partitions`, as in Kafka —
