@@ -132,7 +132,9 @@ impl TxnVersion {
         }
     }
 
-    fn bumps_epoch(self) -> bool {
+    /// Whether each transaction ends with an epoch bump (KIP-890 part 2): its markers then
+    /// carry an epoch above its records', which a partition checks strictly (KIP-1228).
+    pub fn bumps_epoch(self) -> bool {
         self == TxnVersion::V2
     }
 }
@@ -708,6 +710,13 @@ impl Txns {
             (TxnState::CompleteAbort, true) if !commit => return Ok(Decision::Answer(current)),
             (TxnState::PrepareCommit, _) if commit => return Err(TxnError::ConcurrentTransactions),
             (TxnState::PrepareAbort, _) if !commit => return Err(TxnError::ConcurrentTransactions),
+            // A commit at the epoch before an abort's bump: a client retrying its own EndTxn
+            // always asks the same way, so this abort was the coordinator's (the transaction
+            // timed out) and the commit lost the race — the producer is fenced, which clients
+            // recover from, not INVALID_TXN_STATE, which they treat as fatal (KAFKA-20785).
+            // While the abort's markers go out it waits, as any EndTxn then.
+            (TxnState::PrepareAbort, true) => return Err(TxnError::ConcurrentTransactions),
+            (TxnState::CompleteAbort, true) => return Err(fenced()),
             (TxnState::Ongoing, false) => {}
             // TV2's empty abort: nothing open, still an epoch bump.
             (TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort, false)
@@ -760,6 +769,7 @@ impl Txns {
             producer_id: e.meta.producer_id,
             epoch: e.meta.producer_epoch,
             commit,
+            version: e.meta.client_version,
             partitions: e.meta.partitions.iter().cloned().collect(),
         })
     }
@@ -819,6 +829,8 @@ pub struct Markers {
     pub producer_id: i64,
     pub epoch: i16,
     pub commit: bool,
+    /// The transaction's version, which the markers carry (WriteTxnMarkers v2, KIP-1228).
+    pub version: TxnVersion,
     pub partitions: Vec<TopicPartition>,
 }
 
@@ -1211,6 +1223,33 @@ mod tests {
             t.end_txn("tx", pe(1001, 0), true, TxnVersion::V0, 62_000, &mut alloc),
             Err(TxnError::ProducerFenced { .. })
         ));
+    }
+
+    /// TV2: the coordinator aborts a timed-out transaction (one epoch bump) while the
+    /// producer's commit is on its way; the commit arrives at the epoch before the bump, which
+    /// looks like a retry. It waits while the abort's markers go out and is then fenced
+    /// (Kafka's answer since KAFKA-20785), never INVALID_TXN_STATE; a retried abort is fine.
+    #[test]
+    fn a_commit_racing_a_timeout_abort_is_fenced_at_transaction_version_2() {
+        let (mut t, mut alloc) = (Txns::default(), ids());
+        init(&mut t, &mut alloc, None);
+        add(&mut t, "tx", 1001, 0, &[tp("a", 0)], TxnVersion::V2, 1000);
+        let aborts = t.abort_timed_out(61_001, SETTINGS);
+        assert_eq!(aborts[0].0.to.producer_epoch, 1, "one bump");
+        t.complete(&aborts[0].0);
+        assert_eq!(
+            t.end_txn("tx", pe(1001, 0), true, TxnVersion::V2, 61_002, &mut alloc),
+            Err(TxnError::ConcurrentTransactions)
+        );
+        markers_done(&mut t);
+        assert_eq!(
+            t.end_txn("tx", pe(1001, 0), true, TxnVersion::V2, 61_003, &mut alloc),
+            Err(TxnError::ProducerFenced { got: 0, current: 1 })
+        );
+        assert_eq!(
+            t.end_txn("tx", pe(1001, 0), false, TxnVersion::V2, 61_004, &mut alloc),
+            Ok(Decision::Answer(Some(pe(1001, 1))))
+        );
     }
 
     #[test]

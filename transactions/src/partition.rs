@@ -10,7 +10,10 @@
 //!   transaction, if any. A marker from an older coordinator epoch than one already seen for
 //!   the producer is refused (TRANSACTION_COORDINATOR_FENCED), as is one of an older producer
 //!   epoch (INVALID_PRODUCER_EPOCH); a newer producer epoch is accepted (the coordinator bumps
-//!   it when it fences or times out a transaction).
+//!   it when it fences or times out a transaction). A marker of a transaction version 2
+//!   transaction (KIP-1228: WriteTxnMarkers v2 says so) must be above the epoch of the open
+//!   transaction's records — it is the stale marker of the transaction before otherwise — and
+//!   at least the producer's epoch with nothing open (its own marker sent again).
 //! - An ABORT that closed a transaction `[first, m]` yields an aborted entry
 //!   `(producer id, first, m, last stable offset)` — the `.txnindex` record, whose last
 //!   stable offset is the first offset of the next transaction still open, else `m + 1`.
@@ -23,6 +26,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use iouring_log::Offset;
+
+use crate::TxnVersion;
 
 /// A Kafka producer id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -122,6 +127,7 @@ impl PartitionTxns {
         producer: ProducerId,
         epoch: i16,
         coordinator_epoch: i32,
+        version: TxnVersion,
     ) -> Result<(), MarkerRefused> {
         let Some(p) = self.producers.get(&producer) else {
             return Ok(());
@@ -133,7 +139,18 @@ impl PartitionTxns {
                 got: coordinator_epoch,
             });
         }
-        if epoch < p.epoch {
+        let stale = if version.bumps_epoch() {
+            // KIP-1228: the transaction's records are at the epoch before its markers', so a
+            // marker at the epoch of the open transaction's records is the previous
+            // transaction's, arriving late — a request held in a cut link and delivered once
+            // it is back — and must not end this one. At that epoch with nothing open it is
+            // its own marker sent again (a coordinator retrying, or its successor resending
+            // what it found prepared): written again, a no-op (KAFKA-19999).
+            epoch < p.epoch || (epoch == p.epoch && p.open.is_some())
+        } else {
+            epoch < p.epoch
+        };
+        if stale {
             return Err(MarkerRefused::StaleEpoch {
                 producer: producer.0,
                 current: p.epoch,
@@ -448,7 +465,7 @@ mod tests {
         t.record(data(P, 0, 0));
         t.record(marker(P, 1, Marker::Commit));
         assert!(matches!(
-            t.check_marker(P, 0, 2),
+            t.check_marker(P, 0, 2, TxnVersion::V0),
             Err(MarkerRefused::CoordinatorFenced { .. })
         ));
         t.record(TxnBatch::Data {
@@ -458,11 +475,58 @@ mod tests {
             last: Offset(2),
         });
         assert!(matches!(
-            t.check_marker(P, 1, 3),
+            t.check_marker(P, 1, 3, TxnVersion::V0),
             Err(MarkerRefused::StaleEpoch { .. })
         ));
-        assert_eq!(t.check_marker(P, 3, 3), Ok(()), "a bumped epoch is fine");
-        assert_eq!(t.check_marker(Q, 0, 0), Ok(()), "an unknown producer too");
+        assert_eq!(
+            t.check_marker(P, 3, 3, TxnVersion::V0),
+            Ok(()),
+            "a bumped epoch is fine"
+        );
+        assert_eq!(
+            t.check_marker(Q, 0, 0, TxnVersion::V0),
+            Ok(()),
+            "an unknown producer too"
+        );
+    }
+
+    /// Transaction version 2 (KIP-1228): a transaction's records are at the epoch before its
+    /// markers', so a marker at the open transaction's epoch is the previous transaction's,
+    /// late — refused; at the producer's epoch with nothing open it is its own, sent again.
+    #[test]
+    fn a_late_marker_of_the_previous_transaction_does_not_end_the_next_at_version_2() {
+        let mut t = PartitionTxns::default();
+        // transaction 1 at epoch 0, its commit marker at the bumped epoch 1
+        t.record(data(P, 0, 0));
+        assert_eq!(t.check_marker(P, 1, 0, TxnVersion::V2), Ok(()));
+        t.record(TxnBatch::Marker {
+            producer: P,
+            epoch: 1,
+            offset: Offset(1),
+            marker: Marker::Commit,
+            coordinator_epoch: 0,
+        });
+        // its marker sent again (a retry, a new coordinator): nothing open, accepted
+        assert_eq!(t.check_marker(P, 1, 0, TxnVersion::V2), Ok(()));
+        // transaction 2 at epoch 1 opens; transaction 1's marker, late, is refused
+        t.record(TxnBatch::Data {
+            producer: P,
+            epoch: 1,
+            base: Offset(2),
+            last: Offset(2),
+        });
+        assert_eq!(
+            t.check_marker(P, 1, 0, TxnVersion::V2),
+            Err(MarkerRefused::StaleEpoch {
+                producer: P.0,
+                current: 1,
+                got: 1
+            })
+        );
+        // at version 0/1 markers carry the records' epoch: the same marker is accepted
+        assert_eq!(t.check_marker(P, 1, 0, TxnVersion::V0), Ok(()));
+        // transaction 2's own marker (epoch 2)
+        assert_eq!(t.check_marker(P, 2, 0, TxnVersion::V2), Ok(()));
     }
 
     #[test]
@@ -483,7 +547,7 @@ mod tests {
         back.on_high_watermark(Offset(12));
         assert_eq!(back.last_stable_offset(), Offset(12));
         assert!(matches!(
-            back.check_marker(Q, 0, 2),
+            back.check_marker(Q, 0, 2, TxnVersion::V0),
             Err(MarkerRefused::CoordinatorFenced { .. })
         ));
     }

@@ -111,7 +111,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // the group's offsets partition itself, no AddOffsetsToTxn).
     (ApiKey::EndTxn, 0, 5),
     (ApiKey::TxnOffsetCommit, 0, 5),
-    (ApiKey::WriteTxnMarkers, 1, 1),
+    // v2: the transaction version of each marker (KIP-1228, Kafka 4.2).
+    (ApiKey::WriteTxnMarkers, 1, 2),
     (ApiKey::DescribeTransactions, 0, 0),
     // v2: a transactional id pattern (RE2 syntax).
     (ApiKey::ListTransactions, 0, 2),

@@ -53,6 +53,7 @@ use crate::handlers::groups::Client;
 use crate::limits::TXN_STATE_WRITE_TIMEOUT;
 use crate::metadata::OFFSETS_TOPIC;
 use crate::partition::internal::InTransaction;
+use crate::partition::txns::TxnMarker;
 use crate::security::acl::{Operation, ResourceType};
 use crate::shard::{now_ms, ShardCtx};
 use crate::txn_coordinator::TxnCheck;
@@ -489,20 +490,17 @@ async fn write_marker(
 ) -> Result<(), ResponseError> {
     let part = ctx.writable_partition(topic, p).map_err(|r| r.error)?;
     let epoch = ctx.leader_epoch(&part);
-    let appended = part
-        .append_marker(
-            m.producer_id.0,
-            m.producer_epoch,
-            m.transaction_result,
-            m.coordinator_epoch,
-            epoch,
-            now,
-        )
-        .await
-        .map_err(|r| {
-            tracing::debug!(topic, partition = p, error = %r.message, "marker refused");
-            r.error
-        })?;
+    let marker = TxnMarker {
+        producer_id: m.producer_id.0,
+        producer_epoch: m.producer_epoch,
+        commit: m.transaction_result,
+        coordinator_epoch: m.coordinator_epoch,
+        version: TxnVersion::from_level(i16::from(m.transaction_version)),
+    };
+    let appended = part.append_marker(&marker, epoch, now).await.map_err(|r| {
+        tracing::debug!(topic, partition = p, error = %r.message, "marker refused");
+        r.error
+    })?;
     let done = async { Some(part.wait_acknowledgeable(&appended).await) };
     let expired = async {
         glommio::timer::sleep(TXN_STATE_WRITE_TIMEOUT).await;

@@ -30,7 +30,7 @@ use iouring_log::{
 use kafka_protocol::ResponseError;
 
 use super::producer_state::{BatchRecord, SequenceCheck};
-use super::txns::{marker_refused, TxnStart};
+use super::txns::{marker_refused, TxnMarker, TxnStart};
 use super::Partition;
 pub use crate::error::Refused;
 
@@ -213,18 +213,22 @@ impl Partition {
 
 impl Partition {
     /// Appends a COMMIT or ABORT marker for `producer_id` (WriteTxnMarkers on the leader),
-    /// checked against the coordinator and producer epochs this partition has seen, and
-    /// records it. The answer waits for the high watermark (Kafka appends markers with
-    /// `acks=all`).
+    /// checked against the coordinator and producer epochs this partition has seen — strictly
+    /// for a transaction version 2 marker (KIP-1228) — and records it. The answer waits for
+    /// the high watermark (Kafka appends markers with `acks=all`).
     pub async fn append_marker(
         &self,
-        producer_id: i64,
-        producer_epoch: i16,
-        commit: bool,
-        coordinator_epoch: i32,
+        marker: &TxnMarker,
         leader_epoch: LeaderEpoch,
         now_ms: i64,
     ) -> Result<Appended, Refused> {
+        let &TxnMarker {
+            producer_id,
+            producer_epoch,
+            commit,
+            coordinator_epoch,
+            version,
+        } = marker;
         let _lock = self.lock_appends().await;
         self.txns
             .borrow()
@@ -232,6 +236,7 @@ impl Partition {
                 transactions::ProducerId(producer_id),
                 producer_epoch,
                 coordinator_epoch,
+                version,
             )
             .map_err(marker_refused)?;
         let bytes = iouring_log::encode_marker(

@@ -9,7 +9,7 @@ use replication::ReplicaId;
 use super::append::tests::{batch, open_partition, run, tmpdir, txn_batch};
 use super::append::Appended;
 use super::replica::RoleContext;
-use super::txns::TxnStart;
+use super::txns::{TxnMarker, TxnStart};
 use super::Partition;
 
 const P: i64 = 7;
@@ -30,9 +30,29 @@ async fn append(part: &Partition, bytes: &[u8]) -> Appended {
     a
 }
 
+/// A marker of a transaction version 0/1 transaction (WriteTxnMarkers v1).
+fn legacy_marker(
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
+) -> TxnMarker {
+    TxnMarker {
+        producer_id,
+        producer_epoch,
+        commit,
+        coordinator_epoch,
+        version: transactions::TxnVersion::V0,
+    }
+}
+
 async fn marker(part: &Partition, pid: i64, commit: bool, coordinator_epoch: i32) -> Offset {
     let a = part
-        .append_marker(pid, 0, commit, coordinator_epoch, LeaderEpoch(0), 0)
+        .append_marker(
+            &legacy_marker(pid, 0, commit, coordinator_epoch),
+            LeaderEpoch(0),
+            0,
+        )
         .await
         .unwrap();
     part.wait_acknowledgeable(&a).await.unwrap();
@@ -129,7 +149,7 @@ fn markers_close_transactions_move_the_lso_and_index_aborts() {
 
             // A zombie coordinator's marker.
             let stale = part
-                .append_marker(Q, 0, true, 0, LeaderEpoch(0), 0)
+                .append_marker(&legacy_marker(Q, 0, true, 0), LeaderEpoch(0), 0)
                 .await
                 .unwrap_err();
             assert_eq!(stale.error, ResponseError::TransactionCoordinatorFenced);
@@ -179,7 +199,7 @@ fn an_open_transaction_survives_a_restart_and_fences_older_epochs() {
             assert_eq!(part.open_transactions(), vec![(P, Offset(1))]);
             // The coordinator aborts it at a bumped epoch (a fence or a timeout).
             let a = part
-                .append_marker(P, 1, false, 0, LeaderEpoch(0), 0)
+                .append_marker(&legacy_marker(P, 1, false, 0), LeaderEpoch(0), 0)
                 .await
                 .unwrap();
             part.wait_acknowledgeable(&a).await.unwrap();
@@ -243,4 +263,58 @@ fn a_transaction_starts_only_with_the_coordinators_confirmation() {
             assert_eq!(refused.error, ResponseError::InvalidTxnState);
         })
     });
+}
+
+/// Transaction version 2 (KIP-1228): a marker of the producer's previous transaction that
+/// arrives late — held in a cut link, delivered once it is back — carries the epoch the open
+/// transaction's records have, and is refused (INVALID_PRODUCER_EPOCH) instead of ending it;
+/// the same marker sent again with nothing open is accepted (a coordinator's retry), and the
+/// open transaction's own marker (one epoch up) closes it.
+#[test]
+fn a_late_marker_of_the_previous_transaction_is_refused_at_version_2() {
+    glommio::LocalExecutorBuilder::default()
+        .spawn(|| async {
+            let dir = tmpdir();
+            let part = open_partition(dir.path(), LogConfig::default(), FaultyIo::new()).await;
+            single(&part);
+            let v2 = |producer_epoch, commit| TxnMarker {
+                producer_id: P,
+                producer_epoch,
+                commit,
+                coordinator_epoch: 0,
+                version: transactions::TxnVersion::V2,
+            };
+            let write = |m: TxnMarker| {
+                let part = &part;
+                async move {
+                    let a = part.append_marker(&m, LeaderEpoch(0), 0).await?;
+                    part.wait_acknowledgeable(&a).await.unwrap();
+                    Ok::<_, crate::error::Refused>(a)
+                }
+            };
+            // transaction 1 at epoch 0, committed by its marker at epoch 1
+            append(&part, &txn_batch(P, 0, 0, 2)).await;
+            write(v2(1, true)).await.unwrap();
+            // sent again, nothing open: fine
+            write(v2(1, true)).await.unwrap();
+            // transaction 2 at epoch 1; transaction 1's marker arrives late
+            append(&part, &txn_batch(P, 1, 0, 2)).await;
+            let late = write(v2(1, true)).await.unwrap_err();
+            assert_eq!(late.error, ResponseError::InvalidProducerEpoch);
+            assert_eq!(part.open_transactions(), vec![(P, Offset(4))]);
+            // transaction 2's own marker aborts it: its records are in the aborted index
+            write(v2(2, false)).await.unwrap();
+            assert!(part.open_transactions().is_empty());
+            assert_eq!(
+                part.aborted_transactions(Offset(0), part.last_stable_offset())
+                    .iter()
+                    .map(|a| a.first_offset)
+                    .collect::<Vec<_>>(),
+                vec![Offset(4)]
+            );
+            part.log.close().await.unwrap();
+        })
+        .expect("executor (ulimit -l >= 512 KiB?)")
+        .join()
+        .unwrap();
 }

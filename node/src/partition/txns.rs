@@ -11,7 +11,7 @@
 
 use iouring_log::{AbortedTxnEntry, BatchHeader, ControlRecord, Offset};
 use kafka_protocol::ResponseError;
-use transactions::{AbortedTxn, Marker, MarkerRefused, ProducerId, TxnBatch};
+use transactions::{AbortedTxn, Marker, MarkerRefused, ProducerId, TxnBatch, TxnVersion};
 
 use super::Partition;
 use crate::error::Refused;
@@ -25,6 +25,18 @@ pub enum TxnStart {
     Verified,
     /// As it comes (the broker's own writes; verification turned off).
     Unchecked,
+}
+
+/// One marker of a WriteTxnMarkers request, as the partition leader appends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnMarker {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub commit: bool,
+    pub coordinator_epoch: i32,
+    /// Its transaction's version (WriteTxnMarkers v2, KIP-1228; version 0 below): at 2 the
+    /// epoch check is strict.
+    pub version: TxnVersion,
 }
 
 /// One producer as DescribeProducers shows it.

@@ -142,9 +142,11 @@ impl ShardCtx {
                 .with_producer_epoch(marker.producer_epoch)
                 .with_transaction_result(marker.commit)
                 .with_topics(by_topic)
-                .with_coordinator_epoch(marker.coordinator_epoch)]);
+                .with_coordinator_epoch(marker.coordinator_epoch)
+                .with_transaction_version(marker.version.level() as i8)]);
+        // Version 2 (KIP-1228): the partition checks a version 2 transaction's marker strictly.
         let resp: WriteTxnMarkersResponse = self
-            .inter_broker_call(leader, ApiKey::WriteTxnMarkers, 1, &request)
+            .inter_broker_call(leader, ApiKey::WriteTxnMarkers, 2, &request)
             .await?;
         let mut answers = Vec::new();
         for m in resp.markers {

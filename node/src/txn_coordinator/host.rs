@@ -22,6 +22,8 @@ pub struct MarkerRequest {
     pub producer_epoch: i16,
     pub commit: bool,
     pub coordinator_epoch: i32,
+    /// The transaction's version (WriteTxnMarkers v2's `TransactionVersion`, KIP-1228).
+    pub version: transactions::TxnVersion,
     pub partitions: Vec<(String, i32)>,
 }
 

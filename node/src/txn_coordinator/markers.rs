@@ -121,6 +121,7 @@ async fn round(host: &dyn TxnHost, p: i32, coordinator_epoch: i32, id: &str) -> 
             producer_epoch: markers.epoch,
             commit: markers.commit,
             coordinator_epoch,
+            version: markers.version,
             partitions,
         };
         host.write_markers(slot, request)

@@ -69,7 +69,8 @@ impl WritableTxnMarkerPartitionResult {
 #[cfg(feature = "broker")]
 impl Encodable for WritableTxnMarkerPartitionResult {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        // ringlog patch: version 2 (KIP-1228, Kafka 4.2)
+        if !(1..=2).contains(&version) {
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.partition_index)?;
@@ -107,7 +108,8 @@ impl Encodable for WritableTxnMarkerPartitionResult {
 #[cfg(feature = "client")]
 impl Decodable for WritableTxnMarkerPartitionResult {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        // ringlog patch: version 2 (KIP-1228, Kafka 4.2)
+        if !(1..=2).contains(&version) {
             bail!("specified version not supported by this message type");
         }
         let partition_index = types::Int32.decode(buf)?;
@@ -139,7 +141,7 @@ impl Default for WritableTxnMarkerPartitionResult {
 }
 
 impl Message for WritableTxnMarkerPartitionResult {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 }; // ringlog patch: v2 (KIP-1228)
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
@@ -195,7 +197,8 @@ impl WritableTxnMarkerResult {
 #[cfg(feature = "broker")]
 impl Encodable for WritableTxnMarkerResult {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        // ringlog patch: version 2 (KIP-1228, Kafka 4.2)
+        if !(1..=2).contains(&version) {
             bail!("specified version not supported by this message type");
         }
         types::Int64.encode(buf, &self.producer_id)?;
@@ -233,7 +236,8 @@ impl Encodable for WritableTxnMarkerResult {
 #[cfg(feature = "client")]
 impl Decodable for WritableTxnMarkerResult {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        // ringlog patch: version 2 (KIP-1228, Kafka 4.2)
+        if !(1..=2).contains(&version) {
             bail!("specified version not supported by this message type");
         }
         let producer_id = types::Int64.decode(buf)?;
@@ -265,7 +269,7 @@ impl Default for WritableTxnMarkerResult {
 }
 
 impl Message for WritableTxnMarkerResult {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 }; // ringlog patch: v2 (KIP-1228)
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
@@ -321,7 +325,8 @@ impl WritableTxnMarkerTopicResult {
 #[cfg(feature = "broker")]
 impl Encodable for WritableTxnMarkerTopicResult {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        // ringlog patch: version 2 (KIP-1228, Kafka 4.2)
+        if !(1..=2).contains(&version) {
             bail!("specified version not supported by this message type");
         }
         types::CompactString.encode(buf, &self.name)?;
@@ -360,7 +365,8 @@ impl Encodable for WritableTxnMarkerTopicResult {
 #[cfg(feature = "client")]
 impl Decodable for WritableTxnMarkerTopicResult {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        // ringlog patch: version 2 (KIP-1228, Kafka 4.2)
+        if !(1..=2).contains(&version) {
             bail!("specified version not supported by this message type");
         }
         let name = types::CompactString.decode(buf)?;
@@ -392,7 +398,7 @@ impl Default for WritableTxnMarkerTopicResult {
 }
 
 impl Message for WritableTxnMarkerTopicResult {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 }; // ringlog patch: v2 (KIP-1228)
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
@@ -434,7 +440,8 @@ impl WriteTxnMarkersResponse {
 #[cfg(feature = "broker")]
 impl Encodable for WriteTxnMarkersResponse {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        // ringlog patch: version 2 (KIP-1228, Kafka 4.2)
+        if !(1..=2).contains(&version) {
             bail!("specified version not supported by this message type");
         }
         types::CompactArray(types::Struct { version }).encode(buf, &self.markers)?;
@@ -470,7 +477,8 @@ impl Encodable for WriteTxnMarkersResponse {
 #[cfg(feature = "client")]
 impl Decodable for WriteTxnMarkersResponse {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        // ringlog patch: version 2 (KIP-1228, Kafka 4.2)
+        if !(1..=2).contains(&version) {
             bail!("specified version not supported by this message type");
         }
         let markers = types::CompactArray(types::Struct { version }).decode(buf)?;
@@ -499,7 +507,7 @@ impl Default for WriteTxnMarkersResponse {
 }
 
 impl Message for WriteTxnMarkersResponse {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 }; // ringlog patch: v2 (KIP-1228)
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
