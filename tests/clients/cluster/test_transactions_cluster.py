@@ -18,6 +18,7 @@ transactions may be ordered one way in one partition and the other way in the ot
 import json
 import os
 import signal
+import struct
 import subprocess
 import threading
 import time
@@ -25,6 +26,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition, OFFSET_BEGINNING
 
+from support.batches import aborted_index, stored_records
 from support.broker import REPO
 from support.kafka import go_client_check, kafka_libs
 from support.waiting import wait_for
@@ -73,9 +75,10 @@ class TxnWriter:
         assert self.proc.returncode == 0, "\n".join(self.errors[-20:])
 
 
-def no_transaction_open(c, topic, partitions):
-    """Whether every partition's last stable offset is its high watermark (ListOffsets latest
-    read_committed and read_uncommitted): no transaction open or completing in the topic."""
+def stable_ends(c, topic, partitions):
+    """Each partition's end offset if every partition's last stable offset is its high
+    watermark (ListOffsets latest read_committed and read_uncommitted): no transaction open or
+    completing in the topic. None otherwise."""
     ends = {}
     for isolation in ("read_committed", "read_uncommitted"):
         q = Consumer({"bootstrap.servers": c.bootstrap(), "group.id": f"ends-{time.time()}",
@@ -84,36 +87,86 @@ def no_transaction_open(c, topic, partitions):
             ends[isolation] = [q.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
                                for p in range(partitions)]
         except KafkaException:
-            return False
+            return None
         finally:
             q.close()
-    return ends["read_committed"] == ends["read_uncommitted"]
+    return ends["read_committed"] if ends["read_committed"] == ends["read_uncommitted"] else None
 
 
-def read_committed(c, topic=TOPIC, partitions=2, idle_s=5, offsets=None):
-    """Every record read committed, once no transaction is open any more (the coordinators
-    finish what a node's kill left prepared; one still open after 90 s hangs: a failure)."""
+class FinalRead(dict):
+    """partition -> the values read committed, in offset order; `ends`: each partition's end
+    offset, `reached`: how far the reader got in each (its position)."""
+
+
+def read_committed(c, topic=TOPIC, partitions=2, offsets=None, timeout=90):
+    """Every record read committed up to each partition's end, once no transaction is open
+    any more (the coordinators finish what a node's kill left prepared; one still open after
+    90 s hangs: a failure). The reader stops when its position in every partition reached the
+    end — not after a quiet spell, which a partition whose leader just moved can outlast — or
+    after `timeout` s, leaving the shortfall in `reached` for the checker to name."""
     started = time.time()
-    wait_for(f"no transaction open in {topic}", lambda: no_transaction_open(c, topic, partitions),
-             timeout=90, interval=1)
-    print(f"no transaction open in {topic} after {time.time() - started:.1f} s")
+    ends = wait_for(f"no transaction open in {topic}", lambda: stable_ends(c, topic, partitions),
+                    timeout=90, interval=1)
+    print(f"no transaction open in {topic} after {time.time() - started:.1f} s; ends {ends}")
     consumer = Consumer({"bootstrap.servers": c.bootstrap(), "group.id": f"check-{time.time()}",
                          "isolation.level": "read_committed", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    got = {p: [] for p in range(partitions)}
-    last = time.time()
-    while time.time() - last < idle_s:
+    tps = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
+    consumer.assign(tps)
+    got = FinalRead({p: [] for p in range(partitions)})
+    got.ends, got.reached = dict(enumerate(ends)), {p: 0 for p in range(partitions)}
+    deadline = time.time() + timeout
+    while time.time() < deadline:
         m = consumer.poll(0.5)
-        if m is None:
-            continue
-        if m.error():
-            continue
-        got[m.partition()].append(m.value())
-        if offsets is not None:
-            offsets.setdefault(m.value(), []).append((m.partition(), m.offset()))
-        last = time.time()
+        if m is not None and not m.error():
+            got[m.partition()].append(m.value())
+            if offsets is not None:
+                offsets.setdefault(m.value(), []).append((m.partition(), m.offset()))
+        positions = consumer.position([TopicPartition(topic, p) for p in range(partitions)])
+        got.reached = {tp.partition: max(tp.offset, got.reached[tp.partition]) for tp in positions}
+        if all(got.reached[p] >= ends[p] for p in range(partitions)):
+            break
     consumer.close()
+    print(f"read {[len(got[p]) for p in range(partitions)]} records in {time.time() - started:.1f} s; "
+          f"positions {got.reached}")
     return got
+
+
+def stored_logs(c, topic=TOPIC):
+    """Each node's stored batches and aborted transaction index of `topic`, read once the
+    nodes are stopped: {node: (batches, aborted index entries)} (empty if unreadable)."""
+    out = {}
+    for n, b in c.nodes.items():
+        if b.proc.poll() is None:
+            b.proc.send_signal(signal.SIGCONT)
+        try:
+            b.stop()
+            out[n] = (stored_records(b.data_dir, topic), aborted_index(b.data_dir, topic))
+        except (RuntimeError, OSError, AssertionError, ValueError, IndexError, struct.error) as e:
+            out[n] = ([], [f"unreadable: {e}"])
+    return out
+
+
+def where_stored(stored, values):
+    """Per node, where `values` are stored (partition, offsets, leader epoch, producer id and
+    epoch), the markers of that producer that follow them, and the aborted index entries of
+    that producer covering them: whether a loss was a truncation, an abort marker or a read."""
+    lines = []
+    for n, (batches, aborted) in sorted(stored.items()):
+        hits = [b for b in batches if set(b["values"]) & values]
+        if not hits:
+            lines.append(f"node {n}: none of them")
+            continue
+        for h in hits:
+            p, pid, first = h["partition"], h["producer_id"], h["base_offset"]
+            after = [b for b in batches if b["partition"] == p and b["producer_id"] == pid
+                     and b["base_offset"] > first and b["control"]][:2]
+            covering = [a for a in aborted if a[0] == p and a[1] == pid and a[2] <= first <= a[3]]
+            lines.append(
+                f"node {n}: {sorted(set(h['values']) & values)} at {p}/{first}-{h['last_offset']} "
+                f"leader epoch {h['leader_epoch']} producer {pid} epoch {h['producer_epoch']}; then "
+                f"{[(b['control'], b['base_offset'], b['producer_epoch'], b['leader_epoch']) for b in after]}; "
+                f"aborted index entries covering it: {covering}")
+    return "\n".join(lines)
 
 
 def find_cycle(edges):
@@ -153,8 +206,11 @@ def check_history(writers, got, at):
     seen = set(seen)
     for values in aborted:
         assert not seen & set(values), f"aborted transaction read: {values}"
-    for values in committed:
-        assert set(values) <= seen, f"committed transaction lost: {set(values) - seen}"
+    lost = [sorted(set(values) - seen) for values in committed if not set(values) <= seen]
+    assert not lost, (
+        f"{len(lost)} committed transactions lost (in part or whole), first: {lost[:3]}; "
+        f"the reader's position in each partition {getattr(got, 'reached', '?')}, "
+        f"the ends {getattr(got, 'ends', '?')}")
     for values in unknown:
         present = set(values) & seen
         assert not present or present == set(values), f"transaction read in part: {sorted(present)}"
@@ -268,6 +324,7 @@ def test_transactions_survive_kill_9_and_pauses_of_coordinators_and_leaders(faul
         # the coordinators' EndTxn refusals (with the transaction's state), for a failure's message
         refusals = [line for n in c.nodes.values() if os.path.exists(n.log_path)
                     for line in open(n.log_path, errors="replace") if "EndTxn refused" in line]
+        stored = stored_logs(c)
         c.stop()
         if net:
             net.remove()
@@ -276,7 +333,10 @@ def test_transactions_survive_kill_9_and_pauses_of_coordinators_and_leaders(faul
     try:
         done, wr = check_history(writers, got, at)
     except AssertionError as e:
-        raise AssertionError(f"{e}\nwriters' errors: {errors[:30]}") from e
+        seen = {v for vs in got.values() for v in vs}
+        lost = {v for w in writers for values in w.committed for v in values if v not in seen}
+        raise AssertionError(f"{e}\nwriters' errors: {errors[:30]}\n"
+                             f"where each node holds what was lost:\n{where_stored(stored, lost)}") from e
     assert not [e for e in errors if "INVALID_TXN_STATE" in e], (errors[:20], refusals[-10:])
     print(f"{done} transactions committed ({sum(len(w.committed) for w in writers)} acknowledged, "
           f"{sum(len(w.aborted) for w in writers)} aborted, {sum(len(w.unknown) for w in writers)} "
@@ -354,7 +414,7 @@ def test_transactional_message_copier_copies_exactly_once_under_kill_9():
               f"copier restarts: {len(outputs) - 2}")
         print("\n".join(o[-600:] for o in outputs))
         at = {}
-        got = read_committed(c, topic="copier-out", idle_s=8, offsets=at)
+        got = read_committed(c, topic="copier-out", offsets=at)
     finally:
         for proc in copiers.values():
             proc.kill()

@@ -1,4 +1,5 @@
-"""The record-batch headers that ringlog stored for a topic.
+"""The record batches that ringlog stored for a topic: their headers, records and aborted
+transaction index.
 
 Each partition folder `<data dir>/<topic>-<partition>/` holds the producers' RecordBatch v2
 bytes verbatim (docs/format.md), so the headers show what a client really sent: which
@@ -9,34 +10,48 @@ import os
 import re
 import struct
 
+import cramjam
+
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 HEADER = 61  # RecordBatch v2 header bytes up to and including the record count
 
 
-def stored_batches(data_dir, topic):
-    """[{partition, base_offset, magic, codec, producer_id, records}] for every stored batch."""
-    out = []
+def _partition_files(data_dir, topic, suffix):
+    """(partition, file name, bytes) of each `suffix` file of `topic`'s partition folders."""
     pattern = re.compile(re.escape(topic) + r"-(\d+)")
     for name in sorted(os.listdir(data_dir)):
         m = pattern.fullmatch(name)
         if not m:
             continue
         folder = os.path.join(data_dir, name)
-        for seg in sorted(f for f in os.listdir(folder) if f.endswith(".log")):
-            with open(os.path.join(folder, seg), "rb") as f:
-                data = f.read()
-            pos = 0
-            while pos + HEADER <= len(data):
-                base_offset, length = struct.unpack_from(">qi", data, pos)
-                assert HEADER - 12 <= length <= len(data) - pos - 12, f"{name}/{seg}: bad batch length {length} at {pos}"
-                (attrs,) = struct.unpack_from(">h", data, pos + 21)
-                (producer_id,) = struct.unpack_from(">q", data, pos + 43)
-                (records,) = struct.unpack_from(">i", data, pos + 57)
-                out.append({"partition": int(m.group(1)), "base_offset": base_offset, "magic": data[pos + 16],
-                            "codec": CODECS.get(attrs & 7, attrs & 7), "producer_id": producer_id,
-                            "records": records})
-                pos += 12 + length
-            assert pos == len(data), f"{name}/{seg}: {len(data) - pos} bytes after the last batch"
+        for f in sorted(f for f in os.listdir(folder) if f.endswith(suffix)):
+            with open(os.path.join(folder, f), "rb") as fh:
+                yield int(m.group(1)), f"{name}/{f}", fh.read()
+
+
+def _batches(data_dir, topic):
+    """(partition, batch bytes) of every stored batch, in each partition's offset order."""
+    for partition, where, data in _partition_files(data_dir, topic, ".log"):
+        pos = 0
+        while pos + HEADER <= len(data):
+            base_offset, length = struct.unpack_from(">qi", data, pos)
+            assert HEADER - 12 <= length <= len(data) - pos - 12, f"{where}: bad batch length {length} at {pos}"
+            yield partition, data[pos:pos + 12 + length]
+            pos += 12 + length
+        assert pos == len(data), f"{where}: {len(data) - pos} bytes after the last batch"
+
+
+def stored_batches(data_dir, topic):
+    """[{partition, base_offset, magic, codec, producer_id, records}] for every stored batch."""
+    out = []
+    for partition, b in _batches(data_dir, topic):
+        (base_offset,) = struct.unpack_from(">q", b, 0)
+        (attrs,) = struct.unpack_from(">h", b, 21)
+        (producer_id,) = struct.unpack_from(">q", b, 43)
+        (records,) = struct.unpack_from(">i", b, 57)
+        out.append({"partition": partition, "base_offset": base_offset, "magic": b[16],
+                    "codec": CODECS.get(attrs & 7, attrs & 7), "producer_id": producer_id,
+                    "records": records})
     return out
 
 
@@ -51,3 +66,75 @@ def assert_idempotent_batches(data_dir, topic, codecs, records):
 
 def codecs_used(data_dir, topic):
     return {b["codec"] for b in stored_batches(data_dir, topic)}
+
+
+def _varint(b, i):
+    shift = n = 0
+    while True:
+        x = b[i]
+        i += 1
+        n |= (x & 0x7F) << shift
+        if not x & 0x80:
+            return (n >> 1) ^ -(n & 1), i
+        shift += 7
+
+
+def _decompress(codec, body):
+    if codec == "none":
+        return body
+    if codec == "snappy":
+        if body.startswith(b"\x82SNAPPY\x00"):  # xerial framing (the Java client's)
+            out, i = b"", 16
+            while i < len(body):
+                (n,) = struct.unpack_from(">i", body, i)
+                out += bytes(cramjam.snappy.decompress_raw(body[i + 4:i + 4 + n]))
+                i += 4 + n
+            return out
+        return bytes(cramjam.snappy.decompress_raw(body))
+    return bytes(getattr(cramjam, codec).decompress(body))
+
+
+def stored_records(data_dir, topic):
+    """Every stored batch of `topic` with its records, in each partition's offset order:
+    [{partition, base_offset, last_offset, leader_epoch, producer_id, producer_epoch,
+    transactional, control ("COMMIT" / "ABORT" for a marker, else None), values}]."""
+    out = []
+    for partition, b in _batches(data_dir, topic):
+        base, _, leader_epoch = struct.unpack_from(">qii", b, 0)
+        attrs, last_delta = struct.unpack_from(">hi", b, 21)
+        producer_id, producer_epoch = struct.unpack_from(">qh", b, 43)
+        (count,) = struct.unpack_from(">i", b, 57)
+        body = _decompress(CODECS.get(attrs & 7), b[HEADER:])
+        keys, values, i = [], [], 0
+        for _ in range(count):
+            size, i = _varint(body, i)
+            end = i + size
+            i += 1  # attributes
+            _, i = _varint(body, i)  # timestamp delta
+            _, i = _varint(body, i)  # offset delta
+            klen, i = _varint(body, i)
+            keys.append(body[i:i + klen] if klen >= 0 else None)
+            i += max(klen, 0)
+            vlen, i = _varint(body, i)
+            values.append(body[i:i + vlen] if vlen >= 0 else None)
+            i = end
+        control = None
+        if attrs & 0x20:
+            kind = struct.unpack(">hh", keys[0][:4])[1] if keys and keys[0] else None
+            control = {0: "ABORT", 1: "COMMIT"}.get(kind, f"control type {kind}")
+        out.append({"partition": partition, "base_offset": base, "last_offset": base + last_delta,
+                    "leader_epoch": leader_epoch, "producer_id": producer_id,
+                    "producer_epoch": producer_epoch, "transactional": bool(attrs & 0x10),
+                    "control": control, "values": [] if control else values})
+    return out
+
+
+def aborted_index(data_dir, topic):
+    """The `.txnindex` entries of `topic`'s partitions: [(partition, producer id, first
+    offset, last offset)] (docs/format.md: 34-byte entries)."""
+    out = []
+    for partition, _, data in _partition_files(data_dir, topic, ".txnindex"):
+        for i in range(0, len(data) - 33, 34):
+            _, pid, first, last, _ = struct.unpack_from(">hqqqq", data, i)
+            out.append((partition, pid, first, last))
+    return out
