@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from support.broker import REPO
 from support.consumer_groups import (CONSUMER_PROTOCOL, CommittedWatch, Members, Producing, assert_never_owned_twice,
-                                     describe, ownership)
+                                     describe, judge_members, ownership)
 from support.kafka import kafka_tool
 from support.waiting import wait_for
 
@@ -89,14 +89,7 @@ def test_librdkafka_members_under_churn_never_own_a_partition_twice_nor_skip_a_r
     finally:
         watch.finish()
         members.stop_all()
-    events = members.events()
-    spans = ownership(events, members.killed, time.time())
-    # every member owned partitions at some time (the check above is about real hand-overs)
-    owners = {m for ss in spans.values() for _, _, m in ss}
-    assert owners == {"a", "b", "c", "d", "e"}, owners
-    assert any(e["ev"] == "closed" for e in events["b"]), "b did not leave cleanly"
-    assert_never_owned_twice(spans)
-    assert not watch.regressions, f"committed offsets went back: {watch.regressions}"
+    judge_members(members, watch, owners=("a", "b", "c", "d", "e"), closed=("b",))
     assert len(watch.last) == partitions
 
 
@@ -294,14 +287,7 @@ def test_a_group_migrates_online_from_classic_to_consumer_and_back(make_broker, 
     finally:
         watch.finish()
         members.stop_all()
-    events = members.events()
-    spans = ownership(events, members.killed, time.time())
-    owners = {m for ss in spans.values() for _, _, m in ss}
-    assert owners == {"c1", "c2", "n1", "n2", "c3"}, owners
-    for name in ("c1", "n1", "n2"):
-        assert any(e["ev"] == "closed" for e in events[name]), f"{name} did not leave cleanly"
-    assert_never_owned_twice(spans)
-    assert not watch.regressions, f"committed offsets went back: {watch.regressions}"
+    judge_members(members, watch, owners=("c1", "c2", "n1", "n2", "c3"), closed=("c1", "n1", "n2"))
     log = b.read_log()
     assert "classic group upgraded to a consumer group" in log
     assert "consumer group turned classic" in log

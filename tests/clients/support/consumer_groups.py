@@ -102,6 +102,21 @@ def assert_never_owned_twice(spans):
             assert s2 >= e1, f"partition {p} owned by {m1} ({s1:.3f}-{e1:.3f}) and {m2} from {s2:.3f}"
 
 
+def judge_members(members, watch, owners, closed):
+    """The judgement of a run of `Members` with a `CommittedWatch` (both finished): exactly
+    the members `owners` owned partitions at some time (so the hand-overs were real), those in
+    `closed` left cleanly, no partition owned by two at once, committed offsets never back.
+    Returns the members' events."""
+    events = members.events()
+    spans = ownership(events, members.killed, time.time())
+    assert {m for ss in spans.values() for _, _, m in ss} == set(owners), spans
+    for name in closed:
+        assert any(e["ev"] == "closed" for e in events[name]), f"{name} did not leave cleanly"
+    assert_never_owned_twice(spans)
+    assert not watch.regressions, f"committed offsets went back: {watch.regressions}"
+    return events
+
+
 class Producing:
     """Produces to every partition in turn until stopped; remembers every acknowledged record."""
 

@@ -153,9 +153,11 @@ pub enum ClassicJoined {
     },
 }
 
-/// A classic member of a consumer group as the classic group it becomes part of needs it.
+/// What a classic member is, whichever kind of group it is in: what it sent in its last
+/// JoinGroup. Carried across a conversion in both directions (`from_classic`,
+/// `classic_image`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClassicImageMember {
+pub struct ClassicMember {
     pub id: String,
     pub instance_id: Option<String>,
     pub client_id: String,
@@ -163,6 +165,12 @@ pub struct ClassicImageMember {
     pub rebalance_timeout_ms: i32,
     pub session_timeout_ms: i32,
     pub protocols: Vec<(String, Bytes)>,
+}
+
+/// A classic member of a consumer group as the classic group it becomes part of needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassicImageMember {
+    pub member: ClassicMember,
     /// Its target assignment, which the classic group starts from.
     pub assigned: Assignment,
 }
@@ -177,13 +185,7 @@ pub struct ClassicImage {
 /// A member of a classic group turning into a consumer group.
 #[derive(Debug, Clone)]
 pub struct FromClassic {
-    pub id: String,
-    pub instance_id: Option<String>,
-    pub client_id: String,
-    pub client_host: String,
-    pub rebalance_timeout_ms: i32,
-    pub session_timeout_ms: i32,
-    pub protocols: Vec<(String, Bytes)>,
+    pub member: ClassicMember,
     /// Its subscription for the group's protocol.
     pub subscription: Bytes,
     /// Its assignment of the last generation.
@@ -532,13 +534,15 @@ impl ConsumerGroup {
             .filter_map(|m| {
                 let c = m.meta.classic.as_ref()?;
                 Some(ClassicImageMember {
-                    id: m.id.clone(),
-                    instance_id: m.meta.instance_id.clone(),
-                    client_id: m.meta.client_id.clone(),
-                    client_host: m.meta.client_host.clone(),
-                    rebalance_timeout_ms: m.meta.rebalance_timeout_ms,
-                    session_timeout_ms: c.session_timeout_ms,
-                    protocols: c.protocols.clone(),
+                    member: ClassicMember {
+                        id: m.id.clone(),
+                        instance_id: m.meta.instance_id.clone(),
+                        client_id: m.meta.client_id.clone(),
+                        client_host: m.meta.client_host.clone(),
+                        rebalance_timeout_ms: m.meta.rebalance_timeout_ms,
+                        session_timeout_ms: c.session_timeout_ms,
+                        protocols: c.protocols.clone(),
+                    },
                     assigned: self.target.get(&m.id).cloned().unwrap_or_default(),
                 })
             })
@@ -578,8 +582,13 @@ impl ConsumerGroup {
         let mut g = ConsumerGroup::default();
         let mut records = Vec::new();
         let mut assigned = Vec::new();
-        for m in &members {
-            let sub = decode_subscription(&m.subscription)?;
+        for FromClassic {
+            member: m,
+            subscription,
+            assignment,
+        } in &members
+        {
+            let sub = decode_subscription(subscription)?;
             let mut names = sub.topics;
             names.sort();
             names.dedup();
@@ -602,7 +611,7 @@ impl ConsumerGroup {
                 ConsumerValue::Member(meta),
             );
             g.push(&mut records, r, s, now);
-            assigned.push((m.id.clone(), decode_assignment(&m.assignment, topics)));
+            assigned.push((m.id.clone(), decode_assignment(assignment, topics)));
         }
         // a partition two members claim (a torn classic rebalance) goes to the first
         let mut seen = BTreeSet::new();
@@ -692,13 +701,15 @@ mod tests {
             let mut a = Assignment::new();
             a.insert(t, parts.iter().copied().collect());
             FromClassic {
-                id: id.into(),
-                instance_id: None,
-                client_id: "c".into(),
-                client_host: "/127.0.0.1".into(),
-                rebalance_timeout_ms: 30_000,
-                session_timeout_ms: 10_000,
-                protocols: vec![("range".into(), subscription(&["t"]))],
+                member: ClassicMember {
+                    id: id.into(),
+                    instance_id: None,
+                    client_id: "c".into(),
+                    client_host: "/127.0.0.1".into(),
+                    rebalance_timeout_ms: 30_000,
+                    session_timeout_ms: 10_000,
+                    protocols: vec![("range".into(), subscription(&["t"]))],
+                },
                 subscription: subscription(&["t"]),
                 assignment: encode_assignment(&a, &topics, 1),
             }
@@ -802,7 +813,7 @@ mod tests {
             image
                 .members
                 .iter()
-                .map(|m| m.id.as_str())
+                .map(|m| m.member.id.as_str())
                 .collect::<Vec<_>>(),
             ["a", "b"]
         );

@@ -10,7 +10,7 @@ use super::group::Group;
 use super::member::Member;
 use super::{GroupState, JoinLimits, JoinResult};
 use crate::group_coordinator::consumer::classic::{
-    encode_assignment, ClassicImage, FromClassic, PROTOCOL_TYPE,
+    encode_assignment, ClassicImage, ClassicImageMember, ClassicMember, FromClassic, PROTOCOL_TYPE,
 };
 use crate::group_coordinator::consumer::TopicIndex;
 
@@ -30,13 +30,15 @@ impl Group {
             .members
             .values()
             .map(|m| FromClassic {
-                id: m.id.clone(),
-                instance_id: m.instance_id.clone(),
-                client_id: m.client_id.clone(),
-                client_host: m.client_host.clone(),
-                rebalance_timeout_ms: m.rebalance_timeout_ms,
-                session_timeout_ms: m.session_timeout_ms,
-                protocols: m.protocols.clone(),
+                member: ClassicMember {
+                    id: m.id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    session_timeout_ms: m.session_timeout_ms,
+                    protocols: m.protocols.clone(),
+                },
                 // a group still choosing its first protocol: the member's favourite
                 subscription: match &self.protocol {
                     Some(p) => m.metadata(p),
@@ -87,12 +89,16 @@ impl Group {
         self.generation = image.generation;
         self.protocol_type = Some(PROTOCOL_TYPE.to_owned());
         let mut assigned = Vec::new();
-        for m in image.members {
+        for ClassicImageMember {
+            member: m,
+            assigned: target,
+        } in image.members
+        {
             if let Some(i) = &m.instance_id {
                 self.static_members.insert(i.clone(), m.id.clone());
             }
             self.next_seq += 1;
-            assigned.push((m.id.clone(), m.assigned));
+            assigned.push((m.id.clone(), target));
             self.members.insert(
                 m.id.clone(),
                 Member {
