@@ -379,6 +379,50 @@ def test_a_transactional_batch_outside_its_transaction_is_refused(make_broker, v
         assert read(b, "read_committed", 1, timeout=3) == {0: [], 1: []}
 
 
+def test_a_late_marker_of_the_previous_transaction_does_not_end_the_open_one(make_broker):
+    """KIP-1228 at the wire: WriteTxnMarkers v2 says a marker's transaction version. At version
+    2 a transaction's records are at the epoch its predecessor's markers carry, so a marker at
+    the epoch of the transaction open on the partition is the previous transaction's, late (a
+    request held in a cut link): refused INVALID_PRODUCER_EPOCH, the transaction stays open;
+    the same marker v1 (version 0/1 markers carry the records' epoch) ends it; a version 2
+    marker sent again with nothing open is accepted; one an epoch up ends the transaction.
+    Transactional batches go in unverified (`transaction.partition.verification.enable=false`)
+    so that the test alone decides the epochs."""
+    from support import wire
+
+    b = make_broker(shards=1, settings={"transaction.partition.verification.enable": "false"}).start()
+    create(b, partitions=1)
+    tid = "late-marker"
+    s = wire.connect(b.bootstrap)
+    retry_until_ok("FindCoordinator", lambda: wire.find_transaction_coordinator(s, tid))
+    pid, epoch = retry_until_ok("InitProducerId", lambda: wire.init_producer_id_v0(s, tid))
+
+    def produce(value, at_epoch, seq):
+        batch = wire.record_batch([value], producer_id=pid, producer_epoch=at_epoch, base_sequence=seq,
+                                  attributes=wire.TRANSACTIONAL)
+        s.sendall(wire.produce_v3_transactional(TOPIC, 0, batch, tid))
+        assert wire.produce_v3_error_code(wire.read_response(s)) == 0
+
+    def marker(at_epoch, commit, version=2):
+        return wire.write_txn_markers(s, pid, at_epoch, commit, TOPIC, [0], version=version)[0]
+
+    produce(b"first", epoch, 0)
+    assert marker(epoch + 1, commit=True) == 0  # its own marker, one epoch up
+    assert marker(epoch + 1, commit=True) == 0  # sent again, nothing open
+    produce(b"second", epoch + 1, 0)
+    assert marker(epoch + 1, commit=False) == 47  # the first's, late: INVALID_PRODUCER_EPOCH
+    assert read(b, "read_committed", 1, partitions=1, timeout=3) == {0: [b"first"]}, "second's LSO hold gone"
+    assert marker(epoch + 2, commit=True) == 0
+    assert read(b, "read_committed", 2, partitions=1) == {0: [b"first", b"second"]}
+    # Version 1: the legacy check (not below the producer's epoch) lets the same-epoch marker end
+    # the open transaction.
+    produce(b"third", epoch + 2, 0)
+    assert marker(epoch + 2, commit=False, version=1) == 0
+    produce(b"fourth", epoch + 2, 1)
+    assert marker(epoch + 3, commit=True) == 0
+    assert read(b, "read_committed", 3, partitions=1) == {0: [b"first", b"second", b"fourth"]}
+
+
 @pytest.mark.parametrize("txn_version", ["2", "1", "downgraded-to-1"])
 def test_java_transactions_at_the_finalized_transaction_version(make_broker, txn_version):
     """Transaction version 2 (KIP-890 part 2): ApiVersions finalizes `transaction.version` at

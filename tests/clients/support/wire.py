@@ -272,3 +272,61 @@ def api_versions(bootstrap):
         key, lo, hi = r.take(">hhh")
         out[key] = (lo, hi)
     return out
+
+
+# --- WriteTxnMarkers (flexible versions: compact arrays and strings, tagged fields) ---
+
+def uvarint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def read_uvarint(r):
+    shift = n = 0
+    while True:
+        b = r.take(">B")
+        n |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return n
+        shift += 7
+
+
+def write_txn_markers(s, producer_id, producer_epoch, commit, topic, partitions, version=2,
+                      transaction_version=2, coordinator_epoch=0, correlation_id=13):
+    """WriteTxnMarkers v1 or v2 (v2: the marker's transaction version, KIP-1228) with one
+    marker: {partition: error code}."""
+    name = topic.encode()
+    topics = uvarint(2) + uvarint(len(name) + 1) + name + uvarint(len(partitions) + 1)
+    topics += b"".join(struct.pack(">i", p) for p in partitions) + uvarint(0)
+    marker = struct.pack(">qhb", producer_id, producer_epoch, 1 if commit else 0) + topics
+    marker += struct.pack(">i", coordinator_epoch)
+    if version >= 2:
+        marker += struct.pack(">b", transaction_version)
+    body = uvarint(2) + marker + uvarint(0) + uvarint(0)
+    header = struct.pack(">hhi", 27, version, correlation_id) + string("marker-wire-test") + uvarint(0)
+    s.sendall(frame(header + body))
+    payload = read_response(s)
+    assert payload is not None, f"broker closed the connection on WriteTxnMarkers v{version}"
+    r = Reader(payload)
+    assert r.take(">i") == correlation_id
+    read_uvarint(r)  # response header tagged fields
+    out = {}
+    for _ in range(read_uvarint(r) - 1):
+        r.take(">q")
+        for _ in range(read_uvarint(r) - 1):
+            name_length = read_uvarint(r) - 1
+            r.off += name_length  # the topic name
+            for _ in range(read_uvarint(r) - 1):
+                p, error = r.take(">ih")
+                out[p] = error
+                read_uvarint(r)
+            read_uvarint(r)
+        read_uvarint(r)
+    return out
