@@ -14,8 +14,7 @@ def crc32c(data):
     return crc ^ 0xFFFFFFFF
 
 
-def varint(n):
-    n = (n << 1) ^ (n >> 63)  # zigzag
+def uvarint(n):
     out = bytearray()
     while True:
         b = n & 0x7F
@@ -25,6 +24,10 @@ def varint(n):
         else:
             out.append(b)
             return bytes(out)
+
+
+def varint(n):
+    return uvarint((n << 1) ^ (n >> 63))  # zigzag
 
 
 def record_batch(values, magic=2, ts=1_700_000_000_000, producer_id=-1, producer_epoch=-1, base_sequence=-1,
@@ -275,18 +278,6 @@ def api_versions(bootstrap):
 
 
 # --- WriteTxnMarkers (flexible versions: compact arrays and strings, tagged fields) ---
-
-def uvarint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
 
 def read_uvarint(r):
     shift = n = 0
