@@ -59,6 +59,11 @@ class TxnWriter:
                                      stderr=subprocess.PIPE, text=True)
         self.thread = threading.Thread(target=self.follow, daemon=True)
         self.thread.start()
+        # stderr read as it comes: a full pipe would block the writer
+        self.errors = []
+        self.stderr_thread = threading.Thread(
+            target=lambda: self.errors.extend(line.rstrip("\n") for line in self.proc.stderr), daemon=True)
+        self.stderr_thread.start()
 
     def follow(self):
         for line in self.proc.stdout:
@@ -68,10 +73,20 @@ class TxnWriter:
             getattr(self, t["outcome"]).append(values)
 
     def finish(self):
+        """Tells the writer to stop after its transaction under way (each of its steps is
+        bounded by 40 s) and collects its errors. One still running after 120 s is hung:
+        SIGQUIT makes the Go runtime print every goroutine's stack, which the failure shows."""
         self.proc.stdin.close()
-        self.proc.wait(120)
+        try:
+            self.proc.wait(120)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGQUIT)
+            self.proc.wait(10)
+            self.stderr_thread.join(10)
+            raise AssertionError(f"writer {self.wid} still running 120 s after it was told to stop; "
+                                 f"its stderr and goroutines:\n" + "\n".join(self.errors[-250:]))
         self.thread.join(10)
-        self.errors = self.proc.stderr.read().splitlines()
+        self.stderr_thread.join(10)
         assert self.proc.returncode == 0, "\n".join(self.errors[-20:])
 
 
@@ -292,12 +307,13 @@ def test_transactions_survive_kill_9_and_pauses_of_coordinators_and_leaders(faul
     c = Cluster(net)
     c.extra = {"transaction.state.log.num.partitions": 5, "transaction.state.log.replication.factor": 3,
                "transaction.state.log.min.isr": 2}
+    writers = []
     try:
         c.start_all()
         create(c, TOPIC, partitions=2)
         seed = int(os.environ.get("RINGLOG_TXN_SEED", time.time()))
         print(f"seed {seed} (RINGLOG_TXN_SEED)")
-        writers = [TxnWriter(c, wid, seed, go_client_check()) for wid in range(WRITERS)]
+        writers.extend(TxnWriter(c, wid, seed, go_client_check()) for wid in range(WRITERS))
         committed = lambda: sum(len(w.committed) for w in writers)
         wait_for("transactions flowing", lambda: all(len(w.committed) >= 3 for w in writers), timeout=60)
         for victim in (1, 2, 3, 1):
@@ -321,6 +337,9 @@ def test_transactions_survive_kill_9_and_pauses_of_coordinators_and_leaders(faul
         at = {}
         got = read_committed(c, offsets=at)
     finally:
+        for w in writers:  # one left running by a failure must not outlive the test
+            if w.proc.poll() is None:
+                w.proc.kill()
         # the coordinators' EndTxn refusals (with the transaction's state), for a failure's message
         refusals = [line for n in c.nodes.values() if os.path.exists(n.log_path)
                     for line in open(n.log_path, errors="replace") if "EndTxn refused" in line]

@@ -103,15 +103,31 @@ func txnWriter(args []string) {
 		// is not used: the writer finishes the transaction under way when told to stop.
 		tctx, tcancel := context.WithTimeout(context.Background(), 40*time.Second)
 		err := cl.BeginTransaction()
+		stalled := false
 		if err == nil {
-			err = cl.ProduceSync(tctx, records...).FirstErr()
+			stalled, err = produceBounded(tctx, cl, records)
 		}
 		try := kgo.TransactionEndTry(commit && err == nil)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "writer %d txn %d: produce: %v\n", wid, n, err)
-			_ = cl.AbortBufferedRecords(tctx)
+		var endErr error
+		if stalled {
+			// The client still holds records it cannot tell the fate of and may never give
+			// them up (franz-go waits for an idempotent batch's outcome, twmb/franz-go#930;
+			// seen with no connection left open, after the coordinator aborted the
+			// transaction on its timeout). The transaction is abandoned, never asked to
+			// commit: the coordinator's timeout, or the next instance's InitProducerId,
+			// aborts it.
+			fmt.Fprintf(os.Stderr, "writer %d txn %d: produce: %v; abandoning the client\n", wid, n, err)
+			endErr = err
+		} else {
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "writer %d txn %d: produce: %v\n", wid, n, err)
+				_ = cl.AbortBufferedRecords(tctx)
+			}
+			endErr = cl.EndTransaction(tctx, try)
+			if endErr != nil {
+				fmt.Fprintf(os.Stderr, "writer %d txn %d: end (commit %v): %v\n", wid, n, bool(try), endErr)
+			}
 		}
-		endErr := cl.EndTransaction(tctx, try)
 		tcancel()
 		switch {
 		case !bool(try):
@@ -124,12 +140,45 @@ func txnWriter(args []string) {
 		}
 		emit(line)
 		if endErr != nil {
-			fmt.Fprintf(os.Stderr, "writer %d txn %d: end (commit %v): %v\n", wid, n, bool(try), endErr)
-			cl.Close()
+			closeBounded(cl)
 			cl = newProducer()
 		}
 	}
 	if cl != nil {
+		closeBounded(cl)
+	}
+}
+
+// produceBounded is ProduceSync that returns when ctx ends even if the client keeps waiting
+// for its records: whether it gave up waiting (the client is then left with records it may
+// never release), and their first error.
+func produceBounded(ctx context.Context, cl *kgo.Client, records []*kgo.Record) (bool, error) {
+	done := make(chan error, 1)
+	go func() { done <- cl.ProduceSync(ctx, records...).FirstErr() }()
+	select {
+	case err := <-done:
+		return false, err
+	case <-ctx.Done():
+		// a moment for the client to fail them itself, as it should on ctx's end
+		select {
+		case err := <-done:
+			return false, err
+		case <-time.After(5 * time.Second):
+			return true, fmt.Errorf("records not released 5 s after their context ended: %w", ctx.Err())
+		}
+	}
+}
+
+// closeBounded closes cl, waiting at most 10 s (a client holding records it cannot release).
+func closeBounded(cl *kgo.Client) {
+	done := make(chan struct{})
+	go func() {
 		cl.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		fmt.Fprintln(os.Stderr, "client close still waiting after 10 s; left behind")
 	}
 }
