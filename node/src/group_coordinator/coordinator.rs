@@ -102,7 +102,12 @@ impl Coordinator {
             return Err(ResponseError::CoordinatorNotAvailable);
         };
         let p = partition_for(group, topic.partitions.len() as i32);
-        if !topic.partitions[p as usize].is_led_by(host.node(), host.shard()) {
+        // Led here, and this shard may write there now: a node whose lease is in doubt
+        // (paused, cut off, or back but not yet caught up with the metadata) may have lost the
+        // partition, and its groups' state (committed offsets, members) may be stale.
+        if !topic.partitions[p as usize].is_led_by(host.node(), host.shard())
+            || host.offsets_partition(p).is_none()
+        {
             return Err(ResponseError::NotCoordinator);
         }
         if !self.loaded.borrow().contains(&p) {

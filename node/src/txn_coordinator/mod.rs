@@ -151,6 +151,13 @@ pub fn owner(host: &dyn TxnHost, transactional_id: &str) -> Result<(i32, i32), R
     let p = transactions::partition_for(transactional_id, count);
     let c = host.txn_coordinator();
     if let Some(epoch) = c.loaded_epoch(p) {
+        // Only while it may write there: a node whose lease is in doubt (paused, cut off, or
+        // back but not yet caught up with the metadata) may have lost the partition to another
+        // coordinator, and its state may be stale — answering from it (a refusal that needs
+        // no write, say) would be a zombie's answer. NOT_COORDINATOR: the client looks again.
+        if host.state_partition(p).is_none() {
+            return Err(ResponseError::NotCoordinator);
+        }
         return Ok((p, epoch));
     }
     if c.loading.borrow().contains(&p) {

@@ -790,6 +790,65 @@ def test_committed_offsets_survive_the_coordinators_node(cluster):
     wait_for("the committed offsets from the new coordinator", lambda: fetched() == [(0, 42), (1, 7)], timeout=40)
 
 
+def test_a_coordinator_paused_past_its_lease_does_not_answer_from_its_stale_state(cluster):
+    """A group coordinator stopped (SIGSTOP) past its lease loses the group's offsets partition;
+    a commit lands on the new coordinator meanwhile. An OffsetFetch waiting in the paused
+    node's socket is read the moment it resumes, before it has caught up with the metadata:
+    it must not answer from its stale state (the old offset would send a consumer back) —
+    NOT_COORDINATOR, the client looks again."""
+    c = cluster
+    c.start_all()
+    create(c, "stale", partitions=1)
+    group = "stale-reader"
+    s = wire.connect(c.bootstrap().split(",")[0])
+    error, node_id, host, port = wait_for(
+        "the group's coordinator", lambda: (lambda r: r if r[0] == 0 else None)(wire.find_coordinator_v0(s, group)),
+        timeout=30)
+    s.close()
+    old = node_id // 1000
+    coordinator = wire.connect(f"{host}:{port}")
+    # (COORDINATOR_NOT_AVAILABLE while the offsets partition's replicas come in sync)
+    wait_for("offset 10 committed", timeout=30, interval=0.2,
+             check=lambda: wire.offset_commit_v2(coordinator, group, -1, "", [("stale", 0, 10, "")]) == {("stale", 0): 0})
+    c.nodes[old].proc.send_signal(signal.SIGSTOP)
+    other = next(n for n in (1, 2, 3) if n != old)
+
+    def commit_elsewhere():
+        try:
+            probe = wire.connect(c.nodes[other].bootstrap)
+            try:
+                err, nid, h, p = wire.find_coordinator_v0(probe, group)
+            finally:
+                probe.close()
+            if err != 0 or nid // 1000 == old:
+                return False
+            new = wire.connect(f"{h}:{p}")
+            try:
+                return wire.offset_commit_v2(new, group, -1, "", [("stale", 0, 20, "")]) == {("stale", 0): 0}
+            finally:
+                new.close()
+        except OSError:
+            return False
+
+    wait_for("offset 20 committed on the new coordinator", commit_elsewhere, timeout=40, interval=0.5)
+    # Sent to the paused node: read the moment it resumes.
+    fetch = wire.string(group) + wire.array([wire.string("stale") + wire.array([struct.pack(">i", 0)])])
+    coordinator.sendall(wire.frame(struct.pack(">hhi", 9, 1, 21) + wire.string("stale-test") + fetch))
+    c.nodes[old].proc.send_signal(signal.SIGCONT)
+    answer = wire.read_response(coordinator)
+    coordinator.close()
+    assert answer is not None, "the resumed coordinator closed the connection"
+    r = wire.Reader(answer[4:])
+    r.take(">i")
+    r.string()
+    r.take(">i")
+    partition, offset = r.take(">iq")
+    r.string()
+    error = r.take(">h")
+    assert (offset, error) != (10, 0), "the resumed coordinator answered from its stale state: offset 10"
+    assert error == 16 or (offset, error) == (20, 0), (offset, error)  # NOT_COORDINATOR
+
+
 def test_deleted_records_stay_deleted_after_the_leader_dies(cluster):
     """DeleteRecords moves the leader's log start offset; followers move theirs from the
     leader's fetch answers, so after the leader is killed the new leader serves from the same
