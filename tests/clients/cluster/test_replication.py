@@ -801,9 +801,12 @@ def test_a_coordinator_paused_past_its_lease_does_not_answer_from_its_stale_stat
     create(c, "stale", partitions=1)
     group = "stale-reader"
     s = wire.connect(c.bootstrap().split(",")[0])
-    error, node_id, host, port = wait_for(
-        "the group's coordinator", lambda: (lambda r: r if r[0] == 0 else None)(wire.find_coordinator_v0(s, group)),
-        timeout=30)
+
+    def found():
+        answer = wire.find_coordinator_v0(s, group)
+        return answer if answer[0] == 0 else None
+
+    _, node_id, host, port = wait_for("the group's coordinator", found, timeout=30)
     s.close()
     old = node_id // 1000
     coordinator = wire.connect(f"{host}:{port}")
@@ -832,19 +835,12 @@ def test_a_coordinator_paused_past_its_lease_does_not_answer_from_its_stale_stat
 
     wait_for("offset 20 committed on the new coordinator", commit_elsewhere, timeout=40, interval=0.5)
     # Sent to the paused node: read the moment it resumes.
-    fetch = wire.string(group) + wire.array([wire.string("stale") + wire.array([struct.pack(">i", 0)])])
-    coordinator.sendall(wire.frame(struct.pack(">hhi", 9, 1, 21) + wire.string("stale-test") + fetch))
+    coordinator.sendall(wire.request(9, 1, wire.offset_fetch_v1_body(group, "stale", [0])))
     c.nodes[old].proc.send_signal(signal.SIGCONT)
     answer = wire.read_response(coordinator)
     coordinator.close()
     assert answer is not None, "the resumed coordinator closed the connection"
-    r = wire.Reader(answer[4:])
-    r.take(">i")
-    r.string()
-    r.take(">i")
-    partition, offset = r.take(">iq")
-    r.string()
-    error = r.take(">h")
+    offset, _, error = wire.parse_offset_fetch_v1(wire.response_body(answer))[0]
     assert (offset, error) != (10, 0), "the resumed coordinator answered from its stale state: offset 10"
     assert error == 16 or (offset, error) == (20, 0), (offset, error)  # NOT_COORDINATOR
 

@@ -125,8 +125,8 @@ def read_committed(c, topic=TOPIC, partitions=2, offsets=None, timeout=90):
     print(f"no transaction open in {topic} after {time.time() - started:.1f} s; ends {ends}")
     consumer = Consumer({"bootstrap.servers": c.bootstrap(), "group.id": f"check-{time.time()}",
                          "isolation.level": "read_committed", "enable.auto.commit": False})
-    tps = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
-    consumer.assign(tps)
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
     got = FinalRead({p: [] for p in range(partitions)})
     got.ends, got.reached = dict(enumerate(ends)), {p: 0 for p in range(partitions)}
     deadline = time.time() + timeout
@@ -136,7 +136,7 @@ def read_committed(c, topic=TOPIC, partitions=2, offsets=None, timeout=90):
             got[m.partition()].append(m.value())
             if offsets is not None:
                 offsets.setdefault(m.value(), []).append((m.partition(), m.offset()))
-        positions = consumer.position([TopicPartition(topic, p) for p in range(partitions)])
+        positions = consumer.position(tps)
         got.reached = {tp.partition: max(tp.offset, got.reached[tp.partition]) for tp in positions}
         if all(got.reached[p] >= ends[p] for p in range(partitions)):
             break
@@ -147,8 +147,8 @@ def read_committed(c, topic=TOPIC, partitions=2, offsets=None, timeout=90):
 
 
 def stored_logs(c, topic=TOPIC):
-    """Each node's stored batches and aborted transaction index of `topic`, read once the
-    nodes are stopped: {node: (batches, aborted index entries)} (empty if unreadable)."""
+    """Each node's stored batches and aborted transaction index of `topic`, the nodes stopped
+    first: {node: (batches, aborted index entries)} (empty if unreadable)."""
     out = {}
     for n, b in c.nodes.items():
         if b.proc.poll() is None:
@@ -336,26 +336,26 @@ def test_transactions_survive_kill_9_and_pauses_of_coordinators_and_leaders(faul
             w.finish()
         at = {}
         got = read_committed(c, offsets=at)
+        errors = [e for w in writers for e in w.errors]
+        try:
+            done, wr = check_history(writers, got, at)
+        except AssertionError as e:
+            # where the lost records are, read from the stopped nodes' logs before they go
+            seen = {v for vs in got.values() for v in vs}
+            lost = {v for w in writers for values in w.committed for v in values if v not in seen}
+            raise AssertionError(f"{e}\nwriters' errors: {errors[:30]}\n"
+                                 f"where each node holds what was lost:\n{where_stored(stored_logs(c), lost)}") from e
+        # the coordinators' EndTxn refusals (with the transaction's state), for a failure's message
+        refusals = [line for n in c.nodes.values() if os.path.exists(n.log_path)
+                    for line in open(n.log_path, errors="replace") if "EndTxn refused" in line]
     finally:
         for w in writers:  # one left running by a failure must not outlive the test
             if w.proc.poll() is None:
                 w.proc.kill()
-        # the coordinators' EndTxn refusals (with the transaction's state), for a failure's message
-        refusals = [line for n in c.nodes.values() if os.path.exists(n.log_path)
-                    for line in open(n.log_path, errors="replace") if "EndTxn refused" in line]
-        stored = stored_logs(c)
         c.stop()
         if net:
             net.remove()
 
-    errors = [e for w in writers for e in w.errors]
-    try:
-        done, wr = check_history(writers, got, at)
-    except AssertionError as e:
-        seen = {v for vs in got.values() for v in vs}
-        lost = {v for w in writers for values in w.committed for v in values if v not in seen}
-        raise AssertionError(f"{e}\nwriters' errors: {errors[:30]}\n"
-                             f"where each node holds what was lost:\n{where_stored(stored, lost)}") from e
     assert not [e for e in errors if "INVALID_TXN_STATE" in e], (errors[:20], refusals[-10:])
     print(f"{done} transactions committed ({sum(len(w.committed) for w in writers)} acknowledged, "
           f"{sum(len(w.aborted) for w in writers)} aborted, {sum(len(w.unknown) for w in writers)} "

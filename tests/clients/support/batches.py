@@ -12,6 +12,8 @@ import struct
 
 import cramjam
 
+from support.wire import Reader, read_varint
+
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 HEADER = 61  # RecordBatch v2 header bytes up to and including the record count
 
@@ -41,17 +43,24 @@ def _batches(data_dir, topic):
         assert pos == len(data), f"{where}: {len(data) - pos} bytes after the last batch"
 
 
+def _header(b):
+    """The fields of a stored batch's header (RecordBatch v2) the functions below return."""
+    base_offset, _, leader_epoch = struct.unpack_from(">qii", b, 0)
+    attrs, last_delta = struct.unpack_from(">hi", b, 21)
+    producer_id, producer_epoch = struct.unpack_from(">qh", b, 43)
+    (records,) = struct.unpack_from(">i", b, 57)
+    return {"base_offset": base_offset, "last_offset": base_offset + last_delta, "leader_epoch": leader_epoch,
+            "magic": b[16], "attributes": attrs, "codec": CODECS.get(attrs & 7, attrs & 7),
+            "producer_id": producer_id, "producer_epoch": producer_epoch, "records": records}
+
+
 def stored_batches(data_dir, topic):
     """[{partition, base_offset, magic, codec, producer_id, records}] for every stored batch."""
     out = []
     for partition, b in _batches(data_dir, topic):
-        (base_offset,) = struct.unpack_from(">q", b, 0)
-        (attrs,) = struct.unpack_from(">h", b, 21)
-        (producer_id,) = struct.unpack_from(">q", b, 43)
-        (records,) = struct.unpack_from(">i", b, 57)
-        out.append({"partition": partition, "base_offset": base_offset, "magic": b[16],
-                    "codec": CODECS.get(attrs & 7, attrs & 7), "producer_id": producer_id,
-                    "records": records})
+        h = _header(b)
+        out.append({"partition": partition, **{k: h[k] for k in
+                                              ("base_offset", "magic", "codec", "producer_id", "records")}})
     return out
 
 
@@ -66,17 +75,6 @@ def assert_idempotent_batches(data_dir, topic, codecs, records):
 
 def codecs_used(data_dir, topic):
     return {b["codec"] for b in stored_batches(data_dir, topic)}
-
-
-def _varint(b, i):
-    shift = n = 0
-    while True:
-        x = b[i]
-        i += 1
-        n |= (x & 0x7F) << shift
-        if not x & 0x80:
-            return (n >> 1) ^ -(n & 1), i
-        shift += 7
 
 
 def _decompress(codec, body):
@@ -100,32 +98,29 @@ def stored_records(data_dir, topic):
     transactional, control ("COMMIT" / "ABORT" for a marker, else None), values}]."""
     out = []
     for partition, b in _batches(data_dir, topic):
-        base, _, leader_epoch = struct.unpack_from(">qii", b, 0)
-        attrs, last_delta = struct.unpack_from(">hi", b, 21)
-        producer_id, producer_epoch = struct.unpack_from(">qh", b, 43)
-        (count,) = struct.unpack_from(">i", b, 57)
-        body = _decompress(CODECS.get(attrs & 7), b[HEADER:])
-        keys, values, i = [], [], 0
-        for _ in range(count):
-            size, i = _varint(body, i)
-            end = i + size
-            i += 1  # attributes
-            _, i = _varint(body, i)  # timestamp delta
-            _, i = _varint(body, i)  # offset delta
-            klen, i = _varint(body, i)
-            keys.append(body[i:i + klen] if klen >= 0 else None)
-            i += max(klen, 0)
-            vlen, i = _varint(body, i)
-            values.append(body[i:i + vlen] if vlen >= 0 else None)
-            i = end
+        h = _header(b)
+        r = Reader(_decompress(h["codec"], b[HEADER:]))
+        keys, values = [], []
+        for _ in range(h["records"]):
+            size = read_varint(r)
+            end = r.off + size
+            r.take(">b")  # attributes
+            read_varint(r)  # timestamp delta
+            read_varint(r)  # offset delta
+            klen = read_varint(r)
+            keys.append(r.data[r.off:r.off + klen] if klen >= 0 else None)
+            r.off += max(klen, 0)
+            vlen = read_varint(r)
+            values.append(r.data[r.off:r.off + vlen] if vlen >= 0 else None)
+            r.off = end
         control = None
-        if attrs & 0x20:
+        if h["attributes"] & 0x20:
             kind = struct.unpack(">hh", keys[0][:4])[1] if keys and keys[0] else None
             control = {0: "ABORT", 1: "COMMIT"}.get(kind, f"control type {kind}")
-        out.append({"partition": partition, "base_offset": base, "last_offset": base + last_delta,
-                    "leader_epoch": leader_epoch, "producer_id": producer_id,
-                    "producer_epoch": producer_epoch, "transactional": bool(attrs & 0x10),
-                    "control": control, "values": [] if control else values})
+        out.append({"partition": partition, "transactional": bool(h["attributes"] & 0x10),
+                    "control": control, "values": [] if control else values,
+                    **{k: h[k] for k in ("base_offset", "last_offset", "leader_epoch", "producer_id",
+                                         "producer_epoch")}})
     return out
 
 

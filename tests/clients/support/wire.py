@@ -137,15 +137,24 @@ def array(items):
     return struct.pack(">i", len(items)) + b"".join(items)
 
 
-def call(s, api_key, version, body, correlation_id=11):
-    """Sends one request with header v1 and returns the response body after the correlation id."""
-    header = struct.pack(">hhi", api_key, version, correlation_id) + string("group-wire-test")
-    s.sendall(frame(header + body))
-    payload = read_response(s)
-    assert payload is not None, f"broker closed the connection on api {api_key} v{version}"
+def request(api_key, version, body, correlation_id=11):
+    """One framed request with header v1."""
+    return frame(struct.pack(">hhi", api_key, version, correlation_id) + string("group-wire-test") + body)
+
+
+def response_body(payload, correlation_id=11):
+    """The response body after the correlation id (header v0), which must be `correlation_id`."""
     (cid,) = struct.unpack_from(">i", payload, 0)
     assert cid == correlation_id
     return payload[4:]
+
+
+def call(s, api_key, version, body, correlation_id=11):
+    """Sends one request with header v1 and returns the response body after the correlation id."""
+    s.sendall(request(api_key, version, body, correlation_id))
+    payload = read_response(s)
+    assert payload is not None, f"broker closed the connection on api {api_key} v{version}"
+    return response_body(payload, correlation_id)
 
 
 class Reader:
@@ -220,10 +229,18 @@ def offset_commit_v2(s, group, generation, member_id, offsets):
     return out
 
 
+def offset_fetch_v1_body(group, topic, partitions):
+    return string(group) + array([string(topic) + array([struct.pack(">i", p) for p in partitions])])
+
+
 def offset_fetch_v1(s, group, topic, partitions):
     """{partition: (offset, metadata, error)}"""
-    body = string(group) + array([string(topic) + array([struct.pack(">i", p) for p in partitions])])
-    r = Reader(call(s, 9, 1, body))
+    return parse_offset_fetch_v1(call(s, 9, 1, offset_fetch_v1_body(group, topic, partitions)))
+
+
+def parse_offset_fetch_v1(body):
+    """An OffsetFetch v1 response body: {partition: (offset, metadata, error)}"""
+    r = Reader(body)
     out = {}
     for _ in range(r.take(">i")):
         r.string()
@@ -287,6 +304,11 @@ def read_uvarint(r):
         if not b & 0x80:
             return n
         shift += 7
+
+
+def read_varint(r):
+    n = read_uvarint(r)
+    return (n >> 1) ^ -(n & 1)  # zigzag
 
 
 def write_txn_markers(s, producer_id, producer_epoch, commit, topic, partitions, version=2,
